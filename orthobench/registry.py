@@ -1,0 +1,186 @@
+"""Name -> factory registries for tasks and optimizers.
+
+A name is resolved, in order, as: a built-in name; a ``module:attr`` import path (so users can
+benchmark their own objective or optimizer without editing the package); an entry point in the
+group ``orthobench.tasks`` / ``orthobench.optimizers`` of an installed distribution. Built-ins are
+stored as import paths and imported on first use, which keeps ``import orthobench`` light and
+free of import cycles.
+
+Task factories are called as ``factory(**params)``; optimizer factories as
+``factory(dim, *, seed, device, dtype, **params)``. The ``params`` a factory accepts are read from
+its signature, so unknown or mistyped suite parameters are rejected before anything runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from orthobench.exceptions import RegistryError
+
+# Keyword arguments the loop passes to every optimizer factory itself.
+_OPTIMIZER_RESERVED = ("dim", "seed", "device", "dtype")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A resolved registry entry: the factory and the parameters a suite may set."""
+
+    name: str
+    factory: Callable[..., Any]
+    params: dict[str, Any]  # parameter name -> default (inspect.Parameter.empty if required)
+    accepts_any: bool  # the factory takes **kwargs
+
+    @property
+    def description(self) -> str:
+        doc = inspect.getdoc(self.factory) or ""
+        return doc.split("\n\n")[0].replace("\n", " ")
+
+
+def _import_path(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise RegistryError(f"Import path {path!r} must look like 'package.module:attribute'.")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise RegistryError(f"Cannot import module {module_name!r} of {path!r}: {err}.") from err
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise RegistryError(f"Module {module_name!r} has no attribute {attr!r} (from {path!r}).") from None
+    if not callable(obj):
+        raise RegistryError(f"{path!r} is not callable.")
+    return obj
+
+
+class Registry:
+    """A registry of factories of one kind (``"task"`` or ``"optimizer"``)."""
+
+    def __init__(self, kind: str, group: str, builtins: Mapping[str, str], reserved: tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self.group = group
+        self._builtins = dict(builtins)
+        self._registered: dict[str, Callable[..., Any]] = {}
+        self._reserved = reserved
+
+    def register(self, name: str, factory: Callable[..., Any] | None = None) -> Any:
+        """Register ``factory`` under ``name`` (also usable as a decorator). Duplicates raise."""
+
+        def _add(f: Callable[..., Any]) -> Callable[..., Any]:
+            if name in self._builtins or name in self._registered:
+                raise RegistryError(f"A {self.kind} named {name!r} is already registered.")
+            self._registered[name] = f
+            return f
+
+        return _add if factory is None else _add(factory)
+
+    def names(self) -> list[str]:
+        """Built-in, registered and entry-point names, sorted."""
+        eps = {ep.name for ep in entry_points(group=self.group)}
+        return sorted(set(self._builtins) | set(self._registered) | eps)
+
+    def _factory(self, name: str) -> Callable[..., Any]:
+        if name in self._registered:
+            return self._registered[name]
+        if name in self._builtins:
+            return _import_path(self._builtins[name])
+        if ":" in name:
+            return _import_path(name)
+        for ep in entry_points(group=self.group):
+            if ep.name == name:
+                return ep.load()
+        raise RegistryError(
+            f"Unknown {self.kind} {name!r}; known: {', '.join(self.names())}. Use a 'module:attr' "
+            f"import path or an entry point in group {self.group!r} for your own."
+        )
+
+    def resolve(self, name: str) -> Entry:
+        """Look up ``name``; raises :class:`RegistryError` listing the known names on a miss."""
+        factory = self._factory(name)
+        sig = inspect.signature(factory)
+        params: dict[str, Any] = {}
+        accepts_any = False
+        for p in sig.parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                accepts_any = True
+            elif p.kind is p.VAR_POSITIONAL or p.name in self._reserved:
+                continue
+            else:
+                params[p.name] = p.default
+        return Entry(name=name, factory=factory, params=params, accepts_any=accepts_any)
+
+    def check_params(self, name: str, params: Mapping[str, Any]) -> Entry:
+        """Resolve ``name`` and reject parameters its factory does not take or of the wrong type."""
+        entry = self.resolve(name)
+        for key, value in params.items():
+            if key not in entry.params:
+                if entry.accepts_any:
+                    continue
+                allowed = ", ".join(entry.params) or "none"
+                raise RegistryError(f"{self.kind} {name!r} has no parameter {key!r}; allowed: {allowed}.")
+            default = entry.params[key]
+            if not _same_kind(default, value):
+                raise RegistryError(
+                    f"{self.kind} {name!r} parameter {key!r} must be {type(default).__name__} "
+                    f"(default {default!r}), but got {value!r}."
+                )
+        missing = [k for k, d in entry.params.items() if d is inspect.Parameter.empty and k not in params]
+        if missing:
+            raise RegistryError(f"{self.kind} {name!r} needs parameter(s): {', '.join(missing)}.")
+        return entry
+
+    def create(self, name: str, *args: Any, **params: Any) -> Any:
+        return self.resolve(name).factory(*args, **params)
+
+
+def _same_kind(default: Any, value: Any) -> bool:
+    """Loose type check of a suite value against the factory default's type."""
+    if default is inspect.Parameter.empty or default is None or value is None:
+        return True
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) and (isinstance(default, float) or isinstance(value, int))
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    if isinstance(default, dict):
+        return isinstance(value, dict)
+    return True
+
+
+TASKS = Registry(
+    "task",
+    "orthobench.tasks",
+    {
+        "hartmann6": "orthobench.tasks.synthetic:hartmann6",
+        "ackley8": "orthobench.tasks.synthetic:ackley8",
+        "michalewicz10": "orthobench.tasks.synthetic:michalewicz10",
+        "levy16": "orthobench.tasks.synthetic:levy16",
+    },
+)
+
+OPTIMIZERS = Registry(
+    "optimizer",
+    "orthobench.optimizers",
+    {
+        "sobol": "orthobench.optimizers.sobol:SobolSearch",
+        "qlogei": "orthobench.optimizers.botorch_baselines:QLogEI",
+        "ucb": "orthobench.optimizers.botorch_baselines:QUCB",
+        "orthobo": "orthobench.optimizers.orthobo:OrthoBO",
+        "mc-ei": "orthobench.optimizers.orthobo:MCEI",
+        "turbo": "orthobench.optimizers.turbo:TuRBO",
+        "rpr": "orthobench.optimizers.botorch_baselines:RPR",
+        "mc-tpe": "orthobench.optimizers.tpe:MCTPE",
+        "orthobo-tpe": "orthobench.optimizers.tpe:OrthoBOTPE",
+        "tpe-optuna": "orthobench.optimizers.optuna_tpe:OptunaTPE",
+    },
+    reserved=_OPTIMIZER_RESERVED,
+)

@@ -1,0 +1,1 @@
+"""Surrogate models: GP construction and fitting, Laplace posteriors over hyperparameters."""

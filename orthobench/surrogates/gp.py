@@ -1,0 +1,115 @@
+"""GP surrogates: kernel construction by name and MAP fitting.
+
+Inputs are already in the unit cube (optimizers work there), so no input transform is needed;
+outcomes are standardized with BoTorch's ``Standardize``. Priors follow BoTorch's defaults
+(dim-scaled log-normal lengthscale prior [Hvarfner2024vanilla]_, log-normal noise prior), so the
+MAP fit and the Laplace approximation in :mod:`orthobench.surrogates.laplace` see a proper
+posterior for every kernel.
+
+References:
+    .. [Hvarfner2024vanilla] C. Hvarfner, E. O. Hellsten, L. Nardi. Vanilla Bayesian Optimization
+       Performs Great in High Dimensions. ICML 2024.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from botorch.exceptions.errors import ModelFittingError as BotorchModelFittingError
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.transforms.outcome import Standardize
+from botorch.models.utils.gpytorch_modules import get_gaussian_likelihood_with_lognormal_prior
+from gpytorch.constraints import GreaterThan
+from gpytorch.kernels import Kernel, LinearKernel, MaternKernel, RBFKernel, ScaleKernel
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from gpytorch.priors import LogNormalPrior
+
+from orthobench.exceptions import ModelFittingError, NumericsWarning
+
+KERNELS: tuple[str, ...] = ("rbf-iso", "rbf-ard", "matern52-iso", "matern52-ard", "linear")
+
+# BoTorch's lengthscale floor (botorch.models.utils.gpytorch_modules.MIN_INFERRED_NOISE_LEVEL is
+# for noise; this is the lengthscale one used by get_covar_module_with_dim_scaled_prior).
+_MIN_LENGTHSCALE = 2.5e-2
+
+
+def make_kernel(name: str, dim: int, *, outputscale: bool = False) -> Kernel:
+    """Build a covariance module by name.
+
+    Args:
+        name: One of :data:`KERNELS`. ``-ard`` kernels have one lengthscale per input dimension,
+            ``-iso`` kernels one shared lengthscale. Lengthscale prior:
+            ``LogNormal(sqrt(2) + log(d) / 2, sqrt(3))`` (BoTorch's default).
+        dim: Input dimension ``d``.
+        outputscale: Wrap the kernel in a ``ScaleKernel`` with a ``LogNormal(0, 1)`` prior on the
+            amplitude. Off by default, as in BoTorch >= 0.12 (outcomes are standardized).
+
+    Returns:
+        A gpytorch kernel.
+    """
+    if name not in KERNELS:
+        raise ValueError(f"Unknown kernel {name!r}; choose one of {list(KERNELS)}.")
+    if name == "linear":
+        base: Kernel = LinearKernel(variance_prior=LogNormalPrior(0.0, 1.0))
+    else:
+        ard = dim if name.endswith("-ard") else None
+        prior = LogNormalPrior(loc=math.sqrt(2.0) + math.log(dim) / 2.0, scale=math.sqrt(3.0))
+        common = dict(
+            ard_num_dims=ard,
+            lengthscale_prior=prior,
+            lengthscale_constraint=GreaterThan(_MIN_LENGTHSCALE, transform=None, initial_value=prior.mode),
+        )
+        base = MaternKernel(nu=2.5, **common) if name.startswith("matern52") else RBFKernel(**common)
+    if outputscale:
+        return ScaleKernel(base, outputscale_prior=LogNormalPrior(0.0, 1.0))
+    return base
+
+
+def build_gp(train_x: torch.Tensor, train_y: torch.Tensor, kernel: str = "matern52-ard", *, outputscale: bool = False) -> SingleTaskGP:
+    """An unfitted ``SingleTaskGP`` on ``t x d`` unit-cube inputs and ``t`` targets.
+
+    The targets are modelled as given (callers negate minimization objectives for BoTorch's
+    maximization convention) and standardized by the model's outcome transform.
+    """
+    return SingleTaskGP(
+        train_X=train_x,
+        train_Y=train_y.unsqueeze(-1),
+        covar_module=make_kernel(kernel, train_x.shape[-1], outputscale=outputscale),
+        likelihood=get_gaussian_likelihood_with_lognormal_prior(),
+        outcome_transform=Standardize(m=1),
+    )
+
+
+def fit_gp(model: SingleTaskGP) -> dict[str, object]:
+    """MAP-fit ``model`` in place with ``fit_gpytorch_mll``.
+
+    Returns:
+        ``{"fallback": None}`` on a clean fit, or ``{"fallback": "<what happened>"}`` when the
+        optimizer gave up and the prior-mode initialization was kept (a warning is also issued, so
+        the fallback is both visible and recorded).
+
+    Raises:
+        ModelFittingError: if the fitted model's parameters are not finite.
+    """
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    fallback = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)
+            fit_gpytorch_mll(mll)
+    except BotorchModelFittingError as err:
+        fallback = f"fit_gpytorch_mll failed ({err.__class__.__name__}); kept initial hyperparameters"
+        warnings.warn(f"GP fit: {fallback}.", NumericsWarning, stacklevel=2)
+    if not all(torch.isfinite(p).all() for p in model.parameters()):
+        raise ModelFittingError("GP fit produced non-finite hyperparameters.")
+    model.eval()
+    return {"fallback": fallback}
+
+
+def fit_model(train_x: torch.Tensor, train_y: torch.Tensor, kernel: str = "matern52-ard", *, outputscale: bool = False) -> tuple[SingleTaskGP, dict[str, object]]:
+    """Build and MAP-fit a GP; returns the model and the fit record of :func:`fit_gp`."""
+    model = build_gp(train_x, train_y, kernel, outputscale=outputscale)
+    return model, fit_gp(model)

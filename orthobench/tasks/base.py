@@ -1,0 +1,64 @@
+"""The :class:`Task` base class: an objective to minimize over a :class:`SearchSpace`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from orthobench.space import SearchSpace
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The outcome of one objective evaluation.
+
+    Args:
+        y: Observed objective value (to be minimized), noise included.
+        is_outlier: True when the task corrupted this evaluation on purpose (outlier injection).
+        info: JSON-serializable extras (e.g. the noise-free value, training accuracy).
+    """
+
+    y: float
+    is_outlier: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Task(ABC):
+    """An objective to minimize over a box of named parameters.
+
+    Subclasses set :attr:`space` (native bounds and parameter kinds) and, where known, the
+    minimum :attr:`optimal_value` so regret is exact. ``evaluate`` receives one native point and a
+    seed that determines all its randomness (observation noise, data shuffling, outliers), so an
+    evaluation is reproducible wherever it runs. A task owns its noise: optimizers never add any.
+    """
+
+    #: Known minimum of the noise-free objective, or None.
+    optimal_value: float | None = None
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+
+    @property
+    def dim(self) -> int:
+        return self.space.dim
+
+    @abstractmethod
+    def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
+        """Evaluate one point.
+
+        Args:
+            x: ``d`` native parameter values (ints are whole numbers, log parameters in native units).
+            seed: Seed for every random draw of this evaluation.
+            device: Device for tasks that compute (training); synthetic tasks ignore it.
+
+        Returns:
+            The :class:`Evaluation`.
+        """
+
+    def regret(self, y: float) -> float | None:
+        """``y - optimal_value``, or None when the optimum is unknown."""
+        return None if self.optimal_value is None else float(y - self.optimal_value)
