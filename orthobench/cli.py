@@ -1,0 +1,115 @@
+"""Command line: ``orthobench run | report | list``.
+
+Errors a user can cause (a bad suite, an unknown name, a missing device) print one line,
+``orthobench: error: ...``, and exit with code 2; ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import click
+
+from orthobench.exceptions import OrthobenchError
+
+EXIT_USAGE = 2
+
+
+class _Group(click.Group):
+    """Turns :class:`OrthobenchError` into a one-line message and exit code 2."""
+
+    def invoke(self, ctx: click.Context):  # noqa: ANN201
+        try:
+            return super().invoke(ctx)
+        except OrthobenchError as err:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"orthobench: error: {err}", err=True)
+            ctx.exit(EXIT_USAGE)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(package_name="orthobench")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """orthobench: benchmark Bayesian optimizers and the noise of their acquisition estimates."""
+    ctx.obj = {"debug": debug}
+
+
+@cli.command()
+@click.argument("suite_file", type=click.Path(dir_okay=False))
+@click.option("--output", "-o", type=click.Path(file_okay=False), default=None, help="Results directory [default: results/<suite name>].")
+@click.option("--device", default=None, help="auto, cpu, cuda or cuda:N [default: the suite's, else auto].")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Parallel worker processes.")
+@click.option("--executor", type=click.Choice(["inline", "process"]), default=None, help="[default: process when --workers > 1, else inline].")
+@click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def run(suite_file: str, output: str | None, device: str | None, workers: int, executor: str | None, force: bool, quiet: bool) -> None:
+    """Run every cell of SUITE_FILE not yet stored, then write DIR/report.html."""
+    from orthobench.devices import resolve_device
+    from orthobench.execution import run_suite
+    from orthobench.report import build_report
+    from orthobench.results import ResultStore
+    from orthobench.suite import load_suite
+
+    suite = load_suite(suite_file)
+    resolved = resolve_device(device or suite.device)
+    out_dir = Path(output) if output else Path("results") / suite.name
+    store = ResultStore(out_dir)
+    executor = executor or ("process" if workers > 1 else "inline")
+    n_cells = len(suite.cells())
+    click.echo(f"suite {suite.name}: {n_cells} cells on {resolved} ({executor}, {workers} worker(s)) -> {out_dir}", err=True)
+    summary = run_suite(suite, store, device=resolved, executor=executor, workers=workers, force=force, show_progress=not quiet)
+    report = build_report([out_dir], out_dir / "report.html")
+    click.echo(
+        f"{summary.count('ok')} run, {summary.count('skipped')} already stored, {summary.count('failed')} failed "
+        f"in {summary.seconds:.1f} s; results: {store.runs_dir}; report: {report}"
+    )
+    if summary.failed:
+        for outcome in summary.failed:
+            click.echo(f"failed: {outcome.cell.id}: {outcome.error}", err=True)
+        click.echo(f"tracebacks are stored in {store.journal_path}", err=True)
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="HTML file [default: DIR/report.html of the first DIR].")
+@click.option("--title", default=None, help="Report title.")
+def report(dirs: tuple[str, ...], output: str | None, title: str | None) -> None:
+    """Build an HTML report from stored results in one or more DIRS."""
+    from orthobench.report import build_report
+    from orthobench.results import load_runs
+
+    if not len(load_runs(dirs)):
+        raise OrthobenchError(f"no stored results under {', '.join(d + '/runs' for d in dirs)}; run a suite first.")
+    path = build_report(dirs, output or Path(dirs[0]) / "report.html", title)
+    click.echo(str(path))
+
+
+@cli.command(name="list")
+def list_() -> None:
+    """List registered tasks and optimizers with their parameters."""
+    from orthobench.registry import OPTIMIZERS, TASKS
+
+    for registry in (TASKS, OPTIMIZERS):
+        click.echo(f"{registry.kind}s:")
+        for name in registry.names():
+            try:
+                entry = registry.resolve(name)
+            except OrthobenchError as err:
+                click.echo(f"  {name:<14} (unavailable: {err})")
+                continue
+            params = ", ".join(
+                k if d is inspect.Parameter.empty else f"{k}={d!r}" for k, d in entry.params.items()
+            )
+            click.echo(f"  {name:<14} {entry.description}")
+            if params:
+                click.echo(f"  {'':<14} params: {params}")
+
+
+def main() -> None:
+    cli(prog_name="orthobench")

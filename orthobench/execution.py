@@ -1,0 +1,135 @@
+"""Executors: run cells inline or in a local process pool, storing each as it finishes.
+
+Executors never know what a cell does (they call :func:`orthobench.loop.run_cell`), and the BO
+loop never knows how it is executed. Only the parent process writes results, one atomic file per
+finished cell, so a killed run loses at most the cells in flight and a rerun completes only the
+missing ones.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from orthobench.loop import ProgressCallback, run_cell
+from orthobench.progress import Progress
+from orthobench.results import ResultStore, run_metadata
+from orthobench.suite import Cell, Suite
+
+EXECUTORS = ("inline", "process")
+
+
+@dataclass
+class CellOutcome:
+    cell: Cell
+    status: Literal["ok", "failed", "skipped"]
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class RunSummary:
+    outcomes: list[CellOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def failed(self) -> list[CellOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+
+def _execute(cell: Cell, device: str, on_evaluation: ProgressCallback | None = None) -> tuple[list[dict[str, Any]] | None, str | None, str, float]:
+    """Run a cell, catching its error: ``(records or None, error or None, traceback, seconds)``."""
+    start = time.perf_counter()
+    try:
+        records = run_cell(cell, device, on_evaluation)
+    except Exception as err:  # noqa: BLE001 -- a failing cell must not stop the suite; its error is stored
+        return None, f"{err.__class__.__name__}: {err}", traceback.format_exc(), time.perf_counter() - start
+    return records, None, "", time.perf_counter() - start
+
+
+def _init_worker(threads: int) -> None:
+    # Workers share the machine's cores: without this each one would start as many threads.
+    torch.set_num_threads(threads)
+
+
+def _evaluations(cell: Cell) -> int:
+    return cell.n_init + cell.budget
+
+
+def run_suite(
+    suite: Suite,
+    store: ResultStore,
+    *,
+    device: torch.device,
+    executor: str = "inline",
+    workers: int = 1,
+    force: bool = False,
+    show_progress: bool = True,
+) -> RunSummary:
+    """Run every cell of ``suite`` that ``store`` does not hold yet (all of them with ``force``)."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"Unknown executor {executor!r}; choose one of {EXECUTORS}.")
+    if workers < 1:
+        raise ValueError(f"`workers` must be >= 1, but got {workers=}.")
+    start = time.perf_counter()
+    summary = RunSummary()
+    stored = store.stored()
+    todo: list[Cell] = []
+    for cell in suite.cells():
+        if not force and store.is_stored(cell, stored):
+            summary.outcomes.append(CellOutcome(cell, "skipped"))
+        else:
+            todo.append(cell)
+    progress = Progress(sum(map(_evaluations, todo)), label=f"[{suite.name}]", enabled=show_progress and bool(todo))
+    metadata = run_metadata(str(device))
+
+    def finish(cell: Cell, records: list[dict[str, Any]] | None, error: str | None, tb: str, seconds: float) -> None:
+        if records is not None:
+            store.write_cell(cell, records, metadata, seconds)
+            summary.outcomes.append(CellOutcome(cell, "ok", seconds))
+            progress.message(f"  done   {cell.id} ({seconds:.1f} s)")
+        else:
+            store.record_failure(cell, error or "", tb, seconds)
+            summary.outcomes.append(CellOutcome(cell, "failed", seconds, error))
+            progress.message(f"  FAILED {cell.id}: {error}")
+
+    try:
+        if executor == "inline" or workers == 1 or len(todo) <= 1:
+            for cell in todo:
+                finish(cell, *_execute(cell, str(device), progress.advance))
+        else:
+            _run_pool(todo, str(device), workers, progress, finish)
+    finally:
+        progress.close()
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _run_pool(cells: Sequence[Cell], device: str, workers: int, progress: Progress, finish: Any) -> None:
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    # spawn, not fork: forking a process that already initialized torch/OpenMP (or CUDA) can hang.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(threads,)) as pool:
+        pending: dict[Future, Cell] = {pool.submit(_execute, cell, device): cell for cell in cells}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    cell = pending.pop(future)
+                    progress.advance(_evaluations(cell))
+                    finish(cell, *future.result())
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise

@@ -1,0 +1,131 @@
+"""The BO loop for one cell: shared initial design, ask/evaluate/tell, per-evaluation records.
+
+Seeds (all from :func:`orthobench.seeding.derive_seed`):
+
+- initial design: ``(seed, "init", task label)`` -- identical for every optimizer of a seed;
+- initial evaluations: ``(seed, "eval-init", task label, i)`` -- identical observations too;
+- optimizer: ``(seed, "optimizer", task label, optimizer label)``;
+- BO evaluations: ``(seed, "eval", task label, optimizer label, iteration)``.
+
+The loop never knows how it is executed (inline, process pool, cluster).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.quasirandom import SobolEngine
+
+from orthobench.registry import OPTIMIZERS, TASKS
+from orthobench.seeding import derive_seed, torch_seed
+from orthobench.suite import Cell
+from orthobench.tasks.base import Task
+
+#: Per-evaluation callback: called with the number of evaluations just finished (1).
+ProgressCallback = Callable[[int], None]
+
+
+def initial_design(dim: int, n: int, seed: int) -> np.ndarray:
+    """``n x dim`` scrambled Sobol points in the unit cube."""
+    return SobolEngine(dim, scramble=True, seed=seed % (2**31)).draw(n, dtype=torch.float64).numpy()
+
+
+def make_task(cell: Cell) -> Task:
+    return TASKS.create(cell.task.name, **cell.task.params)
+
+
+def run_cell(cell: Cell, device: torch.device | str = "cpu", on_evaluation: ProgressCallback | None = None) -> list[dict[str, Any]]:
+    """Run one cell and return one record per evaluation (the columns of the results contract).
+
+    ``regret`` is the best-so-far simple regret: the lowest noise-free value among the points
+    evaluated so far (``y_true`` where the task reports it, else ``y``) minus the known optimum;
+    None when the optimum is unknown. Evaluations with a non-finite ``y`` are recorded with
+    ``status="invalid"`` and not told to the optimizer.
+    """
+    device = torch.device(device)
+    dtype = getattr(torch, cell.dtype)
+    task = make_task(cell)
+    space = task.space
+    optimizer = OPTIMIZERS.create(
+        cell.optimizer.name,
+        space.dim,
+        seed=derive_seed(cell.seed, "optimizer", cell.task.label, cell.optimizer.label),
+        device=device,
+        dtype=dtype,
+        **cell.optimizer.params,
+    )
+    records: list[dict[str, Any]] = []
+    best_y = math.inf
+    best_true = math.inf
+
+    def evaluate(u: np.ndarray, iteration: int, phase: str, eval_seed: int, step: dict[str, Any]) -> tuple[np.ndarray, float]:
+        nonlocal best_y, best_true
+        x = space.from_unit(u)[0]
+        t0 = time.perf_counter()
+        with torch_seed(eval_seed):
+            evaluation = task.evaluate(x, seed=eval_seed, device=device)
+        eval_seconds = time.perf_counter() - t0
+        y = float(evaluation.y)
+        ok = math.isfinite(y)
+        y_true = evaluation.info.get("y_true")
+        if ok:
+            best_y = min(best_y, y)
+            best_true = min(best_true, float(y_true) if y_true is not None else y)
+        records.append(
+            {
+                "suite": cell.suite,
+                "cell_id": cell.id,
+                "task": cell.task.label,
+                "optimizer": cell.optimizer.label,
+                "seed": cell.seed,
+                "iteration": iteration,
+                "phase": phase,
+                "x": [float(v) for v in x],
+                "y": y,
+                "y_true": None if y_true is None else float(y_true),
+                "best_y": best_y if math.isfinite(best_y) else None,
+                "regret": task.regret(best_true) if math.isfinite(best_true) else None,
+                "is_outlier": bool(evaluation.is_outlier),
+                "fit_seconds": step.get("fit_seconds", 0.0),
+                "acq_seconds": step.get("acq_seconds", 0.0),
+                "eval_seconds": eval_seconds,
+                "status": "ok" if ok else "invalid",
+                "fallback": step.get("fallback"),
+                "info": json.dumps({**step.get("info", {}), **{k: v for k, v in evaluation.info.items() if k != "y_true"}}, default=str),
+            }
+        )
+        if on_evaluation is not None:
+            on_evaluation(1)
+        # The optimizer learns about the point that was evaluated (ints rounded, bounds clipped).
+        return space.to_unit(x[None, :])[0], y
+
+    init = initial_design(space.dim, cell.n_init, derive_seed(cell.seed, "init", cell.task.label))
+    told_x, told_y = [], []
+    for i, u in enumerate(init):
+        u_eval, y = evaluate(u[None, :], i, "init", derive_seed(cell.seed, "eval-init", cell.task.label, i), {})
+        if math.isfinite(y):
+            told_x.append(u_eval)
+            told_y.append(y)
+    if told_x:
+        optimizer.tell(np.array(told_x), np.array(told_y))
+
+    for iteration in range(cell.n_init, cell.n_init + cell.budget):
+        suggestion = optimizer.ask(1)
+        info = dict(suggestion.info)
+        step = {
+            "fit_seconds": suggestion.fit_seconds,
+            "acq_seconds": suggestion.acq_seconds,
+            "fallback": info.pop("fallback", None),
+            "info": info,
+        }
+        eval_seed = derive_seed(cell.seed, "eval", cell.task.label, cell.optimizer.label, iteration)
+        u_eval, y = evaluate(suggestion.x[:1], iteration, "bo", eval_seed, step)
+        if math.isfinite(y):
+            optimizer.tell(u_eval[None, :], np.array([y]))
+    return records

@@ -1,0 +1,66 @@
+"""Self-contained HTML report (inline SVG, inline CSS) rendered through jinja2."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from orthobench.report.figures import regret_curve_svg
+from orthobench.report.tables import best_so_far_curves, final_table
+from orthobench.results import load_runs, read_metadata
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("orthobench.report", "templates"),
+    autoescape=jinja2.select_autoescape(["html"]),
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def _fmt(value: float) -> str:
+    if pd.isna(value):
+        return "–"
+    return f"{value:.4g}"
+
+
+def build_report(dirs: Iterable[str | Path], out: str | Path, title: str | None = None) -> Path:
+    """Read ``DIR/runs`` of each dir and write one HTML report to ``out``; returns its path."""
+    dirs = [Path(d) for d in dirs]
+    frame = load_runs(dirs)
+    out = Path(out)
+    tasks = sorted(frame["task"].unique()) if len(frame) else []
+    curves = best_so_far_curves(frame) if len(frame) else pd.DataFrame()
+    table = final_table(frame) if len(frame) else pd.DataFrame()
+    files = sorted(p for d in dirs for p in (d / "runs").glob("*.parquet"))
+    metadata = read_metadata(files[0]) if files else {}
+    rows = [
+        {
+            "task": r.task,
+            "optimizer": r.optimizer,
+            "metric": r.metric,
+            "final": f"{_fmt(r.final_mean)} ± {_fmt(r.final_ci95)}",
+            "seeds": r.seeds,
+            "evaluations": r.evaluations,
+            "fit": _fmt(r.fit_s_per_step),
+            "acq": _fmt(r.acq_s_per_step),
+            "failed": r.failed_evals,
+            "fallbacks": r.fallbacks,
+        }
+        for r in table.itertuples()
+    ]
+    if title is None:
+        title = "orthobench report: " + ", ".join(sorted(frame["suite"].unique())) if len(frame) else "orthobench report"
+    page = _ENV.get_template("report.html").render(
+        title=title,
+        sources=[str(d) for d in dirs],
+        figures=[{"task": t, "svg": regret_curve_svg(curves, t)} for t in tasks],
+        rows=rows,
+        metadata=metadata,
+        n_cells=int(frame["cell_id"].nunique()) if len(frame) else 0,
+        n_rows=len(frame),
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page)
+    return out

@@ -1,0 +1,63 @@
+"""Synthetic benchmark functions (BoTorch test functions) with known optima.
+
+Standard bounds, minimization, optional Gaussian observation noise owned by the task (never by
+the wrapped BoTorch function, so noise has one owner and is seeded per evaluation).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from botorch.test_functions import Ackley, Hartmann, Levy, Michalewicz
+from botorch.test_functions.synthetic import SyntheticTestFunction
+
+from orthobench.space import SearchSpace
+from orthobench.tasks.base import Evaluation, Task
+
+
+class SyntheticTask(Task):
+    """A BoTorch synthetic test function as a :class:`Task`.
+
+    ``y = f(x) + noise_std * eps``, ``eps ~ N(0, 1)`` drawn from the evaluation seed. The noise-free
+    value is stored as ``info["y_true"]`` so regret is exact even on noisy tasks.
+
+    Args:
+        function: A noise-free, non-negated BoTorch ``SyntheticTestFunction``.
+        noise_std: Standard deviation of the observation noise.
+    """
+
+    def __init__(self, function: SyntheticTestFunction, *, noise_std: float = 0.0) -> None:
+        if noise_std < 0:
+            raise ValueError(f"`noise_std` must be >= 0, but got {noise_std=}.")
+        if function.noise_std is not None or function.negate:
+            raise ValueError("Wrap a noise-free, non-negated function: the task owns noise and sign.")
+        super().__init__(SearchSpace.box([tuple(b) for b in function.bounds.t().tolist()]))
+        self.function = function
+        self.noise_std = float(noise_std)
+        self.optimal_value = float(function.optimal_value)
+
+    def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
+        x_t = torch.as_tensor(np.asarray(x, dtype=float).reshape(1, -1), dtype=torch.float64)
+        y_true = float(self.function.evaluate_true(x_t).item())
+        noise = self.noise_std * float(np.random.default_rng(seed).standard_normal()) if self.noise_std else 0.0
+        return Evaluation(y=y_true + noise, info={"y_true": y_true})
+
+
+def hartmann6(noise_std: float = 0.0) -> SyntheticTask:
+    """Hartmann6: 6-d, [0, 1]^6, six local minima, global minimum -3.32237."""
+    return SyntheticTask(Hartmann(dim=6), noise_std=noise_std)
+
+
+def ackley8(noise_std: float = 0.0) -> SyntheticTask:
+    """Ackley8: 8-d, [-32.768, 32.768]^8, highly multimodal, global minimum 0 at the origin."""
+    return SyntheticTask(Ackley(dim=8), noise_std=noise_std)
+
+
+def michalewicz10(noise_std: float = 0.0) -> SyntheticTask:
+    """Michalewicz10: 10-d, [0, pi]^10, steep narrow valleys, global minimum -9.66015."""
+    return SyntheticTask(Michalewicz(dim=10), noise_std=noise_std)
+
+
+def levy16(noise_std: float = 0.0) -> SyntheticTask:
+    """Levy16: 16-d, [-10, 10]^16, rugged, global minimum 0 at (1, ..., 1)."""
+    return SyntheticTask(Levy(dim=16), noise_std=noise_std)
