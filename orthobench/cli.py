@@ -41,13 +41,40 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
-@click.option("--output", "-o", type=click.Path(file_okay=False), default=None, help="Results directory [default: results/<suite name>].")
-@click.option("--device", default=None, help="auto, cpu, cuda or cuda:N [default: the suite's, else auto].")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Parallel worker processes.")
-@click.option("--executor", type=click.Choice(["inline", "process"]), default=None, help="[default: process when --workers > 1, else inline].")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Results directory [default: results/<suite name>].",
+)
+@click.option(
+    "--device", default=None, help="auto, cpu, cuda or cuda:N [default: the suite's, else auto]."
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Parallel worker processes.",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["inline", "process"]),
+    default=None,
+    help="[default: process when --workers > 1, else inline].",
+)
 @click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
-def run(suite_file: str, output: str | None, device: str | None, workers: int, executor: str | None, force: bool, quiet: bool) -> None:
+def run(
+    suite_file: str,
+    output: str | None,
+    device: str | None,
+    workers: int,
+    executor: str | None,
+    force: bool,
+    quiet: bool,
+) -> None:
     """Run every cell of SUITE_FILE not yet stored, then write DIR/report.html."""
     from orthobench.devices import resolve_device
     from orthobench.execution import run_suite
@@ -61,8 +88,19 @@ def run(suite_file: str, output: str | None, device: str | None, workers: int, e
     store = ResultStore(out_dir)
     executor = executor or ("process" if workers > 1 else "inline")
     n_cells = len(suite.cells())
-    click.echo(f"suite {suite.name}: {n_cells} cells on {resolved} ({executor}, {workers} worker(s)) -> {out_dir}", err=True)
-    summary = run_suite(suite, store, device=resolved, executor=executor, workers=workers, force=force, show_progress=not quiet)
+    click.echo(
+        f"suite {suite.name}: {n_cells} cells on {resolved} ({executor}, {workers} worker(s)) -> {out_dir}",
+        err=True,
+    )
+    summary = run_suite(
+        suite,
+        store,
+        device=resolved,
+        executor=executor,
+        workers=workers,
+        force=force,
+        show_progress=not quiet,
+    )
     report = build_report([out_dir], out_dir / "report.html")
     click.echo(
         f"{summary.count('ok')} run, {summary.count('skipped')} already stored, {summary.count('failed')} failed "
@@ -77,7 +115,13 @@ def run(suite_file: str, output: str | None, device: str | None, workers: int, e
 
 @cli.command()
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="HTML file [default: DIR/report.html of the first DIR].")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="HTML file [default: DIR/report.html of the first DIR].",
+)
 @click.option("--title", default=None, help="Report title.")
 def report(dirs: tuple[str, ...], output: str | None, title: str | None) -> None:
     """Build an HTML report from stored results in one or more DIRS."""
@@ -85,7 +129,9 @@ def report(dirs: tuple[str, ...], output: str | None, title: str | None) -> None
     from orthobench.results import load_runs
 
     if not len(load_runs(dirs)):
-        raise OrthobenchError(f"no stored results under {', '.join(d + '/runs' for d in dirs)}; run a suite first.")
+        raise OrthobenchError(
+            f"no stored results under {', '.join(d + '/runs' for d in dirs)}; run a suite first."
+        )
     path = build_report(dirs, output or Path(dirs[0]) / "report.html", title)
     click.echo(str(path))
 

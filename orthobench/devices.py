@@ -19,9 +19,13 @@ def resolve_device(spec: str) -> torch.device:
         return torch.device("cpu")
     if spec.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise DeviceError(f"device {spec!r} was asked for, but CUDA is not available here (torch {torch.__version__}); use --device cpu or auto.")
+            raise DeviceError(
+                f"device {spec!r} was asked for, but CUDA is not available here (torch {torch.__version__}); use --device cpu or auto."
+            )
         device = torch.device(spec)
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise DeviceError(f"device {spec!r} was asked for, but only {torch.cuda.device_count()} CUDA device(s) exist.")
+            raise DeviceError(
+                f"device {spec!r} was asked for, but only {torch.cuda.device_count()} CUDA device(s) exist."
+            )
         return device
     raise DeviceError(f"Unknown device {spec!r}; use auto, cpu, cuda or cuda:N.")

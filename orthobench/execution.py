@@ -48,13 +48,20 @@ class RunSummary:
         return [o for o in self.outcomes if o.status == "failed"]
 
 
-def _execute(cell: Cell, device: str, on_evaluation: ProgressCallback | None = None) -> tuple[list[dict[str, Any]] | None, str | None, str, float]:
+def _execute(
+    cell: Cell, device: str, on_evaluation: ProgressCallback | None = None
+) -> tuple[list[dict[str, Any]] | None, str | None, str, float]:
     """Run a cell, catching its error: ``(records or None, error or None, traceback, seconds)``."""
     start = time.perf_counter()
     try:
         records = run_cell(cell, device, on_evaluation)
     except Exception as err:  # noqa: BLE001 -- a failing cell must not stop the suite; its error is stored
-        return None, f"{err.__class__.__name__}: {err}", traceback.format_exc(), time.perf_counter() - start
+        return (
+            None,
+            f"{err.__class__.__name__}: {err}",
+            traceback.format_exc(),
+            time.perf_counter() - start,
+        )
     return records, None, "", time.perf_counter() - start
 
 
@@ -91,10 +98,14 @@ def run_suite(
             summary.outcomes.append(CellOutcome(cell, "skipped"))
         else:
             todo.append(cell)
-    progress = Progress(sum(map(_evaluations, todo)), label=f"[{suite.name}]", enabled=show_progress and bool(todo))
+    progress = Progress(
+        sum(map(_evaluations, todo)), label=f"[{suite.name}]", enabled=show_progress and bool(todo)
+    )
     metadata = run_metadata(str(device))
 
-    def finish(cell: Cell, records: list[dict[str, Any]] | None, error: str | None, tb: str, seconds: float) -> None:
+    def finish(
+        cell: Cell, records: list[dict[str, Any]] | None, error: str | None, tb: str, seconds: float
+    ) -> None:
         if records is not None:
             store.write_cell(cell, records, metadata, seconds)
             summary.outcomes.append(CellOutcome(cell, "ok", seconds))
@@ -116,11 +127,15 @@ def run_suite(
     return summary
 
 
-def _run_pool(cells: Sequence[Cell], device: str, workers: int, progress: Progress, finish: Any) -> None:
+def _run_pool(
+    cells: Sequence[Cell], device: str, workers: int, progress: Progress, finish: Any
+) -> None:
     threads = max(1, (os.cpu_count() or 1) // workers)
     # spawn, not fork: forking a process that already initialized torch/OpenMP (or CUDA) can hang.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(threads,)
+    ) as pool:
         pending: dict[Future, Cell] = {pool.submit(_execute, cell, device): cell for cell in cells}
         try:
             while pending:

@@ -40,7 +40,9 @@ def make_task(cell: Cell) -> Task:
     return TASKS.create(cell.task.name, **cell.task.params)
 
 
-def run_cell(cell: Cell, device: torch.device | str = "cpu", on_evaluation: ProgressCallback | None = None) -> list[dict[str, Any]]:
+def run_cell(
+    cell: Cell, device: torch.device | str = "cpu", on_evaluation: ProgressCallback | None = None
+) -> list[dict[str, Any]]:
     """Run one cell and return one record per evaluation (the columns of the results contract).
 
     ``regret`` is the best-so-far simple regret: the lowest noise-free value among the points
@@ -64,7 +66,9 @@ def run_cell(cell: Cell, device: torch.device | str = "cpu", on_evaluation: Prog
     best_y = math.inf
     best_true = math.inf
 
-    def evaluate(u: np.ndarray, iteration: int, phase: str, eval_seed: int, step: dict[str, Any]) -> tuple[np.ndarray, float]:
+    def evaluate(
+        u: np.ndarray, iteration: int, phase: str, eval_seed: int, step: dict[str, Any]
+    ) -> tuple[np.ndarray, float]:
         nonlocal best_y, best_true
         x = space.from_unit(u)[0]
         t0 = time.perf_counter()
@@ -97,7 +101,13 @@ def run_cell(cell: Cell, device: torch.device | str = "cpu", on_evaluation: Prog
                 "eval_seconds": eval_seconds,
                 "status": "ok" if ok else "invalid",
                 "fallback": step.get("fallback"),
-                "info": json.dumps({**step.get("info", {}), **{k: v for k, v in evaluation.info.items() if k != "y_true"}}, default=str),
+                "info": json.dumps(
+                    {
+                        **step.get("info", {}),
+                        **{k: v for k, v in evaluation.info.items() if k != "y_true"},
+                    },
+                    default=str,
+                ),
             }
         )
         if on_evaluation is not None:
@@ -108,7 +118,9 @@ def run_cell(cell: Cell, device: torch.device | str = "cpu", on_evaluation: Prog
     init = initial_design(space.dim, cell.n_init, derive_seed(cell.seed, "init", cell.task.label))
     told_x, told_y = [], []
     for i, u in enumerate(init):
-        u_eval, y = evaluate(u[None, :], i, "init", derive_seed(cell.seed, "eval-init", cell.task.label, i), {})
+        u_eval, y = evaluate(
+            u[None, :], i, "init", derive_seed(cell.seed, "eval-init", cell.task.label, i), {}
+        )
         if math.isfinite(y):
             told_x.append(u_eval)
             told_y.append(y)

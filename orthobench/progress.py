@@ -21,7 +21,15 @@ class Progress:
     every ``interval`` seconds, plus on every message, so logs stay short.
     """
 
-    def __init__(self, total: int, *, label: str = "", stream: TextIO | None = None, enabled: bool = True, interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        total: int,
+        *,
+        label: str = "",
+        stream: TextIO | None = None,
+        enabled: bool = True,
+        interval: float = 10.0,
+    ) -> None:
         self.total = max(total, 1)
         self.label = label
         self.stream = stream or sys.stderr

@@ -53,7 +53,9 @@ def _import_path(path: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise RegistryError(f"Module {module_name!r} has no attribute {attr!r} (from {path!r}).") from None
+            raise RegistryError(
+                f"Module {module_name!r} has no attribute {attr!r} (from {path!r})."
+            ) from None
     if not callable(obj):
         raise RegistryError(f"{path!r} is not callable.")
     return obj
@@ -62,7 +64,9 @@ def _import_path(path: str) -> Any:
 class Registry:
     """A registry of factories of one kind (``"task"`` or ``"optimizer"``)."""
 
-    def __init__(self, kind: str, group: str, builtins: Mapping[str, str], reserved: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, kind: str, group: str, builtins: Mapping[str, str], reserved: tuple[str, ...] = ()
+    ) -> None:
         self.kind = kind
         self.group = group
         self._builtins = dict(builtins)
@@ -103,16 +107,7 @@ class Registry:
     def resolve(self, name: str) -> Entry:
         """Look up ``name``; raises :class:`RegistryError` listing the known names on a miss."""
         factory = self._factory(name)
-        sig = inspect.signature(factory)
-        params: dict[str, Any] = {}
-        accepts_any = False
-        for p in sig.parameters.values():
-            if p.kind is p.VAR_KEYWORD:
-                accepts_any = True
-            elif p.kind is p.VAR_POSITIONAL or p.name in self._reserved:
-                continue
-            else:
-                params[p.name] = p.default
+        params, accepts_any = _signature_params(factory, self._reserved)
         return Entry(name=name, factory=factory, params=params, accepts_any=accepts_any)
 
     def check_params(self, name: str, params: Mapping[str, Any]) -> Entry:
@@ -123,20 +118,53 @@ class Registry:
                 if entry.accepts_any:
                     continue
                 allowed = ", ".join(entry.params) or "none"
-                raise RegistryError(f"{self.kind} {name!r} has no parameter {key!r}; allowed: {allowed}.")
+                raise RegistryError(
+                    f"{self.kind} {name!r} has no parameter {key!r}; allowed: {allowed}."
+                )
             default = entry.params[key]
             if not _same_kind(default, value):
                 raise RegistryError(
                     f"{self.kind} {name!r} parameter {key!r} must be {type(default).__name__} "
                     f"(default {default!r}), but got {value!r}."
                 )
-        missing = [k for k, d in entry.params.items() if d is inspect.Parameter.empty and k not in params]
+        missing = [
+            k for k, d in entry.params.items() if d is inspect.Parameter.empty and k not in params
+        ]
         if missing:
             raise RegistryError(f"{self.kind} {name!r} needs parameter(s): {', '.join(missing)}.")
         return entry
 
     def create(self, name: str, *args: Any, **params: Any) -> Any:
         return self.resolve(name).factory(*args, **params)
+
+
+def _signature_params(
+    factory: Callable[..., Any], reserved: tuple[str, ...]
+) -> tuple[dict[str, Any], bool]:
+    """Parameters a factory accepts: for a class, its ``__init__`` and those it forwards
+    ``**kwargs`` to along the MRO (so a subclass's params include its bases' explicit ones)."""
+    if inspect.isclass(factory):
+        targets = [
+            vars(c)["__init__"]
+            for c in inspect.getmro(factory)
+            if "__init__" in vars(c) and c is not object
+        ]
+    else:
+        targets = [factory]
+    params: dict[str, Any] = {}
+    accepts_any = False
+    for target in targets:
+        accepts_any = False
+        for p in inspect.signature(target).parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                accepts_any = True
+            elif p.kind is p.VAR_POSITIONAL or p.name == "self" or p.name in reserved:
+                continue
+            else:
+                params.setdefault(p.name, p.default)
+        if not accepts_any:
+            break
+    return params, accepts_any
 
 
 def _same_kind(default: Any, value: Any) -> bool:
@@ -146,7 +174,9 @@ def _same_kind(default: Any, value: Any) -> bool:
     if isinstance(default, bool) or isinstance(value, bool):
         return isinstance(default, bool) and isinstance(value, bool)
     if isinstance(default, (int, float)):
-        return isinstance(value, (int, float)) and (isinstance(default, float) or isinstance(value, int))
+        return isinstance(value, (int, float)) and (
+            isinstance(default, float) or isinstance(value, int)
+        )
     if isinstance(default, str):
         return isinstance(value, str)
     if isinstance(default, (list, tuple)):
@@ -177,7 +207,7 @@ OPTIMIZERS = Registry(
         "orthobo": "orthobench.optimizers.orthobo:OrthoBO",
         "mc-ei": "orthobench.optimizers.orthobo:MCEI",
         "turbo": "orthobench.optimizers.turbo:TuRBO",
-        "rpr": "orthobench.optimizers.botorch_baselines:RPR",
+        "rpr": "orthobench.optimizers.rpr:RPR",
         "mc-tpe": "orthobench.optimizers.tpe:MCTPE",
         "orthobo-tpe": "orthobench.optimizers.tpe:OrthoBOTPE",
         "tpe-optuna": "orthobench.optimizers.optuna_tpe:OptunaTPE",

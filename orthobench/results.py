@@ -68,7 +68,11 @@ def _version(dist: str) -> str | None:
 def _git_sha() -> str | None:
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -80,7 +84,9 @@ def _git_sha() -> str | None:
 def run_metadata(device: str) -> dict[str, Any]:
     """Versions, git SHA, host and device: stored with every results file."""
     return {
-        "versions": {d: _version(d) for d in ("orthobench", "torch", "botorch", "gpytorch", "optuna")},
+        "versions": {
+            d: _version(d) for d in ("orthobench", "torch", "botorch", "gpytorch", "optuna")
+        },
         "python": platform.python_version(),
         "git_sha": _git_sha(),
         "host": platform.node(),
@@ -164,15 +170,30 @@ class ResultStore:
             fh.flush()
             os.fsync(fh.fileno())
 
-    def write_cell(self, cell: Cell, records: list[dict[str, Any]], metadata: dict[str, Any], seconds: float) -> Path:
+    def write_cell(
+        self, cell: Cell, records: list[dict[str, Any]], metadata: dict[str, Any], seconds: float
+    ) -> Path:
         """Store a finished cell atomically, then journal it."""
         table = pa.Table.from_pylist(records, schema=RUN_SCHEMA)
-        meta = {**metadata, "cell": cell.config(), "config_hash": cell.config_hash, "seconds": seconds}
-        table = table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, default=str).encode()})
+        meta = {
+            **metadata,
+            "cell": cell.config(),
+            "config_hash": cell.config_hash,
+            "seconds": seconds,
+        }
+        table = table.replace_schema_metadata(
+            {METADATA_KEY: json.dumps(meta, default=str).encode()}
+        )
         path = self.cell_path(cell)
         write_parquet_atomic(table, path)
         self._append_journal(
-            {"cell_id": cell.id, "config_hash": cell.config_hash, "status": "ok", "seconds": seconds, "rows": len(records)}
+            {
+                "cell_id": cell.id,
+                "config_hash": cell.config_hash,
+                "status": "ok",
+                "seconds": seconds,
+                "rows": len(records),
+            }
         )
         return path
 

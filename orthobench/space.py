@@ -85,7 +85,11 @@ class SearchSpace:
     @classmethod
     def box(cls, bounds: Sequence[tuple[float, float]], prefix: str = "x") -> SearchSpace:
         """A space of float parameters ``x0, x1, ...`` with the given ``(low, high)`` bounds."""
-        return cls(tuple(Parameter(name=f"{prefix}{i}", low=lo, high=hi) for i, (lo, hi) in enumerate(bounds)))
+        return cls(
+            tuple(
+                Parameter(name=f"{prefix}{i}", low=lo, high=hi) for i, (lo, hi) in enumerate(bounds)
+            )
+        )
 
     @property
     def dim(self) -> int:
@@ -98,13 +102,17 @@ class SearchSpace:
     def from_unit(self, u: np.ndarray) -> np.ndarray:
         u = np.atleast_2d(np.asarray(u, dtype=float))
         if u.shape[-1] != self.dim:
-            raise ValueError(f"Expected points with {self.dim} coordinates, but got shape {u.shape}.")
+            raise ValueError(
+                f"Expected points with {self.dim} coordinates, but got shape {u.shape}."
+            )
         return np.stack([p.from_unit(u[:, i]) for i, p in enumerate(self.parameters)], axis=-1)
 
     def to_unit(self, x: np.ndarray) -> np.ndarray:
         x = np.atleast_2d(np.asarray(x, dtype=float))
         if x.shape[-1] != self.dim:
-            raise ValueError(f"Expected points with {self.dim} coordinates, but got shape {x.shape}.")
+            raise ValueError(
+                f"Expected points with {self.dim} coordinates, but got shape {x.shape}."
+            )
         return np.stack([p.to_unit(x[:, i]) for i, p in enumerate(self.parameters)], axis=-1)
 
     def as_dict(self, x: np.ndarray) -> dict[str, float | int]:

@@ -133,7 +133,15 @@ class Suite:
     def cells(self) -> list[Cell]:
         """All cells, ordered task-major, then seed, then optimizer."""
         return [
-            Cell(suite=self.name, task=t, optimizer=o, seed=s, n_init=self.n_init, budget=self.budget, dtype=self.dtype)
+            Cell(
+                suite=self.name,
+                task=t,
+                optimizer=o,
+                seed=s,
+                n_init=self.n_init,
+                budget=self.budget,
+                dtype=self.dtype,
+            )
             for t in self.tasks
             for s in self.seeds
             for o in self.optimizers
@@ -154,7 +162,10 @@ class _Validator:
             raise self.fail(path or "(top level)", f"must be a mapping, but got {_show(value)}.")
         for key in value:
             if key not in allowed:
-                raise self.fail(f"{path}.{key}" if path else str(key), f"unknown key; allowed keys: {', '.join(allowed)}.")
+                raise self.fail(
+                    f"{path}.{key}" if path else str(key),
+                    f"unknown key; allowed keys: {', '.join(allowed)}.",
+                )
         return value
 
     def integer(self, value: Any, path: str, minimum: int) -> int:
@@ -164,14 +175,18 @@ class _Validator:
             raise self.fail(path, f"must be >= {minimum}, but got {value}.")
         return value
 
-    def string(self, value: Any, path: str, pattern: re.Pattern[str] | None = None, allowed: str = "") -> str:
+    def string(
+        self, value: Any, path: str, pattern: re.Pattern[str] | None = None, allowed: str = ""
+    ) -> str:
         if not isinstance(value, str) or (pattern is not None and not pattern.match(value)):
             raise self.fail(path, f"must be {allowed or 'a string'}, but got {_show(value)}.")
         return value
 
     def int_list(self, value: Any, path: str, minimum: int) -> tuple[int, ...]:
         if not isinstance(value, list) or not value:
-            raise self.fail(path, f"must be a non-empty list of integers >= {minimum}, but got {_show(value)}.")
+            raise self.fail(
+                path, f"must be a non-empty list of integers >= {minimum}, but got {_show(value)}."
+            )
         return tuple(self.integer(v, f"{path}[{i}]", minimum) for i, v in enumerate(value))
 
     def seeds(self, value: Any, path: str) -> tuple[int, ...]:
@@ -184,18 +199,28 @@ class _Validator:
 
     def components(self, value: Any, path: str, registry: Registry) -> tuple[ComponentSpec, ...]:
         if not isinstance(value, list) or not value:
-            raise self.fail(path, f"must be a non-empty list of {registry.kind} names or {{name, params, label}} mappings, but got {_show(value)}.")
+            raise self.fail(
+                path,
+                f"must be a non-empty list of {registry.kind} names or {{name, params, label}} mappings, but got {_show(value)}.",
+            )
         specs = tuple(self.component(v, f"{path}[{i}]", registry) for i, v in enumerate(value))
         labels = [s.label for s in specs]
         for i, label in enumerate(labels):
             if label in labels[:i]:
-                raise self.fail(f"{path}[{i}].label", f"label {label!r} is used twice; give each entry a distinct `label`.")
+                raise self.fail(
+                    f"{path}[{i}].label",
+                    f"label {label!r} is used twice; give each entry a distinct `label`.",
+                )
         return specs
 
     def component(self, value: Any, path: str, registry: Registry) -> ComponentSpec:
         if isinstance(value, str):
             value = {"name": value}
-        entry_keys = {"name": f"{registry.kind} name or module:attr path", "params": "mapping of parameters", "label": "unique label"}
+        entry_keys = {
+            "name": f"{registry.kind} name or module:attr path",
+            "params": "mapping of parameters",
+            "label": "unique label",
+        }
         value = self.mapping(value, path, entry_keys)
         if "name" not in value:
             raise self.fail(f"{path}.name", "missing required field.")
@@ -206,9 +231,19 @@ class _Validator:
         try:
             registry.check_params(name, params)
         except RegistryError as err:
-            raise self.fail(f"{path}.name" if "Unknown" in str(err) or "import" in str(err).lower() else f"{path}.params", str(err)) from None
+            raise self.fail(
+                f"{path}.name"
+                if "Unknown" in str(err) or "import" in str(err).lower()
+                else f"{path}.params",
+                str(err),
+            ) from None
         default_label = name.rsplit(":", 1)[-1]
-        label = self.string(value.get("label", default_label), f"{path}.label", _LABEL_RE, "letters, digits, '.', '_' or '-'")
+        label = self.string(
+            value.get("label", default_label),
+            f"{path}.label",
+            _LABEL_RE,
+            "letters, digits, '.', '_' or '-'",
+        )
         return ComponentSpec(name=name, params=params, label=label)
 
     def probe(self, value: Any, path: str) -> ProbeSpec:
@@ -218,18 +253,33 @@ class _Validator:
         kwargs: dict[str, Any] = {"tasks": self.components(value["tasks"], f"{path}.tasks", TASKS)}
         if "kernels" in value:
             kernels = value["kernels"] if isinstance(value["kernels"], list) else [value["kernels"]]
-            kwargs["kernels"] = tuple(self.string(k, f"{path}.kernels[{i}]") for i, k in enumerate(kernels))
+            kwargs["kernels"] = tuple(
+                self.string(k, f"{path}.kernels[{i}]") for i, k in enumerate(kernels)
+            )
         if "estimators" in value:
             if not isinstance(value["estimators"], list) or not value["estimators"]:
-                raise self.fail(f"{path}.estimators", f"must be a non-empty list of estimator names, but got {_show(value['estimators'])}.")
-            kwargs["estimators"] = tuple(self.string(e, f"{path}.estimators[{i}]") for i, e in enumerate(value["estimators"]))
-        for key, minimum in (("n_init", 2), ("rebuilds", 2), ("n_probes", 2), ("top_k", 2), ("reference_samples", 2)):
+                raise self.fail(
+                    f"{path}.estimators",
+                    f"must be a non-empty list of estimator names, but got {_show(value['estimators'])}.",
+                )
+            kwargs["estimators"] = tuple(
+                self.string(e, f"{path}.estimators[{i}]") for i, e in enumerate(value["estimators"])
+            )
+        for key, minimum in (
+            ("n_init", 2),
+            ("rebuilds", 2),
+            ("n_probes", 2),
+            ("top_k", 2),
+            ("reference_samples", 2),
+        ):
             if key in value:
                 kwargs[key] = self.integer(value[key], f"{path}.{key}", minimum)
         if "mc_samples" in value:
             kwargs["mc_samples"] = self.int_list(value["mc_samples"], f"{path}.mc_samples", 2)
         if "state_iterations" in value:
-            kwargs["state_iterations"] = self.int_list(value["state_iterations"], f"{path}.state_iterations", 0)
+            kwargs["state_iterations"] = self.int_list(
+                value["state_iterations"], f"{path}.state_iterations", 0
+            )
         if "seeds" in value:
             kwargs["seeds"] = self.seeds(value["seeds"], f"{path}.seeds")
         return ProbeSpec(**kwargs)
@@ -261,9 +311,13 @@ def parse_suite(data: Any, file: str = "<suite>") -> Suite:
     if "n_init" in data:
         kwargs["n_init"] = v.integer(data["n_init"], "n_init", 1)
     if "device" in data:
-        kwargs["device"] = v.string(data["device"], "device", _DEVICE_RE, "auto, cpu, cuda or cuda:N")
+        kwargs["device"] = v.string(
+            data["device"], "device", _DEVICE_RE, "auto, cpu, cuda or cuda:N"
+        )
     if "dtype" in data:
-        kwargs["dtype"] = v.string(data["dtype"], "dtype", re.compile(f"^({'|'.join(DTYPES)})$"), " or ".join(DTYPES))
+        kwargs["dtype"] = v.string(
+            data["dtype"], "dtype", re.compile(f"^({'|'.join(DTYPES)})$"), " or ".join(DTYPES)
+        )
     if data.get("probe") is not None:
         kwargs["probe"] = v.probe(data["probe"], "probe")
     return Suite(**kwargs)

@@ -10,7 +10,14 @@ from torch.quasirandom import SobolEngine
 from orthobench.optimizers.base import Optimizer
 
 
-def drive(optimizer: Optimizer, objective: Callable[[np.ndarray], float], *, n_init: int, steps: int, seed: int = 0) -> np.ndarray:
+def drive(
+    optimizer: Optimizer,
+    objective: Callable[[np.ndarray], float],
+    *,
+    n_init: int,
+    steps: int,
+    seed: int = 0,
+) -> np.ndarray:
     """Run ``optimizer`` by ask/tell on a unit-cube ``objective``; returns all observed y values."""
     x0 = SobolEngine(optimizer.dim, scramble=True, seed=seed).draw(n_init).double().numpy()
     y0 = np.array([objective(x) for x in x0])

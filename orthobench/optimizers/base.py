@@ -72,7 +72,9 @@ class Optimizer(ABC):
         x_t = torch.as_tensor(np.atleast_2d(x), device=self.device, dtype=self.dtype)
         y_t = torch.as_tensor(np.atleast_1d(y), device=self.device, dtype=self.dtype)
         if x_t.shape[-1] != self.dim or x_t.shape[0] != y_t.shape[0]:
-            raise ValueError(f"tell() needs x of shape n x {self.dim} and y of shape n, got {tuple(x_t.shape)} and {tuple(y_t.shape)}.")
+            raise ValueError(
+                f"tell() needs x of shape n x {self.dim} and y of shape n, got {tuple(x_t.shape)} and {tuple(y_t.shape)}."
+            )
         if not torch.isfinite(y_t).all():
             raise ValueError(f"tell() needs finite objective values, but got {y_t.tolist()}.")
         self._on_tell(x_t, y_t)
@@ -80,7 +82,7 @@ class Optimizer(ABC):
         self.train_y = torch.cat([self.train_y, y_t])
 
     def _on_tell(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Hook called with the new points *before* they join the history (no-op by default)."""
+        """Hook called with the new points *before* they join the history (no-op by default)."""  # noqa: B027
 
     def _step_seed(self, *keys: object) -> int:
         """A seed for the current ask, distinct per ask and per purpose."""

@@ -40,7 +40,11 @@ class _GPAcquisitionOptimizer(Optimizer):
         **kwargs,
     ) -> None:
         super().__init__(dim, **kwargs)
-        for name, value in {"mc_samples": mc_samples, "raw_samples": raw_samples, "num_restarts": num_restarts}.items():
+        for name, value in {
+            "mc_samples": mc_samples,
+            "raw_samples": raw_samples,
+            "num_restarts": num_restarts,
+        }.items():
             if value < 1:
                 raise ValueError(f"`{name}` must be >= 1, but got {value}.")
         self.kernel = kernel
@@ -49,7 +53,9 @@ class _GPAcquisitionOptimizer(Optimizer):
         self.num_restarts = num_restarts
 
     @abstractmethod
-    def _acquisition(self, model: SingleTaskGP, sampler: SobolQMCNormalSampler) -> AcquisitionFunction:
+    def _acquisition(
+        self, model: SingleTaskGP, sampler: SobolQMCNormalSampler
+    ) -> AcquisitionFunction:
         """The acquisition to maximize on the fitted model."""
 
     def ask(self, n: int = 1) -> Suggestion:
@@ -58,7 +64,9 @@ class _GPAcquisitionOptimizer(Optimizer):
             t0 = time.perf_counter()
             model, fit_info = fit_model(self.train_x, -self.train_y, self.kernel)
             t1 = time.perf_counter()
-        sampler = SobolQMCNormalSampler(sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31))
+        sampler = SobolQMCNormalSampler(
+            sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31)
+        )
         bounds = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(self.train_x)
         with torch_seed(self._step_seed("acq")):
             candidate, _ = optimize_acqf(
@@ -98,9 +106,18 @@ class QLogEI(_GPAcquisitionOptimizer):
         num_restarts: int = 8,
         **kwargs,
     ) -> None:
-        super().__init__(dim, kernel=kernel, mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts, **kwargs)
+        super().__init__(
+            dim,
+            kernel=kernel,
+            mc_samples=mc_samples,
+            raw_samples=raw_samples,
+            num_restarts=num_restarts,
+            **kwargs,
+        )
 
-    def _acquisition(self, model: SingleTaskGP, sampler: SobolQMCNormalSampler) -> AcquisitionFunction:
+    def _acquisition(
+        self, model: SingleTaskGP, sampler: SobolQMCNormalSampler
+    ) -> AcquisitionFunction:
         return qLogExpectedImprovement(model, best_f=(-self.train_y).max(), sampler=sampler)
 
 
@@ -129,8 +146,17 @@ class QUCB(_GPAcquisitionOptimizer):
     ) -> None:
         if beta < 0:
             raise ValueError(f"`beta` must be >= 0, but got {beta=}.")
-        super().__init__(dim, kernel=kernel, mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts, **kwargs)
+        super().__init__(
+            dim,
+            kernel=kernel,
+            mc_samples=mc_samples,
+            raw_samples=raw_samples,
+            num_restarts=num_restarts,
+            **kwargs,
+        )
         self.beta = beta
 
-    def _acquisition(self, model: SingleTaskGP, sampler: SobolQMCNormalSampler) -> AcquisitionFunction:
+    def _acquisition(
+        self, model: SingleTaskGP, sampler: SobolQMCNormalSampler
+    ) -> AcquisitionFunction:
         return qUpperConfidenceBound(model, beta=self.beta, sampler=sampler)

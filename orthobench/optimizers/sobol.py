@@ -17,7 +17,9 @@ class SobolSearch(Optimizer):
 
     def __init__(self, dim: int, **kwargs) -> None:
         super().__init__(dim, **kwargs)
-        self._engine = SobolEngine(dim, scramble=True, seed=derive_seed(self.seed, "sobol") % (2**31))
+        self._engine = SobolEngine(
+            dim, scramble=True, seed=derive_seed(self.seed, "sobol") % (2**31)
+        )
 
     def ask(self, n: int = 1) -> Suggestion:
         self._asks += 1

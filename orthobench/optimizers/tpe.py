@@ -76,6 +76,7 @@ class MCTPE(Optimizer):
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
 
     Example:
+        >>> import numpy as np
         >>> opt = MCTPE(2, seed=0)
         >>> opt.tell(np.random.rand(8, 2), np.random.rand(8))
         >>> opt.ask(1).x.shape
@@ -165,17 +166,20 @@ class MCTPE(Optimizer):
         estimate = self.estimate(draw, self.values(draw, candidates))
         best = estimate.topk(n).indices
         t2 = time.perf_counter()
+        info = self._info(draw)
+        info["estimate"] = estimate[best[0]].item()
+        info["from_good_density"] = bool(best[0] < self.n_good_candidates)
+        return Suggestion(x=candidates[best].cpu().numpy(), fit_seconds=t1 - t0, acq_seconds=t2 - t1, info=info)
+
+    def _info(self, draw: BootstrapDraw) -> dict[str, Any]:
         fits = draw.fits
-        info: dict[str, Any] = {
+        return {
             "mc_samples": self.mc_samples,
             "n_good": fits.good.centers.shape[1],
             "threshold_mean": fits.threshold.mean().item(),
             # Share of bandwidths at the floor: large shares mean near-degenerate resamples.
             "floored_bandwidth_share": torch.cat([fits.good.bandwidths, fits.bad.bandwidths]).le(self.min_bandwidth).double().mean().item(),
-            "estimate": estimate[best[0]].item(),
-            "from_good_density": bool(best[0] < self.n_good_candidates),
         }
-        return Suggestion(x=candidates[best].cpu().numpy(), fit_seconds=t1 - t0, acq_seconds=t2 - t1, info=info)
 
 
 class OrthoBOTPE(MCTPE):
@@ -211,7 +215,7 @@ class OrthoBOTPE(MCTPE):
         prior_weight: float = 1.0,
         n_good_candidates: int = 256,
         n_sobol_candidates: int = 256,
-        control_mean_draws: int = 2048,
+        control_mean_draws: int = 1024,
         centering: str = "independent",
         seed: int,
         device: torch.device | str = "cpu",
@@ -246,6 +250,25 @@ class OrthoBOTPE(MCTPE):
         extra = self._fit(bootstrap_indices(self.train_y.shape[0], self.control_mean_draws, gen, self.device))
         return BootstrapDraw(draw.fits, extra.summary_statistics().mean(dim=0))
 
+    @staticmethod
+    def _varying(controls: Tensor) -> Tensor:
+        """``K`` mask of the controls that vary over the ``S`` fits."""
+        return (controls != controls[:1]).any(dim=0)
+
     def estimate(self, draw: BootstrapDraw, values: Tensor) -> Tensor:
-        """The control-variate estimate of ``S x N`` per-fit values -> ``N``."""
-        return orthogonal_mean(values, draw.fits.summary_statistics(), control_mean=draw.control_mean)
+        """The control-variate estimate of ``S x N`` per-fit values -> ``N``.
+
+        A control constant over the ``S`` fits (typically a good-set bandwidth at the floor in
+        every resample) has no sample covariance to regress on, so it is left out; with none
+        left, the estimate is the naive mean.
+        """
+        controls = draw.fits.summary_statistics()
+        keep = self._varying(controls)
+        if not keep.any():
+            return values.mean(dim=0)
+        return orthogonal_mean(values, controls[:, keep], control_mean=draw.control_mean[keep])
+
+    def _info(self, draw: BootstrapDraw) -> dict[str, Any]:
+        info = super()._info(draw)
+        info["n_controls"] = int(self._varying(draw.fits.summary_statistics()).sum())
+        return info

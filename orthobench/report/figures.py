@@ -16,7 +16,7 @@ def _svg(fig: plt.Figure) -> str:
     fig.savefig(buffer, format="svg", bbox_inches="tight")
     plt.close(fig)
     text = buffer.getvalue()
-    return text[text.index("<svg"):]  # drop the XML prolog so the SVG can be inlined
+    return text[text.index("<svg") :]  # drop the XML prolog so the SVG can be inlined
 
 
 def regret_curve_svg(curves: pd.DataFrame, task: str) -> str:
@@ -25,7 +25,9 @@ def regret_curve_svg(curves: pd.DataFrame, task: str) -> str:
     metric = data["metric"].iloc[0]
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for optimizer, group in data.groupby("optimizer", sort=True):
-        ax.plot(group["iteration"], group["mean"], label=f"{optimizer} (n={int(group['n'].iloc[0])})")
+        ax.plot(
+            group["iteration"], group["mean"], label=f"{optimizer} (n={int(group['n'].iloc[0])})"
+        )
         ax.fill_between(group["iteration"], group["low"], group["high"], alpha=0.2)
     if metric == "regret" and (data["low"] > 0).all():
         ax.set_yscale("log")

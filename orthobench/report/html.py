@@ -51,7 +51,11 @@ def build_report(dirs: Iterable[str | Path], out: str | Path, title: str | None 
         for r in table.itertuples()
     ]
     if title is None:
-        title = "orthobench report: " + ", ".join(sorted(frame["suite"].unique())) if len(frame) else "orthobench report"
+        title = (
+            "orthobench report: " + ", ".join(sorted(frame["suite"].unique()))
+            if len(frame)
+            else "orthobench report"
+        )
     page = _ENV.get_template("report.html").render(
         title=title,
         sources=[str(d) for d in dirs],

@@ -23,15 +23,25 @@ def best_so_far_curves(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (task, optimizer), group in frame.groupby(["task", "optimizer"], sort=True):
         column = curve_column(frame[frame["task"] == task])
-        wide = group.pivot_table(index="iteration", columns="seed", values=column, aggfunc="last").dropna()
+        wide = group.pivot_table(
+            index="iteration", columns="seed", values=column, aggfunc="last"
+        ).dropna()
         values = wide.to_numpy(dtype=float)
         n = values.shape[1]
         mean = values.mean(axis=1)
         half = Z95 * values.std(axis=1, ddof=1) / np.sqrt(n) if n > 1 else np.zeros_like(mean)
         rows.append(
             pd.DataFrame(
-                {"task": task, "optimizer": optimizer, "metric": column, "iteration": wide.index.to_numpy(),
-                 "mean": mean, "low": mean - half, "high": mean + half, "n": n}
+                {
+                    "task": task,
+                    "optimizer": optimizer,
+                    "metric": column,
+                    "iteration": wide.index.to_numpy(),
+                    "mean": mean,
+                    "low": mean - half,
+                    "high": mean + half,
+                    "n": n,
+                }
             )
         )
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
@@ -51,7 +61,9 @@ def final_table(frame: pd.DataFrame) -> pd.DataFrame:
                 "optimizer": optimizer,
                 "metric": column,
                 "final_mean": float(np.mean(last)),
-                "final_ci95": float(Z95 * np.std(last, ddof=1) / np.sqrt(n)) if n > 1 else float("nan"),
+                "final_ci95": float(Z95 * np.std(last, ddof=1) / np.sqrt(n))
+                if n > 1
+                else float("nan"),
                 "seeds": n,
                 "evaluations": int(group.groupby("seed").size().max()),
                 "fit_s_per_step": float(bo["fit_seconds"].mean()) if len(bo) else float("nan"),

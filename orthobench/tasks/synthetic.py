@@ -30,7 +30,9 @@ class SyntheticTask(Task):
         if noise_std < 0:
             raise ValueError(f"`noise_std` must be >= 0, but got {noise_std=}.")
         if function.noise_std is not None or function.negate:
-            raise ValueError("Wrap a noise-free, non-negated function: the task owns noise and sign.")
+            raise ValueError(
+                "Wrap a noise-free, non-negated function: the task owns noise and sign."
+            )
         super().__init__(SearchSpace.box([tuple(b) for b in function.bounds.t().tolist()]))
         self.function = function
         self.noise_std = float(noise_std)
@@ -39,7 +41,11 @@ class SyntheticTask(Task):
     def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
         x_t = torch.as_tensor(np.asarray(x, dtype=float).reshape(1, -1), dtype=torch.float64)
         y_true = float(self.function.evaluate_true(x_t).item())
-        noise = self.noise_std * float(np.random.default_rng(seed).standard_normal()) if self.noise_std else 0.0
+        noise = (
+            self.noise_std * float(np.random.default_rng(seed).standard_normal())
+            if self.noise_std
+            else 0.0
+        )
         return Evaluation(y=y_true + noise, info={"y_true": y_true})
 
 

@@ -1,0 +1,3 @@
+from orthobench.cli import main
+
+main()

@@ -1,0 +1,170 @@
+r"""RPR: robust GP by Relevance Pursuit [Ament2024pursuit]_ with qLogNoisyExpectedImprovement.
+
+BoTorch's ``RobustRelevancePursuitSingleTaskGP`` adds a data-point-specific noise variance
+``rho_i`` to a sparse set of training points (the *support*, the identified outliers):
+
+.. math::
+
+    y_i = f(x_i) + \epsilon_i, \qquad \epsilon_i \sim \mathcal{N}(0, \sigma^2 + \rho_i),
+    \qquad \rho_i = 0 \text{ for } i \notin \text{support}.
+
+Fitting (``fit_gpytorch_mll`` dispatches to the model's ``custom_fit``) runs backward relevance
+pursuit over the support sizes ``floor(f n)`` for ``f`` in ``fractions_of_outliers`` and keeps the
+model of highest posterior probability under an exponential prior on the support size with mean
+``prior_outlier_fraction * n``. The acquisition is qLogNEI [Ament2023logei]_, which
+integrates over the noisy incumbent, so an outlier is not taken as the best point.
+
+References:
+    .. [Ament2024pursuit] S. Ament, E. Santorella, D. Eriksson, B. Letham, M. Balandat,
+       E. Bakshy. Robust Gaussian Processes via Relevance Pursuit. NeurIPS 2024.
+    .. [Ament2023logei] S. Ament, S. Daulton, D. Eriksson, M. Balandat, E. Bakshy. Unexpected
+       Improvements to Expected Improvement for Bayesian Optimization. NeurIPS 2023.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+import torch
+from botorch.acquisition import qLogNoisyExpectedImprovement
+from botorch.exceptions.errors import ModelFittingError as BotorchModelFittingError
+from botorch.fit import fit_gpytorch_mll
+from botorch.models.robust_relevance_pursuit_model import FRACTIONS_OF_OUTLIERS, RobustRelevancePursuitSingleTaskGP
+from botorch.models.transforms.outcome import Standardize
+from botorch.models.utils.gpytorch_modules import get_gaussian_likelihood_with_lognormal_prior
+from botorch.optim import optimize_acqf
+from botorch.sampling import SobolQMCNormalSampler
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from torch import Tensor
+
+from orthobench.exceptions import ModelFittingError, NumericsWarning
+from orthobench.optimizers.base import Optimizer, Suggestion
+from orthobench.seeding import torch_seed
+from orthobench.surrogates.gp import make_kernel
+
+
+def fit_robust_gp(
+    train_x: Tensor,
+    train_y: Tensor,
+    *,
+    kernel: str = "matern52-ard",
+    fractions_of_outliers: tuple[float, ...] = tuple(FRACTIONS_OF_OUTLIERS),
+    prior_outlier_fraction: float = 0.2,
+    convex_parameterization: bool = True,
+) -> tuple[RobustRelevancePursuitSingleTaskGP, dict[str, Any]]:
+    """Build and fit a ``RobustRelevancePursuitSingleTaskGP`` on ``t x d`` inputs and ``t`` targets.
+
+    The kernel, base likelihood and outcome transform are those of
+    :func:`orthobench.surrogates.gp.build_gp`, so RPR differs from the plain GP only in the
+    sparse outlier noise. Targets are modelled as given (negate a minimization objective).
+
+    Returns:
+        The fitted model and ``{"fallback": None | str, "outliers": [history indices]}``.
+
+    Raises:
+        ModelFittingError: if the fitted model's parameters are not finite.
+    """
+    t = train_y.shape[0]
+    model = RobustRelevancePursuitSingleTaskGP(
+        train_X=train_x,
+        train_Y=train_y.unsqueeze(-1),
+        likelihood=get_gaussian_likelihood_with_lognormal_prior(),
+        covar_module=make_kernel(kernel, train_x.shape[-1]),
+        outcome_transform=Standardize(m=1),
+        convex_parameterization=convex_parameterization,
+        prior_mean_of_support=prior_outlier_fraction * t,
+    )
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    fallback = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)
+            fit_gpytorch_mll(mll, fractions_of_outliers=list(fractions_of_outliers))
+    except BotorchModelFittingError as err:
+        fallback = f"relevance pursuit fit failed ({err.__class__.__name__}); kept the last hyperparameters"
+        warnings.warn(f"RPR fit: {fallback}.", NumericsWarning, stacklevel=2)
+    if not all(torch.isfinite(p).all() for p in model.parameters()):
+        raise ModelFittingError(f"RPR fit on {t} points produced non-finite hyperparameters.")
+    model.eval()
+    outliers = sorted(int(i) for i in model.likelihood.noise_covar.support)
+    return model, {"fallback": fallback, "outliers": outliers}
+
+
+class RPR(Optimizer):
+    """Robust GP by Relevance Pursuit (BoTorch) + qLogNoisyExpectedImprovement.
+
+    Args:
+        dim: Number of search dimensions ``d``.
+        kernel: GP kernel name (see :data:`orthobench.surrogates.gp.KERNELS`).
+        fractions_of_outliers: Support sizes tried by relevance pursuit, as fractions of the
+            history size (BoTorch's default list).
+        prior_outlier_fraction: Mean of the exponential prior on the support size, as a fraction
+            of the history size: BoTorch's ``prior_mean_of_support`` default is ``int(0.2 n)``
+            (kept as a float here, so a short history does not get a zero-mean prior).
+        convex_parameterization: BoTorch's convex parameterization of the outlier variances
+            (its default, recommended there).
+        mc_samples: QMC function samples of qLogNEI (as the ``qlogei`` baseline: 512).
+        raw_samples: Raw samples of the multistart initialization (512).
+        num_restarts: Restarts of the gradient-based acquisition optimization (8).
+        seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        kernel: str = "matern52-ard",
+        fractions_of_outliers: tuple[float, ...] = tuple(FRACTIONS_OF_OUTLIERS),
+        prior_outlier_fraction: float = 0.2,
+        convex_parameterization: bool = True,
+        mc_samples: int = 512,
+        raw_samples: int = 512,
+        num_restarts: int = 8,
+        seed: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float64,
+    ) -> None:
+        super().__init__(dim, seed=seed, device=device, dtype=dtype)
+        for name, value in {"mc_samples": mc_samples, "raw_samples": raw_samples, "num_restarts": num_restarts}.items():
+            if value < 1:
+                raise ValueError(f"`{name}` must be >= 1, but got {value}.")
+        if not fractions_of_outliers or not all(0.0 <= f <= 1.0 for f in fractions_of_outliers):
+            raise ValueError(f"`fractions_of_outliers` must be a non-empty list of values in [0, 1], but got {fractions_of_outliers=}.")
+        if not prior_outlier_fraction > 0.0:
+            raise ValueError(f"`prior_outlier_fraction` must be positive, but got {prior_outlier_fraction=}.")
+        make_kernel(kernel, dim)  # validates the name
+        self.kernel = kernel
+        self.fractions_of_outliers = tuple(float(f) for f in fractions_of_outliers)
+        self.prior_outlier_fraction = prior_outlier_fraction
+        self.convex_parameterization = convex_parameterization
+        self.mc_samples = mc_samples
+        self.raw_samples = raw_samples
+        self.num_restarts = num_restarts
+
+    def ask(self, n: int = 1) -> Suggestion:
+        if self.train_y.shape[0] < 2:
+            raise ValueError(f"RPR needs at least 2 observations before ask(), but got {self.train_y.shape[0]}.")
+        self._asks += 1
+        t0 = time.perf_counter()
+        with torch_seed(self._step_seed("fit")):
+            model, fit_info = fit_robust_gp(
+                self.train_x,
+                -self.train_y,
+                kernel=self.kernel,
+                fractions_of_outliers=self.fractions_of_outliers,
+                prior_outlier_fraction=self.prior_outlier_fraction,
+                convex_parameterization=self.convex_parameterization,
+            )
+        t1 = time.perf_counter()
+        sampler = SobolQMCNormalSampler(sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31))
+        acqf = qLogNoisyExpectedImprovement(model, X_baseline=self.train_x, sampler=sampler)
+        bounds = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(self.train_x)
+        with torch_seed(self._step_seed("acq")):
+            x, _ = optimize_acqf(acqf, bounds=bounds, q=n, num_restarts=self.num_restarts, raw_samples=self.raw_samples)
+        t2 = time.perf_counter()
+        info: dict[str, Any] = {"n_outliers": len(fit_info["outliers"]), "outliers": fit_info["outliers"]}
+        if fit_info["fallback"]:
+            info["fallback"] = fit_info["fallback"]
+        return Suggestion(x=x.detach().cpu().numpy(), fit_seconds=t1 - t0, acq_seconds=t2 - t1, info=info)

@@ -1,0 +1,264 @@
+r"""TuRBO-1: Bayesian optimization in one adaptive trust region [Eriksson2019turbo]_.
+
+A GP is fitted on the points of the current *run*; candidates are restricted to a box around the
+run's best point, with side lengths ``L w_j``, ``w_j`` the GP's ARD lengthscales normalized to
+geometric mean 1. The length ``L`` doubles after ``success_tolerance`` consecutive improving
+batches (up to ``length_max``) and halves after ``failure_tolerance`` consecutive non-improving
+ones; a batch improves when its best value beats the run's best by ``min_improvement |best|``.
+
+When ``L`` falls below ``length_min`` the region has collapsed and TuRBO-1 restarts, as in the
+paper: a new run begins with a fresh scrambled Sobol design of as many points as the first
+``tell`` (the shared initial design), proposed one ``ask`` at a time, and the GP of the new run
+sees only the new run's points (the old history stays in :attr:`train_x` for the record but
+no longer informs the model, so the new run is not pulled back into the collapsed basin). The
+restart happens in :meth:`tell`: the ``ask`` after the collapsing ``tell`` already returns the
+first restart point, and the counters start again once the restart design has been told.
+
+Candidates come from Thompson sampling (``acquisition="ts"``, the paper's choice: the maximizer
+of one joint posterior sample per proposed point over ``n_candidates`` Sobol points of the region,
+each perturbing a random subset of the center's coordinates, each with probability
+``min(1, 20 / d)``) or from qLogEI [Ament2023logei]_ maximized inside the region.
+
+Default constants are those of [Eriksson2019turbo]_: ``L_init = 0.8``, ``L_min = 2^-7``,
+``L_max = 1.6``, ``tau_succ = 3``, ``tau_fail = ceil(max(4, d) / q)`` for batch size ``q``.
+(BoTorch's TuRBO tutorial uses ``tau_succ = 10``; set ``success_tolerance`` to match it.)
+
+References:
+    .. [Eriksson2019turbo] D. Eriksson, M. Pearce, J. Gardner, R. D. Turner, M. Poloczek.
+       Scalable Global Optimization via Local Bayesian Optimization. NeurIPS 2019.
+    .. [Ament2023logei] S. Ament, S. Daulton, D. Eriksson, M. Balandat, E. Bakshy. Unexpected
+       Improvements to Expected Improvement for Bayesian Optimization. NeurIPS 2023.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from botorch.acquisition import qLogExpectedImprovement
+from botorch.generation import MaxPosteriorSampling
+from botorch.models import SingleTaskGP
+from botorch.optim import optimize_acqf
+from botorch.sampling import SobolQMCNormalSampler
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
+from orthobench.optimizers.base import Optimizer, Suggestion
+from orthobench.seeding import derive_seed, torch_generator, torch_seed
+from orthobench.surrogates.gp import KERNELS, fit_model
+
+ACQUISITIONS: tuple[str, ...] = ("ts", "qlogei")
+
+
+@dataclass
+class TrustRegionState:
+    """Length and success/failure counters of one TuRBO run (minimization).
+
+    Args:
+        length: Current base side length ``L`` of the region (unit-cube units).
+        length_min: A length below this triggers a restart.
+        length_max: The length never grows beyond this.
+        success_tolerance: Consecutive improving batches that double the length.
+        failure_tolerance: Consecutive non-improving batches that halve the length.
+        min_improvement: Relative improvement a batch needs to count as a success.
+        best_value: Best objective value of the run so far.
+    """
+
+    length: float
+    length_min: float
+    length_max: float
+    success_tolerance: int
+    failure_tolerance: int
+    min_improvement: float
+    best_value: float = math.inf
+    success_counter: int = 0
+    failure_counter: int = 0
+    restart_triggered: bool = False
+
+    def update(self, y: Tensor) -> None:
+        """Count the batch ``y`` (``q`` values) as a success or failure and resize the region."""
+        batch_best = y.min().item()
+        if batch_best < self.best_value - self.min_improvement * abs(self.best_value):
+            self.success_counter += 1
+            self.failure_counter = 0
+        else:
+            self.success_counter = 0
+            self.failure_counter += 1
+        if self.success_counter == self.success_tolerance:
+            self.length = min(2.0 * self.length, self.length_max)
+            self.success_counter = 0
+        elif self.failure_counter >= self.failure_tolerance:
+            self.length /= 2.0
+            self.failure_counter = 0
+        self.best_value = min(self.best_value, batch_best)
+        self.restart_triggered = self.length < self.length_min
+
+
+class TuRBO(Optimizer):
+    """TuRBO-1: a GP in one trust region that resizes on success/failure and restarts on collapse.
+
+    Args:
+        dim: Number of search dimensions ``d``.
+        acquisition: ``"ts"`` (Thompson sampling, the paper's) or ``"qlogei"``.
+        kernel: GP kernel name with lengthscales (not ``"linear"``); ``-ard`` shapes the region.
+        length_init: Side length of a new run's region (paper: 0.8).
+        length_min: Collapse threshold that triggers a restart (paper: ``2^-7``).
+        length_max: Largest side length (paper: 1.6).
+        success_tolerance: Improving batches in a row that double the length (paper: 3).
+        failure_tolerance: Non-improving batches in a row that halve the length; 0 (default)
+            uses the paper's ``ceil(max(4, d) / q)`` for a batch of ``q`` points.
+        min_improvement: Relative improvement of the run's best that counts as a success.
+        n_candidates: Thompson-sampling candidates; 0 (default) uses the paper's code's
+            ``min(5000, max(2000, 200 d))``.
+        mc_samples: QMC samples of qLogEI (as the ``qlogei`` baseline: 512).
+        raw_samples: Raw samples of qLogEI's multistart initialization (512).
+        num_restarts: Gradient restarts of qLogEI's optimization (8).
+        seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        acquisition: str = "ts",
+        kernel: str = "matern52-ard",
+        length_init: float = 0.8,
+        length_min: float = 0.5**7,
+        length_max: float = 1.6,
+        success_tolerance: int = 3,
+        failure_tolerance: int = 0,
+        min_improvement: float = 1e-3,
+        n_candidates: int = 0,
+        mc_samples: int = 512,
+        raw_samples: int = 512,
+        num_restarts: int = 8,
+        seed: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float64,
+    ) -> None:
+        super().__init__(dim, seed=seed, device=device, dtype=dtype)
+        if acquisition not in ACQUISITIONS:
+            raise ValueError(f"`acquisition` must be one of {ACQUISITIONS}, but got {acquisition=}.")
+        if kernel not in KERNELS or kernel == "linear":
+            raise ValueError(f"`kernel` must be one of {[k for k in KERNELS if k != 'linear']}, but got {kernel=}.")
+        if not 0.0 < length_min < length_init <= length_max:
+            raise ValueError(f"`0 < length_min < length_init <= length_max` must hold, but got ({length_min=}, {length_init=}, {length_max=}).")
+        for name, value in {"success_tolerance": success_tolerance, "mc_samples": mc_samples, "raw_samples": raw_samples, "num_restarts": num_restarts}.items():
+            if value < 1:
+                raise ValueError(f"`{name}` must be >= 1, but got {value}.")
+        for name, value in {"failure_tolerance": failure_tolerance, "n_candidates": n_candidates, "min_improvement": min_improvement}.items():
+            if value < 0:
+                raise ValueError(f"`{name}` must be >= 0, but got {value}.")
+        self.acquisition = acquisition
+        self.kernel = kernel
+        self.length_init = length_init
+        self.length_min = length_min
+        self.length_max = length_max
+        self.success_tolerance = success_tolerance
+        self.failure_tolerance = failure_tolerance
+        self.min_improvement = min_improvement
+        self.n_candidates = n_candidates or min(5000, max(2000, 200 * dim))
+        self.mc_samples = mc_samples
+        self.raw_samples = raw_samples
+        self.num_restarts = num_restarts
+        self.state = self._new_state()
+        self.restarts = 0
+        self._run_start = 0  # index in the history where the current run begins
+        self._design_size = 0  # points of a restart design (set by the first tell)
+        self._restart_design: SobolEngine | None = None
+
+    def _new_state(self) -> TrustRegionState:
+        return TrustRegionState(
+            length=self.length_init,
+            length_min=self.length_min,
+            length_max=self.length_max,
+            success_tolerance=self.success_tolerance,
+            failure_tolerance=self.failure_tolerance,
+            min_improvement=self.min_improvement,
+        )
+
+    @property
+    def _run_size(self) -> int:
+        return self.train_y.shape[0] - self._run_start
+
+    def _on_tell(self, x: Tensor, y: Tensor) -> None:
+        if self._design_size == 0:
+            self._design_size = y.shape[0]
+        if self._run_size < self._design_size:
+            # Still the run's initial design: it sets the incumbent, it is no success or failure.
+            self.state.best_value = min(self.state.best_value, y.min().item())
+            return
+        self.state.failure_tolerance = self.failure_tolerance or math.ceil(max(4.0, self.dim) / y.shape[0])
+        self.state.update(y)
+        if self.state.restart_triggered:
+            self.restarts += 1
+            self._run_start = self.train_y.shape[0] + y.shape[0]
+            self.state = self._new_state()
+            self._restart_design = SobolEngine(self.dim, scramble=True, seed=derive_seed(self.seed, "turbo-restart", self.restarts) % (2**31))
+
+    def _info(self, phase: str) -> dict[str, Any]:
+        return {
+            "phase": phase,
+            "length": self.state.length,
+            "restarts": self.restarts,
+            "success_counter": self.state.success_counter,
+            "failure_counter": self.state.failure_counter,
+        }
+
+    def ask(self, n: int = 1) -> Suggestion:
+        if self.train_y.shape[0] == 0:
+            raise ValueError("TuRBO needs the initial design told before ask(), but the history is empty.")
+        self._asks += 1
+        if self._restart_design is not None and self._run_size < self._design_size:
+            x = self._restart_design.draw(n, dtype=self.dtype)
+            return Suggestion(x=x.numpy(), info=self._info("restart-design"))
+        x_run, y_run = self.train_x[self._run_start :], self.train_y[self._run_start :]
+        t0 = time.perf_counter()
+        with torch_seed(self._step_seed("fit")):
+            model, fit_info = fit_model(x_run, -y_run, self.kernel)
+        t1 = time.perf_counter()
+        lower, upper = self.region(model, x_run[y_run.argmin()])
+        if self.acquisition == "ts":
+            x = self._thompson(model, x_run[y_run.argmin()], lower, upper, n)
+        else:
+            x = self._qlogei(model, y_run, lower, upper, n)
+        t2 = time.perf_counter()
+        info = self._info("trust-region")
+        info["region_volume"] = (upper - lower).prod().item()
+        if fit_info["fallback"]:
+            info["fallback"] = fit_info["fallback"]
+        return Suggestion(x=x.detach().cpu().numpy(), fit_seconds=t1 - t0, acq_seconds=t2 - t1, info=info)
+
+    def region(self, model: SingleTaskGP, center: Tensor) -> tuple[Tensor, Tensor]:
+        """Bounds ``(lower, upper)`` (each ``d``) of the trust region around ``center`` (``d``).
+
+        Side ``j`` is ``L w_j`` with ``w = lengthscales / geomean(lengthscales)``, clipped to the cube.
+        """
+        lengthscale = model.covar_module.lengthscale.detach().reshape(-1).to(center)
+        weights = lengthscale / lengthscale.log().mean().exp()
+        half = 0.5 * self.state.length * weights.expand(self.dim)
+        return (center - half).clamp(0.0, 1.0), (center + half).clamp(0.0, 1.0)
+
+    def _thompson(self, model: SingleTaskGP, center: Tensor, lower: Tensor, upper: Tensor, n: int) -> Tensor:
+        """The maximizers of ``n`` joint posterior samples of ``-f`` over perturbed Sobol candidates."""
+        sobol = SobolEngine(self.dim, scramble=True, seed=self._step_seed("ts-sobol") % (2**31))
+        points = lower + (upper - lower) * sobol.draw(self.n_candidates, dtype=self.dtype).to(self.device)
+        # Perturb only some coordinates of the center: in high d a full Sobol point is far from it.
+        gen = torch_generator(self.seed, self._asks, "ts-mask", device=self.device)
+        mask = torch.rand(self.n_candidates, self.dim, generator=gen, device=self.device) <= min(1.0, 20.0 / self.dim)
+        no_dim = ~mask.any(dim=-1)
+        mask[no_dim, torch.randint(self.dim, (int(no_dim.sum()),), generator=gen, device=self.device)] = True
+        candidates = torch.where(mask, points, center)
+        with torch_seed(self._step_seed("ts-sample")), torch.no_grad():
+            return MaxPosteriorSampling(model=model, replacement=False)(candidates, num_samples=n)
+
+    def _qlogei(self, model: SingleTaskGP, y_run: Tensor, lower: Tensor, upper: Tensor, n: int) -> Tensor:
+        """qLogEI of ``-f`` over the run's best, maximized inside the region -> ``n x d``."""
+        sampler = SobolQMCNormalSampler(sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31))
+        acqf = qLogExpectedImprovement(model, best_f=(-y_run).max(), sampler=sampler)
+        with torch_seed(self._step_seed("acq")):
+            x, _ = optimize_acqf(acqf, bounds=torch.stack([lower, upper]), q=n, num_restarts=self.num_restarts, raw_samples=self.raw_samples)
+        return x

@@ -1,0 +1,46 @@
+"""Synthetic tasks: bounds, known optima (regret is exact), seeded noise owned by the task."""
+
+import numpy as np
+import pytest
+import torch
+
+from orthobench.registry import TASKS
+
+CASES = {
+    "hartmann6": (6, -3.32237),
+    "ackley8": (8, 0.0),
+    "michalewicz10": (10, -9.66015),
+    "levy16": (16, 0.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dimension_optimum_and_regret_at_known_minimizer(name):
+    dim, optimum = CASES[name]
+    task = TASKS.create(name)
+    assert task.dim == dim
+    assert task.optimal_value == pytest.approx(optimum, abs=1e-4)
+    if name != "michalewicz10":  # BoTorch lists no minimizer for Michalewicz10
+        x_star = np.asarray(task.function._optimizers[0])
+        evaluation = task.evaluate(x_star, seed=0, device=torch.device("cpu"))
+        assert task.regret(evaluation.y) == pytest.approx(0.0, abs=1e-4)
+    # no point in the box beats the optimum
+    u = np.random.default_rng(0).random((256, dim))
+    ys = [task.evaluate(x, seed=0, device=torch.device("cpu")).y for x in task.space.from_unit(u)]
+    assert min(ys) >= task.optimal_value - 1e-6
+
+
+def test_noise_is_seeded_and_has_the_requested_scale():
+    task = TASKS.create("hartmann6", noise_std=0.5)
+    x = np.full(6, 0.3)
+    cpu = torch.device("cpu")
+    assert task.evaluate(x, seed=7, device=cpu).y == task.evaluate(x, seed=7, device=cpu).y
+    draws = np.array([task.evaluate(x, seed=s, device=cpu) for s in range(2000)], dtype=object)
+    noise = np.array([e.y - e.info["y_true"] for e in draws])
+    assert abs(noise.mean()) < 4 * 0.5 / np.sqrt(2000)
+    assert noise.std() == pytest.approx(0.5, rel=0.1)
+
+
+def test_negative_noise_is_rejected():
+    with pytest.raises(ValueError, match="noise_std"):
+        TASKS.create("levy16", noise_std=-1.0)

@@ -1,0 +1,162 @@
+"""The command line end to end: run, resume, report, list, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+from click.testing import CliRunner
+
+from orthobench.cli import cli
+
+SPHERE_SUITE = """
+name: sphere
+seeds: 2
+n_init: 3
+budget: 3
+tasks:
+  - {{name: "{plugin}:make_sphere", params: {{delay: {delay}}}, label: sphere}}
+optimizers:
+  - sobol
+  - {{name: "{plugin}:CenterOptimizer", label: center}}
+"""
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_run_twice_stores_nothing_new_and_writes_a_report(plugin, write_suite, tmp_path):
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    out = tmp_path / "out"
+    first = invoke("run", str(suite), "-o", str(out), "-q")
+    assert first.exit_code == 0, first.output
+    assert "4 run, 0 already stored, 0 failed" in first.output
+    files = {p.name: digest(p) for p in (out / "runs").glob("*.parquet")}
+    assert len(files) == 4
+    second = invoke("run", str(suite), "-o", str(out), "-q")
+    assert "0 run, 4 already stored" in second.output
+    assert {p.name: digest(p) for p in (out / "runs").glob("*.parquet")} == files
+    html = (out / "report.html").read_text()
+    assert html.count("<svg") == 1 and "sphere" in html and "center" in html
+    forced = invoke("run", str(suite), "-o", str(out), "-q", "--force")
+    assert "4 run, 0 already stored" in forced.output
+
+
+def test_failed_cells_are_reported_and_others_stored(plugin, write_suite, tmp_path):
+    suite = write_suite(
+        SPHERE_SUITE.format(plugin=plugin, delay=0.0).replace("delay: 0.0", "fail_at: 0.0")
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"])
+    assert result.exit_code == 1
+    assert "failed: sphere__sobol__seed0: RuntimeError: simulated training crash" in result.output
+    assert "Traceback" in (out / "runs.jsonl").read_text()
+
+
+def test_bad_suite_prints_one_line_and_exits_2(write_suite):
+    suite = write_suite("name: x\nbudget: -1\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "orthobench", "run", str(suite)], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"orthobench: error: {suite}: budget: must be >= 0, but got -1."
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_cuda_request_without_cuda_is_a_clear_error(write_suite):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    suite = write_suite("name: x\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    result = invoke("run", str(suite), "--device", "cuda")
+    assert result.exit_code == 2 and "CUDA is not available" in result.output
+
+
+def test_list_shows_tasks_optimizers_and_params():
+    result = invoke("list")
+    assert result.exit_code == 0
+    assert (
+        "hartmann6" in result.output
+        and "qlogei" in result.output
+        and "mc_samples=512" in result.output
+    )
+
+
+def test_report_command_and_empty_dir_error(plugin, write_suite, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(cli, ["report", str(empty)])
+    assert result.exit_code == 2 and "no stored results" in result.output
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    invoke("run", str(suite), "-o", str(tmp_path / "a"), "-q")
+    result = invoke(
+        "report", str(tmp_path / "a"), "-o", str(tmp_path / "r.html"), "--title", "My title"
+    )
+    assert result.exit_code == 0 and "My title" in (tmp_path / "r.html").read_text()
+
+
+def test_process_pool_gives_the_same_values_as_inline(plugin, write_suite, tmp_path):
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    invoke("run", str(suite), "-o", str(tmp_path / "inline"), "-q")
+    pooled = invoke("run", str(suite), "-o", str(tmp_path / "pool"), "-q", "--workers", "2")
+    assert pooled.exit_code == 0, pooled.output
+    cols = ["cell_id", "iteration", "y"]
+    a = (
+        pd.read_parquet(tmp_path / "inline" / "runs")[cols]
+        .sort_values(cols[:2])
+        .reset_index(drop=True)
+    )
+    b = (
+        pd.read_parquet(tmp_path / "pool" / "runs")[cols]
+        .sort_values(cols[:2])
+        .reset_index(drop=True)
+    )
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_sigkill_mid_suite_then_resume_completes_only_missing_cells(plugin, write_suite, tmp_path):
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.15))
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orthobench", "run", str(suite), "-o", str(out), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=os.environ.copy(),
+    )
+    journal = out / "runs.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (
+        journal.exists() and journal.read_text().count("\n") >= 1
+    ):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    survivors = {p.name: digest(p) for p in (out / "runs").glob("*.parquet")}
+    assert 1 <= len(survivors) < 4
+
+    resumed = invoke("run", str(suite), "-o", str(out), "-q")
+    assert f"{4 - len(survivors)} run, {len(survivors)} already stored" in resumed.output
+    after = {p.name: digest(p) for p in (out / "runs").glob("*.parquet")}
+    assert {k: after[k] for k in survivors} == survivors and len(after) == 4
+
+    invoke("run", str(suite), "-o", str(tmp_path / "clean"), "-q")
+    cols = ["cell_id", "iteration", "x", "y"]
+    resumed_frame = pd.read_parquet(out / "runs")[cols].sort_values(cols[:2]).reset_index(drop=True)
+    clean_frame = (
+        pd.read_parquet(tmp_path / "clean" / "runs")[cols]
+        .sort_values(cols[:2])
+        .reset_index(drop=True)
+    )
+    pd.testing.assert_frame_equal(resumed_frame, clean_frame)

@@ -1,0 +1,58 @@
+"""Registry: built-ins, import-path plugins, entry points, clear errors."""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint
+
+import pytest
+
+from orthobench import registry as registry_module
+from orthobench.exceptions import RegistryError
+from orthobench.registry import OPTIMIZERS, TASKS, Registry
+
+
+def test_import_path_plugins_resolve_with_their_params(plugin):
+    task = TASKS.create(f"{plugin}:make_sphere", dim=3)
+    assert task.dim == 3
+    entry = OPTIMIZERS.resolve(f"{plugin}:CenterOptimizer")
+    assert entry.params == {"jitter": 0.1}
+    with pytest.raises(RegistryError, match="no parameter 'jiter'"):
+        OPTIMIZERS.check_params(f"{plugin}:CenterOptimizer", {"jiter": 1.0})
+
+
+def test_entry_point_plugins_are_found(plugin, monkeypatch):
+    ep = EntryPoint(name="my-sphere", value=f"{plugin}:make_sphere", group="orthobench.tasks")
+    monkeypatch.setattr(
+        registry_module, "entry_points", lambda group: [ep] if group == "orthobench.tasks" else []
+    )
+    assert "my-sphere" in TASKS.names()
+    assert TASKS.create("my-sphere").dim == 2
+
+
+def test_unknown_name_lists_known_names_and_how_to_register():
+    with pytest.raises(RegistryError) as info:
+        TASKS.resolve("rosenbrock")
+    assert "hartmann6" in str(info.value) and "module:attr" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "path", ["nosuchmodule_xyz:f", "orthobench.registry:nothing", "justaname:"]
+)
+def test_bad_import_paths_raise_registry_errors(path):
+    with pytest.raises(RegistryError):
+        TASKS.resolve(path)
+
+
+def test_duplicate_registration_is_rejected():
+    reg = Registry("task", "orthobench.test-group", {"a": "x:y"})
+    with pytest.raises(RegistryError, match="already registered"):
+        reg.register("a", lambda: None)
+    reg.register("b", lambda: None)
+    with pytest.raises(RegistryError, match="already registered"):
+        reg.register("b", lambda: None)
+
+
+def test_optimizer_params_include_forwarded_base_params():
+    params = OPTIMIZERS.resolve("ucb").params
+    assert params["beta"] == 0.2 and params["mc_samples"] == 512
+    assert "seed" not in params and "dim" not in params
