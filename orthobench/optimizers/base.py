@@ -81,8 +81,8 @@ class Optimizer(ABC):
         self.train_x = torch.cat([self.train_x, x_t])
         self.train_y = torch.cat([self.train_y, y_t])
 
-    def _on_tell(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Hook called with the new points *before* they join the history (no-op by default)."""  # noqa: B027
+    def _on_tell(self, x: torch.Tensor, y: torch.Tensor) -> None:  # noqa: B027 -- optional hook
+        """Hook called with the new points *before* they join the history (no-op by default)."""
 
     def _step_seed(self, *keys: object) -> int:
         """A seed for the current ask, distinct per ask and per purpose."""
