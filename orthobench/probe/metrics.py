@@ -1,0 +1,130 @@
+r"""Probe metrics: how noisy an acquisition estimate is and how stable the ranking it induces is.
+
+Every function takes the raw probe values of one estimator: ``values`` is ``R x N`` (R rebuilds of
+the estimator -- fresh theta draws or MC base samples, the fitted surrogate untouched -- at N fixed
+probe points) and, where a target is needed, ``reference`` of shape ``N``: a high-precision value of
+the same target (e.g. many scrambled-Sobol theta draws). Larger acquisition values are better.
+
+Definitions (each exactly as computed, also in the report glossary):
+
+- probe variance: :math:`\frac1N \sum_j \widehat{\mathrm{Var}}_r(v_{rj})`, the across-rebuild
+  sample variance (ddof 1) at each probe point, averaged over points (design pitfall 5: never the
+  per-sample residual variance). Computed on the EI scale and on the log scale (of the outer-log
+  acquisition) by the caller passing the matching values; names carry the scale.
+- bias^2: :math:`\frac1N \sum_j (\bar v_j - \mathrm{ref}_j)^2` with :math:`\bar v_j` the rebuild mean.
+- MSE: :math:`\frac1N \sum_j \frac1R \sum_r (v_{rj} - \mathrm{ref}_j)^2`.
+- top-1 agreement: share of rebuilds whose best probe (argmax over j) is the reference's best.
+- flip rate: take the top-k probes of the reference ranking, ordered; over the k-1 adjacent pairs
+  (a, b) with ref_a > ref_b and all rebuilds, the share with :math:`v_{ra} < v_{rb}`.
+- ratio (variance or MSE) versus a baseline estimator at the same S: baseline / estimator
+  (> 1 means the estimator is better), with a percentile bootstrap CI over rebuilds. Rebuild r of
+  both estimators shares its theta draws (common random numbers), so rebuilds are resampled in
+  pairs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _check(values: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.shape[0] < 2:
+        raise ValueError(
+            f"`values` must be R x N with R >= 2 rebuilds, but got shape {values.shape}."
+        )
+    if reference is not None and np.shape(reference) != (values.shape[1],):
+        raise ValueError(
+            f"`reference` must have shape ({values.shape[1]},), but got {np.shape(reference)}."
+        )
+    return values
+
+
+def probe_variance(values: np.ndarray) -> float:
+    """Across-rebuild variance per probe point, averaged over points (``R x N -> scalar``)."""
+    return float(np.mean(np.var(_check(values), axis=0, ddof=1)))
+
+
+def pointwise_variance(values: np.ndarray) -> np.ndarray:
+    """Across-rebuild variance per probe point (``R x N -> N``)."""
+    return np.var(_check(values), axis=0, ddof=1)
+
+
+def bias_squared(values: np.ndarray, reference: np.ndarray) -> float:
+    """Mean over points of the squared difference between the rebuild mean and the reference."""
+    values = _check(values, reference)
+    return float(np.mean((values.mean(axis=0) - reference) ** 2))
+
+
+def mse(values: np.ndarray, reference: np.ndarray) -> float:
+    """Mean over points and rebuilds of the squared error against the reference."""
+    values = _check(values, reference)
+    return float(np.mean((values - reference[None, :]) ** 2))
+
+
+def top1_agreement(values: np.ndarray, reference: np.ndarray) -> float:
+    """Share of rebuilds whose argmax probe equals the reference's argmax."""
+    values = _check(values, reference)
+    return float(np.mean(values.argmax(axis=1) == int(np.argmax(reference))))
+
+
+def flip_rate(values: np.ndarray, reference: np.ndarray, top_k: int = 10) -> float:
+    """Share of (rebuild, adjacent pair among the reference's top-k) whose order is reversed."""
+    values = _check(values, reference)
+    if top_k < 2:
+        raise ValueError(f"`top_k` must be >= 2, but got {top_k=}.")
+    order = np.argsort(-reference, kind="stable")[: min(top_k, values.shape[1])]
+    upper, lower = values[:, order[:-1]], values[:, order[1:]]
+    return float(np.mean(upper < lower))
+
+
+def bootstrap_ratio_ci(
+    baseline: np.ndarray,
+    values: np.ndarray,
+    statistic: str = "variance",
+    reference: np.ndarray | None = None,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Ratio ``stat(baseline) / stat(values)`` and its percentile bootstrap CI over paired rebuilds.
+
+    Args:
+        baseline: ``R x N`` values of the baseline estimator (e.g. naive theta-MC at the same S).
+        values: ``R x N`` values of the estimator, rebuild r paired with the baseline's rebuild r.
+        statistic: ``"variance"`` (probe variance) or ``"mse"`` (needs ``reference``).
+        reference: ``N`` reference values, for ``"mse"``.
+        n_boot: Bootstrap resamples of the R rebuild indices.
+        level: Confidence level.
+        seed: Seed of the resampling.
+
+    Returns:
+        ``(ratio, low, high)``.
+    """
+    baseline, values = _check(baseline, reference), _check(values, reference)
+    if baseline.shape != values.shape:
+        raise ValueError(
+            f"Paired rebuilds need equal shapes, but got {baseline.shape} and {values.shape}."
+        )
+    if statistic == "variance":
+
+        def stat(v: np.ndarray) -> np.ndarray:  # (B x R x N) -> B
+            return np.var(v, axis=1, ddof=1).mean(axis=-1)
+    elif statistic == "mse":
+        if reference is None:
+            raise ValueError("statistic='mse' needs `reference`.")
+
+        def stat(v: np.ndarray) -> np.ndarray:
+            return ((v - reference) ** 2).mean(axis=(1, 2))
+    else:
+        raise ValueError(f"`statistic` must be 'variance' or 'mse', but got {statistic!r}.")
+    ratio = float(stat(baseline[None])[0] / stat(values[None])[0])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, values.shape[0], size=(n_boot, values.shape[0]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = stat(baseline[idx]) / stat(values[idx])
+    boot = boot[np.isfinite(boot)]
+    alpha = (1.0 - level) / 2.0
+    low, high = np.quantile(boot, [alpha, 1.0 - alpha]) if boot.size else (np.nan, np.nan)
+    return ratio, float(low), float(high)
