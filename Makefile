@@ -11,10 +11,10 @@ PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check -q -c constraints.
 $(BIN)/orthobench: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
-	$(PIP_INSTALL) -e '.[dev]'
+	$(PIP_INSTALL) -e '.[dev,dask]'
 	@touch $@
 
-install: $(BIN)/orthobench  ## create .venv and install orthobench with dev tools
+install: $(BIN)/orthobench  ## create .venv and install orthobench with dev tools and dask
 
 demo: install  ## run the embedded default job and write results/smoke/report.html
 	$(BIN)/orthobench run suites/smoke.yaml

@@ -60,9 +60,14 @@ def cli(ctx: click.Context, debug: bool) -> None:
 )
 @click.option(
     "--executor",
-    type=click.Choice(["inline", "process"]),
+    type=click.Choice(["inline", "process", "dask"]),
     default=None,
-    help="[default: process when --workers > 1, else inline].",
+    help="[default: dask with --scheduler, process when --workers > 1, else inline].",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    help="Dask scheduler address (implies --executor dask); a LocalCluster otherwise.",
 )
 @click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
@@ -72,6 +77,7 @@ def run(
     device: str | None,
     workers: int,
     executor: str | None,
+    scheduler: str | None,
     force: bool,
     quiet: bool,
 ) -> None:
@@ -86,7 +92,9 @@ def run(
     resolved = resolve_device(device or suite.device)
     out_dir = Path(output) if output else Path("results") / suite.name
     store = ResultStore(out_dir)
-    executor = executor or ("process" if workers > 1 else "inline")
+    executor = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
+    if scheduler and executor != "dask":
+        raise OrthobenchError(f"--scheduler needs --executor dask, but got --executor {executor}.")
     n_cells = len(suite.cells())
     click.echo(
         f"suite {suite.name}: {n_cells} cells on {resolved} ({executor}, {workers} worker(s)) -> {out_dir}",

@@ -19,12 +19,13 @@ from typing import Any, Literal
 
 import torch
 
+from orthobench.exceptions import OrthobenchError
 from orthobench.loop import ProgressCallback, run_cell
 from orthobench.progress import Progress
 from orthobench.results import ResultStore, run_metadata
 from orthobench.suite import Cell, Suite
 
-EXECUTORS = ("inline", "process")
+EXECUTORS = ("inline", "process", "dask")
 
 
 @dataclass
@@ -83,8 +84,15 @@ def run_suite(
     workers: int = 1,
     force: bool = False,
     show_progress: bool = True,
+    scheduler: str | None = None,
 ) -> RunSummary:
-    """Run every cell of ``suite`` that ``store`` does not hold yet (all of them with ``force``)."""
+    """Run every cell of ``suite`` that ``store`` does not hold yet (all of them with ``force``).
+
+    Args:
+        executor: ``inline`` (this process), ``process`` (a local pool of ``workers`` processes) or
+            ``dask`` (the Dask cluster at ``scheduler``, else a ``LocalCluster`` of ``workers``).
+        scheduler: Address of an existing Dask scheduler (``dask`` only).
+    """
     if executor not in EXECUTORS:
         raise ValueError(f"Unknown executor {executor!r}; choose one of {EXECUTORS}.")
     if workers < 1:
@@ -116,7 +124,9 @@ def run_suite(
             progress.message(f"  FAILED {cell.id}: {error}")
 
     try:
-        if executor == "inline" or workers == 1 or len(todo) <= 1:
+        if executor == "dask":
+            _run_dask(todo, device, workers, scheduler, progress, finish)
+        elif executor == "inline" or workers == 1 or len(todo) <= 1:
             for cell in todo:
                 finish(cell, *_execute(cell, str(device), progress.advance))
         else:
@@ -148,3 +158,57 @@ def _run_pool(
             for future in pending:
                 future.cancel()
             raise
+
+
+def _run_dask(
+    cells: Sequence[Cell],
+    device: torch.device,
+    workers: int,
+    scheduler: str | None,
+    progress: Progress,
+    finish: Any,
+) -> None:
+    """Submit every cell to Dask; this process (the client) stores each cell as it finishes.
+
+    A lost worker loses only its cell in flight (Dask retries it elsewhere); a killed client loses
+    the cells in flight and nothing stored. CUDA cells ask for one ``GPU`` worker resource each,
+    so start GPU workers with ``--resources GPU=1`` (per GPU).
+    """
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError as err:
+        raise OrthobenchError(
+            "--executor dask needs the dask extra: pip install 'orthobench[dask]'."
+        ) from err
+    cluster = None
+    if scheduler is None:
+        gpu = {"GPU": 1} if device.type == "cuda" else None
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            resources=gpu,
+            dashboard_address=None,
+        )
+    client = Client(scheduler or cluster)
+    try:
+        resources = {"GPU": 1} if device.type == "cuda" else None
+        futures = {
+            client.submit(
+                _execute,
+                cell,
+                str(device),
+                key=f"orthobench-{cell.id}-{cell.config_hash}",
+                pure=False,
+                resources=resources,
+            ): cell
+            for cell in cells
+        }
+        for future in as_completed(futures):
+            cell = futures[future]
+            progress.advance(_evaluations(cell))
+            finish(cell, *future.result())
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

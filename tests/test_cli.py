@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from click.testing import CliRunner
 
 from orthobench.cli import cli
@@ -120,6 +121,36 @@ def test_process_pool_gives_the_same_values_as_inline(plugin, write_suite, tmp_p
     )
     b = (
         pd.read_parquet(tmp_path / "pool" / "runs")[cols]
+        .sort_values(cols[:2])
+        .reset_index(drop=True)
+    )
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_dask_local_cluster_gives_the_same_values_as_inline(plugin, write_suite, tmp_path):
+    pytest.importorskip("dask.distributed")
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    invoke("run", str(suite), "-o", str(tmp_path / "inline"), "-q")
+    result = invoke(
+        "run",
+        str(suite),
+        "-o",
+        str(tmp_path / "dask"),
+        "-q",
+        "--executor",
+        "dask",
+        "--workers",
+        "2",
+    )
+    assert result.exit_code == 0, result.output
+    cols = ["cell_id", "iteration", "y"]
+    a = (
+        pd.read_parquet(tmp_path / "inline" / "runs")[cols]
+        .sort_values(cols[:2])
+        .reset_index(drop=True)
+    )
+    b = (
+        pd.read_parquet(tmp_path / "dask" / "runs")[cols]
         .sort_values(cols[:2])
         .reset_index(drop=True)
     )
