@@ -98,17 +98,32 @@ class OptunaTPE(Optimizer):
             self._pending.append((trial, np.array([trial.params[name] for name in self._names])))
         t1 = time.perf_counter()
         x = np.stack([point for _, point in self._pending])
-        info = {"multivariate": self.multivariate, "n_complete": len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))}
+        info = {
+            "multivariate": self.multivariate,
+            "n_complete": len(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))),
+        }
         if failed:
             info["failed_pending"] = failed
         return Suggestion(x=x, acq_seconds=t1 - t0, info=info)
 
     def _on_tell(self, x: Tensor, y: Tensor) -> None:
-        for point, value in zip(x.cpu().numpy(), y.tolist()):
-            match = next((k for k, (_, p) in enumerate(self._pending) if np.allclose(p, point, rtol=0.0, atol=_MATCH_ATOL)), None)
+        for point, value in zip(x.cpu().numpy(), y.tolist(), strict=True):
+            match = next(
+                (
+                    k
+                    for k, (_, p) in enumerate(self._pending)
+                    if np.allclose(p, point, rtol=0.0, atol=_MATCH_ATOL)
+                ),
+                None,
+            )
             if match is not None:
                 trial, _ = self._pending.pop(match)
                 self.study.tell(trial, value)
             else:
-                params = {name: float(v) for name, v in zip(self._names, np.clip(point, 0.0, 1.0))}
-                self.study.add_trial(create_trial(params=params, distributions=self._distributions, value=value))
+                params = {
+                    name: float(v)
+                    for name, v in zip(self._names, np.clip(point, 0.0, 1.0), strict=True)
+                }
+                self.study.add_trial(
+                    create_trial(params=params, distributions=self._distributions, value=value)
+                )

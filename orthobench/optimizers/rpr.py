@@ -31,7 +31,10 @@ import torch
 from botorch.acquisition import qLogNoisyExpectedImprovement
 from botorch.exceptions.errors import ModelFittingError as BotorchModelFittingError
 from botorch.fit import fit_gpytorch_mll
-from botorch.models.robust_relevance_pursuit_model import FRACTIONS_OF_OUTLIERS, RobustRelevancePursuitSingleTaskGP
+from botorch.models.robust_relevance_pursuit_model import (
+    FRACTIONS_OF_OUTLIERS,
+    RobustRelevancePursuitSingleTaskGP,
+)
 from botorch.models.transforms.outcome import Standardize
 from botorch.models.utils.gpytorch_modules import get_gaussian_likelihood_with_lognormal_prior
 from botorch.optim import optimize_acqf
@@ -127,13 +130,21 @@ class RPR(Optimizer):
         dtype: torch.dtype = torch.float64,
     ) -> None:
         super().__init__(dim, seed=seed, device=device, dtype=dtype)
-        for name, value in {"mc_samples": mc_samples, "raw_samples": raw_samples, "num_restarts": num_restarts}.items():
+        for name, value in {
+            "mc_samples": mc_samples,
+            "raw_samples": raw_samples,
+            "num_restarts": num_restarts,
+        }.items():
             if value < 1:
                 raise ValueError(f"`{name}` must be >= 1, but got {value}.")
         if not fractions_of_outliers or not all(0.0 <= f <= 1.0 for f in fractions_of_outliers):
-            raise ValueError(f"`fractions_of_outliers` must be a non-empty list of values in [0, 1], but got {fractions_of_outliers=}.")
+            raise ValueError(
+                f"`fractions_of_outliers` must be a non-empty list of values in [0, 1], but got {fractions_of_outliers=}."
+            )
         if not prior_outlier_fraction > 0.0:
-            raise ValueError(f"`prior_outlier_fraction` must be positive, but got {prior_outlier_fraction=}.")
+            raise ValueError(
+                f"`prior_outlier_fraction` must be positive, but got {prior_outlier_fraction=}."
+            )
         make_kernel(kernel, dim)  # validates the name
         self.kernel = kernel
         self.fractions_of_outliers = tuple(float(f) for f in fractions_of_outliers)
@@ -145,7 +156,9 @@ class RPR(Optimizer):
 
     def ask(self, n: int = 1) -> Suggestion:
         if self.train_y.shape[0] < 2:
-            raise ValueError(f"RPR needs at least 2 observations before ask(), but got {self.train_y.shape[0]}.")
+            raise ValueError(
+                f"RPR needs at least 2 observations before ask(), but got {self.train_y.shape[0]}."
+            )
         self._asks += 1
         t0 = time.perf_counter()
         with torch_seed(self._step_seed("fit")):
@@ -158,13 +171,27 @@ class RPR(Optimizer):
                 convex_parameterization=self.convex_parameterization,
             )
         t1 = time.perf_counter()
-        sampler = SobolQMCNormalSampler(sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31))
-        acqf = qLogNoisyExpectedImprovement(model, X_baseline=self.train_x, sampler=sampler)
+        sampler = SobolQMCNormalSampler(
+            sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31)
+        )
         bounds = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(self.train_x)
+        # Inside the seeded block: pruning the baseline draws posterior samples from the global RNG.
         with torch_seed(self._step_seed("acq")):
-            x, _ = optimize_acqf(acqf, bounds=bounds, q=n, num_restarts=self.num_restarts, raw_samples=self.raw_samples)
+            acqf = qLogNoisyExpectedImprovement(model, X_baseline=self.train_x, sampler=sampler)
+            x, _ = optimize_acqf(
+                acqf,
+                bounds=bounds,
+                q=n,
+                num_restarts=self.num_restarts,
+                raw_samples=self.raw_samples,
+            )
         t2 = time.perf_counter()
-        info: dict[str, Any] = {"n_outliers": len(fit_info["outliers"]), "outliers": fit_info["outliers"]}
+        info: dict[str, Any] = {
+            "n_outliers": len(fit_info["outliers"]),
+            "outliers": fit_info["outliers"],
+        }
         if fit_info["fallback"]:
             info["fallback"] = fit_info["fallback"]
-        return Suggestion(x=x.detach().cpu().numpy(), fit_seconds=t1 - t0, acq_seconds=t2 - t1, info=info)
+        return Suggestion(
+            x=x.detach().cpu().numpy(), fit_seconds=t1 - t0, acq_seconds=t2 - t1, info=info
+        )

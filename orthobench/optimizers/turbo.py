@@ -141,15 +141,30 @@ class TuRBO(Optimizer):
     ) -> None:
         super().__init__(dim, seed=seed, device=device, dtype=dtype)
         if acquisition not in ACQUISITIONS:
-            raise ValueError(f"`acquisition` must be one of {ACQUISITIONS}, but got {acquisition=}.")
+            raise ValueError(
+                f"`acquisition` must be one of {ACQUISITIONS}, but got {acquisition=}."
+            )
         if kernel not in KERNELS or kernel == "linear":
-            raise ValueError(f"`kernel` must be one of {[k for k in KERNELS if k != 'linear']}, but got {kernel=}.")
+            raise ValueError(
+                f"`kernel` must be one of {[k for k in KERNELS if k != 'linear']}, but got {kernel=}."
+            )
         if not 0.0 < length_min < length_init <= length_max:
-            raise ValueError(f"`0 < length_min < length_init <= length_max` must hold, but got ({length_min=}, {length_init=}, {length_max=}).")
-        for name, value in {"success_tolerance": success_tolerance, "mc_samples": mc_samples, "raw_samples": raw_samples, "num_restarts": num_restarts}.items():
+            raise ValueError(
+                f"`0 < length_min < length_init <= length_max` must hold, but got ({length_min=}, {length_init=}, {length_max=})."
+            )
+        for name, value in {
+            "success_tolerance": success_tolerance,
+            "mc_samples": mc_samples,
+            "raw_samples": raw_samples,
+            "num_restarts": num_restarts,
+        }.items():
             if value < 1:
                 raise ValueError(f"`{name}` must be >= 1, but got {value}.")
-        for name, value in {"failure_tolerance": failure_tolerance, "n_candidates": n_candidates, "min_improvement": min_improvement}.items():
+        for name, value in {
+            "failure_tolerance": failure_tolerance,
+            "n_candidates": n_candidates,
+            "min_improvement": min_improvement,
+        }.items():
             if value < 0:
                 raise ValueError(f"`{name}` must be >= 0, but got {value}.")
         self.acquisition = acquisition
@@ -191,13 +206,19 @@ class TuRBO(Optimizer):
             # Still the run's initial design: it sets the incumbent, it is no success or failure.
             self.state.best_value = min(self.state.best_value, y.min().item())
             return
-        self.state.failure_tolerance = self.failure_tolerance or math.ceil(max(4.0, self.dim) / y.shape[0])
+        self.state.failure_tolerance = self.failure_tolerance or math.ceil(
+            max(4.0, self.dim) / y.shape[0]
+        )
         self.state.update(y)
         if self.state.restart_triggered:
             self.restarts += 1
             self._run_start = self.train_y.shape[0] + y.shape[0]
             self.state = self._new_state()
-            self._restart_design = SobolEngine(self.dim, scramble=True, seed=derive_seed(self.seed, "turbo-restart", self.restarts) % (2**31))
+            self._restart_design = SobolEngine(
+                self.dim,
+                scramble=True,
+                seed=derive_seed(self.seed, "turbo-restart", self.restarts) % (2**31),
+            )
 
     def _info(self, phase: str) -> dict[str, Any]:
         return {
@@ -210,7 +231,9 @@ class TuRBO(Optimizer):
 
     def ask(self, n: int = 1) -> Suggestion:
         if self.train_y.shape[0] == 0:
-            raise ValueError("TuRBO needs the initial design told before ask(), but the history is empty.")
+            raise ValueError(
+                "TuRBO needs the initial design told before ask(), but the history is empty."
+            )
         self._asks += 1
         if self._restart_design is not None and self._run_size < self._design_size:
             x = self._restart_design.draw(n, dtype=self.dtype)
@@ -230,7 +253,9 @@ class TuRBO(Optimizer):
         info["region_volume"] = (upper - lower).prod().item()
         if fit_info["fallback"]:
             info["fallback"] = fit_info["fallback"]
-        return Suggestion(x=x.detach().cpu().numpy(), fit_seconds=t1 - t0, acq_seconds=t2 - t1, info=info)
+        return Suggestion(
+            x=x.detach().cpu().numpy(), fit_seconds=t1 - t0, acq_seconds=t2 - t1, info=info
+        )
 
     def region(self, model: SingleTaskGP, center: Tensor) -> tuple[Tensor, Tensor]:
         """Bounds ``(lower, upper)`` (each ``d``) of the trust region around ``center`` (``d``).
@@ -242,23 +267,41 @@ class TuRBO(Optimizer):
         half = 0.5 * self.state.length * weights.expand(self.dim)
         return (center - half).clamp(0.0, 1.0), (center + half).clamp(0.0, 1.0)
 
-    def _thompson(self, model: SingleTaskGP, center: Tensor, lower: Tensor, upper: Tensor, n: int) -> Tensor:
+    def _thompson(
+        self, model: SingleTaskGP, center: Tensor, lower: Tensor, upper: Tensor, n: int
+    ) -> Tensor:
         """The maximizers of ``n`` joint posterior samples of ``-f`` over perturbed Sobol candidates."""
         sobol = SobolEngine(self.dim, scramble=True, seed=self._step_seed("ts-sobol") % (2**31))
-        points = lower + (upper - lower) * sobol.draw(self.n_candidates, dtype=self.dtype).to(self.device)
+        points = lower + (upper - lower) * sobol.draw(self.n_candidates, dtype=self.dtype).to(
+            self.device
+        )
         # Perturb only some coordinates of the center: in high d a full Sobol point is far from it.
         gen = torch_generator(self.seed, self._asks, "ts-mask", device=self.device)
-        mask = torch.rand(self.n_candidates, self.dim, generator=gen, device=self.device) <= min(1.0, 20.0 / self.dim)
+        mask = torch.rand(self.n_candidates, self.dim, generator=gen, device=self.device) <= min(
+            1.0, 20.0 / self.dim
+        )
         no_dim = ~mask.any(dim=-1)
-        mask[no_dim, torch.randint(self.dim, (int(no_dim.sum()),), generator=gen, device=self.device)] = True
+        mask[
+            no_dim, torch.randint(self.dim, (int(no_dim.sum()),), generator=gen, device=self.device)
+        ] = True
         candidates = torch.where(mask, points, center)
         with torch_seed(self._step_seed("ts-sample")), torch.no_grad():
             return MaxPosteriorSampling(model=model, replacement=False)(candidates, num_samples=n)
 
-    def _qlogei(self, model: SingleTaskGP, y_run: Tensor, lower: Tensor, upper: Tensor, n: int) -> Tensor:
+    def _qlogei(
+        self, model: SingleTaskGP, y_run: Tensor, lower: Tensor, upper: Tensor, n: int
+    ) -> Tensor:
         """qLogEI of ``-f`` over the run's best, maximized inside the region -> ``n x d``."""
-        sampler = SobolQMCNormalSampler(sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31))
-        acqf = qLogExpectedImprovement(model, best_f=(-y_run).max(), sampler=sampler)
+        sampler = SobolQMCNormalSampler(
+            sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31)
+        )
         with torch_seed(self._step_seed("acq")):
-            x, _ = optimize_acqf(acqf, bounds=torch.stack([lower, upper]), q=n, num_restarts=self.num_restarts, raw_samples=self.raw_samples)
+            acqf = qLogExpectedImprovement(model, best_f=(-y_run).max(), sampler=sampler)
+            x, _ = optimize_acqf(
+                acqf,
+                bounds=torch.stack([lower, upper]),
+                q=n,
+                num_restarts=self.num_restarts,
+                raw_samples=self.raw_samples,
+            )
         return x

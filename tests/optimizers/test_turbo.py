@@ -1,0 +1,159 @@
+"""TuRBO-1: trust-region resizing, restart on collapse, both acquisitions, determinism."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from orthobench.optimizers.base import Optimizer
+from orthobench.optimizers.turbo import TrustRegionState, TuRBO
+from orthobench.registry import OPTIMIZERS
+from orthobench.surrogates.gp import fit_model
+from tests.helpers import drive
+
+TINY_TS = dict(n_candidates=64)
+TINY_EI = dict(acquisition="qlogei", mc_samples=16, raw_samples=16, num_restarts=2)
+
+
+def sphere(x: np.ndarray) -> float:
+    return float(np.sum((x - 0.3) ** 2))
+
+
+def record_infos(opt: Optimizer) -> list[dict[str, Any]]:
+    """Make ``opt.ask`` append each suggestion's info to the returned list."""
+    infos: list[dict[str, Any]] = []
+    ask = opt.ask
+
+    def _ask(n: int = 1):
+        suggestion = ask(n)
+        infos.append(suggestion.info)
+        return suggestion
+
+    opt.ask = _ask  # type: ignore[method-assign]
+    return infos
+
+
+def state(**kwargs: Any) -> TrustRegionState:
+    defaults = dict(
+        length=0.8,
+        length_min=0.5**7,
+        length_max=1.6,
+        success_tolerance=3,
+        failure_tolerance=2,
+        min_improvement=1e-3,
+        best_value=1.0,
+    )
+    return TrustRegionState(**{**defaults, **kwargs})
+
+
+def test_state_halves_after_failures_doubles_after_successes_and_flags_collapse() -> None:
+    s = state()
+    for _ in range(2):
+        s.update(torch.tensor([1.0], dtype=torch.float64))  # no improvement
+    assert s.length == 0.4 and s.failure_counter == 0
+    for value in (0.9, 0.8, 0.7):
+        s.update(torch.tensor([value], dtype=torch.float64))
+    assert s.length == 0.8 and s.best_value == 0.7
+    s.update(
+        torch.tensor([0.6999], dtype=torch.float64)
+    )  # below the 1e-3 relative threshold: a failure
+    assert s.failure_counter == 1 and s.success_counter == 0
+    grown = state(length=1.2, success_tolerance=1)
+    grown.update(torch.tensor([0.5], dtype=torch.float64))
+    assert grown.length == 1.6  # capped at length_max
+    collapsing = state(length=0.01, length_min=0.008, failure_tolerance=1)
+    collapsing.update(torch.tensor([2.0], dtype=torch.float64))
+    assert collapsing.restart_triggered
+
+
+def test_region_has_volume_length_to_the_d_and_follows_the_lengthscales() -> None:
+    torch.manual_seed(0)
+    x = torch.rand(12, 3, dtype=torch.float64)
+    y = 10 * x[:, 0] + 0.1 * x[:, 1]  # dimension 0 matters most: shortest lengthscale
+    model, _ = fit_model(x, -y)
+    opt = TuRBO(3, seed=0)
+    opt.state.length = 0.1
+    lower, upper = opt.region(model, torch.full((3,), 0.5, dtype=torch.float64))
+    width = upper - lower
+    assert width.prod().item() == pytest.approx(0.1**3)
+    assert width[0] < width[1]
+
+
+def test_region_shrinks_after_failures_and_restarts_after_collapse() -> None:
+    calls = {"n": 0}
+
+    def never_improves(x: np.ndarray) -> float:
+        calls["n"] += 1
+        # The initial design holds the best value; every later point is worse.
+        return 0.1 * calls["n"] if calls["n"] <= 4 else 1.0 + float(np.sum(x))
+
+    opt = TuRBO(2, seed=0, length_min=0.15, failure_tolerance=1, **TINY_TS)
+    infos = record_infos(opt)
+    drive(opt, never_improves, n_init=4, steps=9)
+    assert [info["length"] for info in infos[:3]] == [0.8, 0.4, 0.2]
+    assert [info["phase"] for info in infos] == ["trust-region"] * 3 + ["restart-design"] * 4 + [
+        "trust-region"
+    ] * 2
+    assert infos[2]["region_volume"] < infos[1]["region_volume"] < infos[0]["region_volume"]
+    assert infos[3]["restarts"] == 1 and infos[7]["length"] == 0.8
+    # The new run's GP sees only the restart design (and what followed it).
+    assert opt.restarts == 1 and opt._run_start == 7
+    restart_points = opt.train_x[7:11]
+    assert torch.cdist(restart_points, opt.train_x[:7]).min() > 0
+
+
+@pytest.mark.parametrize("kwargs", [TINY_TS, TINY_EI], ids=["ts", "qlogei"])
+def test_turbo_runs_in_the_loop_and_is_deterministic(kwargs: dict) -> None:
+    runs, infos = [], []
+    for seed in (0, 0, 1):
+        opt = TuRBO(2, seed=seed, **kwargs)
+        infos.append(record_infos(opt))
+        runs.append(drive(opt, sphere, n_init=5, steps=3))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])
+    assert all(math.isfinite(info["length"]) for info in infos[0])
+
+
+@pytest.mark.parametrize("kwargs", [TINY_TS, TINY_EI], ids=["ts", "qlogei"])
+def test_suggestions_lie_inside_the_region(kwargs: dict) -> None:
+    opt = TuRBO(2, seed=0, **kwargs)
+    drive(opt, sphere, n_init=6, steps=0)
+    opt.state.length = 0.2
+    bounds = []
+    region = opt.region
+    opt.region = lambda model, center: bounds.append(region(model, center)) or bounds[-1]  # type: ignore[method-assign]
+    suggestion = opt.ask(2)
+    lower, upper = (b.numpy() for b in bounds[0])
+    assert suggestion.x.shape == (2, 2)
+    assert np.all((suggestion.x >= lower - 1e-12) & (suggestion.x <= upper + 1e-12))
+    assert np.prod(upper - lower) < 0.2**2 + 1e-12
+    assert suggestion.fit_seconds > 0 and suggestion.acq_seconds > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(acquisition="ucb"), "acquisition="),
+        (dict(kernel="linear"), "kernel="),
+        (dict(length_min=1.0), "length_min=1.0"),
+        (dict(failure_tolerance=-1), "-1"),
+    ],
+)
+def test_bad_params_raise_with_the_value(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        TuRBO(2, seed=0, **kwargs)
+
+
+def test_registered_with_the_paper_defaults() -> None:
+    params = OPTIMIZERS.resolve("turbo").params
+    assert (
+        params["length_init"] == 0.8
+        and params["length_min"] == 0.5**7
+        and params["length_max"] == 1.6
+    )
+    assert params["success_tolerance"] == 3 and params["acquisition"] == "ts"
+    assert TuRBO(20, seed=0).n_candidates == 4000
