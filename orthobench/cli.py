@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from orthobench.exceptions import OrthobenchError
+from orthobench.progress import Progress
 
 EXIT_USAGE = 2
 
@@ -118,6 +119,110 @@ def run(
         for outcome in summary.failed:
             click.echo(f"failed: {outcome.cell.id}: {outcome.error}", err=True)
         click.echo(f"tracebacks are stored in {store.journal_path}", err=True)
+        sys.exit(1)
+
+
+def _probe_suite(suite_file: str, output: str | None, device: str | None, force: bool, quiet: bool):
+    """Load a suite with a probe section and run the probe; returns (suite, frame, out_dir)."""
+    from orthobench.devices import resolve_device
+    from orthobench.probe.runner import probe_states, run_probe
+    from orthobench.suite import load_suite
+
+    suite = load_suite(suite_file)
+    if suite.probe is None:
+        raise OrthobenchError(
+            f"{suite_file}: probe: missing; `probe` and `check` need a probe section in the suite."
+        )
+    resolved = resolve_device(device or suite.device)
+    out_dir = Path(output) if output else Path("results") / suite.name
+    states = probe_states(suite.name, suite.probe)
+    click.echo(
+        f"probe {suite.name}: {len(states)} state(s) on {resolved} -> {out_dir / 'probe'}", err=True
+    )
+    progress = Progress(len(states), label=f"[{suite.name}]", unit="states", enabled=not quiet)
+
+    def on_state(state, status: str) -> None:
+        progress.advance(1)
+        progress.message(f"  {status:<6} {state.id}")
+
+    try:
+        frame = run_probe(
+            suite.name, suite.probe, out_dir, device=resolved, force=force, on_state=on_state
+        )
+    finally:
+        progress.close()
+    return suite, frame, out_dir
+
+
+@cli.command()
+@click.argument("suite_file", type=click.Path(dir_okay=False))
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Results directory [default: results/<suite name>].",
+)
+@click.option(
+    "--device", default=None, help="auto, cpu, cuda or cuda:N [default: the suite's, else auto]."
+)
+@click.option("--force", is_flag=True, help="Recompute stored probe states.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def probe(
+    suite_file: str, output: str | None, device: str | None, force: bool, quiet: bool
+) -> None:
+    """Run the probe section of SUITE_FILE: acquisition variance, top-1 agreement, flip rate."""
+    from orthobench.probe.tables import format_summary
+
+    _, frame, out_dir = _probe_suite(suite_file, output, device, force, quiet)
+    click.echo(format_summary(frame))
+    click.echo(f"probe rows (with raw per-rebuild values): {out_dir / 'probe'}")
+
+
+@cli.command()
+@click.argument("suite_file", type=click.Path(dir_okay=False))
+@click.option(
+    "--thresholds",
+    "-t",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Thresholds file [default: <suite stem>.thresholds.yaml beside the suite].",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Results directory [default: results/<suite name>].",
+)
+@click.option(
+    "--device", default=None, help="auto, cpu, cuda or cuda:N [default: the suite's, else auto]."
+)
+@click.option("--force", is_flag=True, help="Recompute stored probe states.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+def check(
+    suite_file: str,
+    thresholds: str | None,
+    output: str | None,
+    device: str | None,
+    force: bool,
+    quiet: bool,
+) -> None:
+    """Run the probe of SUITE_FILE and exit 1 when a threshold fails (the CI regression gate)."""
+    from orthobench.check import evaluate, format_results, load_thresholds
+
+    path = (
+        Path(thresholds)
+        if thresholds
+        else Path(suite_file).with_name(Path(suite_file).stem + ".thresholds.yaml")
+    )
+    rules = load_thresholds(path)
+    _, frame, _ = _probe_suite(suite_file, output, device, force, quiet)
+    results = evaluate(frame, rules)
+    click.echo(format_results(results))
+    failed = sum(not r.passed for r in results)
+    click.echo(f"check: {len(results) - failed} passed, {failed} failed ({path})")
+    if failed:
         sys.exit(1)
 
 

@@ -26,12 +26,14 @@ class Progress:
         total: int,
         *,
         label: str = "",
+        unit: str = "evaluations",
         stream: TextIO | None = None,
         enabled: bool = True,
         interval: float = 10.0,
     ) -> None:
         self.total = max(total, 1)
         self.label = label
+        self.unit = unit
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.interval = interval
@@ -44,7 +46,7 @@ class Progress:
         elapsed = time.perf_counter() - self.start
         eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
         eta_text = _clock(eta) if self.done else "?"
-        return f"{self.label} {self.done}/{self.total} evaluations ({100 * self.done / self.total:.0f}%) | elapsed {_clock(elapsed)} | ETA {eta_text}"
+        return f"{self.label} {self.done}/{self.total} {self.unit} ({100 * self.done / self.total:.0f}%) | elapsed {_clock(elapsed)} | ETA {eta_text}"
 
     def advance(self, n: int = 1) -> None:
         self.done += n

@@ -252,9 +252,13 @@ class _Validator:
             raise self.fail(f"{path}.tasks", "missing required field.")
         kwargs: dict[str, Any] = {"tasks": self.components(value["tasks"], f"{path}.tasks", TASKS)}
         if "kernels" in value:
+            from orthobench.surrogates.gp import KERNELS
+
             kernels = value["kernels"] if isinstance(value["kernels"], list) else [value["kernels"]]
+            kernel_re = re.compile(f"^({'|'.join(map(re.escape, KERNELS))})$")
             kwargs["kernels"] = tuple(
-                self.string(k, f"{path}.kernels[{i}]") for i, k in enumerate(kernels)
+                self.string(k, f"{path}.kernels[{i}]", kernel_re, "one of " + ", ".join(KERNELS))
+                for i, k in enumerate(kernels)
             )
         if "estimators" in value:
             if not isinstance(value["estimators"], list) or not value["estimators"]:
@@ -262,9 +266,19 @@ class _Validator:
                     f"{path}.estimators",
                     f"must be a non-empty list of estimator names, but got {_show(value['estimators'])}.",
                 )
-            kwargs["estimators"] = tuple(
+            from orthobench.probe.runner import (
+                parse_estimator,
+            )  # heavy import, only for probe suites
+
+            names = tuple(
                 self.string(e, f"{path}.estimators[{i}]") for i, e in enumerate(value["estimators"])
             )
+            for i, name in enumerate(names):
+                try:
+                    parse_estimator(name)
+                except ValueError as err:
+                    raise self.fail(f"{path}.estimators[{i}]", str(err)) from None
+            kwargs["estimators"] = names
         for key, minimum in (
             ("n_init", 2),
             ("rebuilds", 2),

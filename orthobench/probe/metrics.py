@@ -84,6 +84,7 @@ def bootstrap_ratio_ci(
     statistic: str = "variance",
     reference: np.ndarray | None = None,
     *,
+    baseline_reference: np.ndarray | None = None,
     n_boot: int = 2000,
     level: float = 0.95,
     seed: int = 0,
@@ -94,7 +95,10 @@ def bootstrap_ratio_ci(
         baseline: ``R x N`` values of the baseline estimator (e.g. naive theta-MC at the same S).
         values: ``R x N`` values of the estimator, rebuild r paired with the baseline's rebuild r.
         statistic: ``"variance"`` (probe variance) or ``"mse"`` (needs ``reference``).
-        reference: ``N`` reference values, for ``"mse"``.
+        reference: ``N`` reference values of the estimator's target, for ``"mse"``.
+        baseline_reference: ``N`` reference values of the baseline's target when it differs
+            (e.g. qLogEI targets EI at the MAP fit, naive theta-MC the marginal EI); default
+            ``reference``.
         n_boot: Bootstrap resamples of the R rebuild indices.
         level: Confidence level.
         seed: Seed of the resampling.
@@ -114,9 +118,12 @@ def bootstrap_ratio_ci(
     elif statistic == "mse":
         if reference is None:
             raise ValueError("statistic='mse' needs `reference`.")
+        # On errors against each side's own target, the MSE is the mean square.
+        baseline = baseline - (reference if baseline_reference is None else baseline_reference)
+        values = values - reference
 
         def stat(v: np.ndarray) -> np.ndarray:
-            return ((v - reference) ** 2).mean(axis=(1, 2))
+            return (v**2).mean(axis=(1, 2))
     else:
         raise ValueError(f"`statistic` must be 'variance' or 'mse', but got {statistic!r}.")
     ratio = float(stat(baseline[None])[0] / stat(values[None])[0])

@@ -1,0 +1,166 @@
+"""Regression gate on the probe: fail when variance reduction or ranking stability regresses.
+
+A thresholds file (YAML, versioned in the repo next to its suite) lists rules::
+
+    version: 1
+    thresholds:
+      - estimator: orth-shrink        # rows of this estimator ...
+        metric: var_ratio_low         # ... this probe column (see orthobench.probe.runner) ...
+        min: 1.0                      # ... must be >= 1.0 (or `max:` for <=)
+        mc_samples: 32                # optional filters: mc_samples, kernel, task
+        relative_to_baseline: false   # true: compare metric(estimator) - metric(baseline), same state and S
+        description: lower 95% bootstrap bound of Var(mc)/Var(est) stays above 1
+
+Every rule is checked on every matching probe row (one per state and S); a rule that matches no
+row fails too, so a renamed estimator cannot pass the gate silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from orthobench.exceptions import OrthobenchError
+
+_RULE_KEYS = (
+    "estimator",
+    "metric",
+    "min",
+    "max",
+    "mc_samples",
+    "kernel",
+    "task",
+    "relative_to_baseline",
+    "description",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Threshold:
+    estimator: str
+    metric: str
+    min: float | None = None
+    max: float | None = None
+    mc_samples: int | None = None
+    kernel: str | None = None
+    task: str | None = None
+    relative_to_baseline: bool = False
+    description: str = ""
+
+    def bound(self) -> str:
+        parts = ([f">= {self.min:g}"] if self.min is not None else []) + (
+            [f"<= {self.max:g}"] if self.max is not None else []
+        )
+        return " and ".join(parts)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    threshold: Threshold
+    task: str
+    kernel: str
+    mc_samples: int
+    state: str
+    value: float
+    passed: bool
+
+
+def load_thresholds(path: str | Path) -> list[Threshold]:
+    """Read and validate a thresholds file; raises :class:`OrthobenchError` naming file and field."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise OrthobenchError(f"{path}: cannot read thresholds: {err.strerror or err}.") from None
+    except yaml.YAMLError as err:
+        raise OrthobenchError(f"{path}: malformed YAML ({getattr(err, 'problem', err)}).") from None
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != 1
+        or not isinstance(data.get("thresholds"), list)
+        or not data["thresholds"]
+    ):
+        raise OrthobenchError(
+            f"{path}: expected a mapping with `version: 1` and a non-empty `thresholds` list."
+        )
+    rules = []
+    for i, rule in enumerate(data["thresholds"]):
+        where = f"{path}: thresholds[{i}]"
+        if not isinstance(rule, dict):
+            raise OrthobenchError(f"{where}: must be a mapping, but got {rule!r}.")
+        unknown = set(rule) - set(_RULE_KEYS)
+        if unknown:
+            raise OrthobenchError(
+                f"{where}: unknown key(s) {sorted(unknown)}; allowed: {', '.join(_RULE_KEYS)}."
+            )
+        if "estimator" not in rule or "metric" not in rule:
+            raise OrthobenchError(f"{where}: needs `estimator` and `metric`.")
+        if rule.get("min") is None and rule.get("max") is None:
+            raise OrthobenchError(f"{where}: needs `min` or `max`.")
+        try:
+            rules.append(Threshold(**rule))
+        except TypeError as err:
+            raise OrthobenchError(f"{where}: {err}.") from None
+    return rules
+
+
+def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResult]:
+    """Apply every rule to the matching probe rows of ``frame`` (summary rows of ``run_probe``)."""
+    results = []
+    for rule in thresholds:
+        if rule.metric not in frame.columns:
+            raise OrthobenchError(
+                f"threshold metric {rule.metric!r} is not a probe column; columns: {', '.join(c for c in frame.columns if not c.startswith('values'))}."
+            )
+        rows = frame[frame["estimator"] == rule.estimator]
+        for column in ("mc_samples", "kernel", "task"):
+            if getattr(rule, column) is not None:
+                rows = rows[rows[column] == getattr(rule, column)]
+        if rows.empty:
+            results.append(
+                CheckResult(rule, "-", "-", 0, "no matching probe rows", float("nan"), False)
+            )
+            continue
+        for row in rows.itertuples():
+            value = float(getattr(row, rule.metric))
+            if rule.relative_to_baseline:
+                base = frame[
+                    (frame["estimator"] == row.baseline)
+                    & (frame["task"] == row.task)
+                    & (frame["kernel"] == row.kernel)
+                    & (frame["seed"] == row.seed)
+                    & (frame["state_iteration"] == row.state_iteration)
+                    & (frame["mc_samples"] == row.mc_samples)
+                ]
+                value -= float(base[rule.metric].iloc[0])
+            passed = (rule.min is None or value >= rule.min) and (
+                rule.max is None or value <= rule.max
+            )
+            state = f"seed {row.seed}, it {row.state_iteration}"
+            results.append(
+                CheckResult(rule, row.task, row.kernel, int(row.mc_samples), state, value, passed)
+            )
+    return results
+
+
+def format_results(results: list[CheckResult]) -> str:
+    """A fixed-width table of the check, one line per (rule, probe row)."""
+    lines = [
+        f"{'':4} {'estimator':<14} {'metric':<22} {'task':<14} {'kernel':<13} {'S':>4} {'state':<16} {'value':>10}  bound"
+    ]
+    for r in results:
+        metric = r.threshold.metric + (" - base" if r.threshold.relative_to_baseline else "")
+        lines.append(
+            f"{'ok' if r.passed else 'FAIL':<4} {r.threshold.estimator:<14} {metric:<22} {r.task:<14} {r.kernel:<13} "
+            f"{r.mc_samples:>4} {r.state:<16} {r.value:>10.4g}  {r.threshold.bound()}"
+        )
+    return "\n".join(lines)
+
+
+def summarize(results: list[CheckResult]) -> dict[str, Any]:
+    failed = [r for r in results if not r.passed]
+    return {"checked": len(results), "failed": len(failed)}
