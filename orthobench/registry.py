@@ -34,6 +34,7 @@ class Entry:
     factory: Callable[..., Any]
     params: dict[str, Any]  # parameter name -> default (inspect.Parameter.empty if required)
     accepts_any: bool  # the factory takes **kwargs
+    annotations: dict[str, str]  # parameter name -> annotation text ("" if none)
 
     @property
     def description(self) -> str:
@@ -107,8 +108,14 @@ class Registry:
     def resolve(self, name: str) -> Entry:
         """Look up ``name``; raises :class:`RegistryError` listing the known names on a miss."""
         factory = self._factory(name)
-        params, accepts_any = _signature_params(factory, self._reserved)
-        return Entry(name=name, factory=factory, params=params, accepts_any=accepts_any)
+        params, accepts_any, annotations = _signature_params(factory, self._reserved)
+        return Entry(
+            name=name,
+            factory=factory,
+            params=params,
+            accepts_any=accepts_any,
+            annotations=annotations,
+        )
 
     def check_params(self, name: str, params: Mapping[str, Any]) -> Entry:
         """Resolve ``name`` and reject parameters its factory does not take or of the wrong type."""
@@ -122,7 +129,8 @@ class Registry:
                     f"{self.kind} {name!r} has no parameter {key!r}; allowed: {allowed}."
                 )
             default = entry.params[key]
-            if not _same_kind(default, value):
+            list_allowed = isinstance(value, list) and "list" in entry.annotations.get(key, "")
+            if not list_allowed and not _same_kind(default, value):
                 raise RegistryError(
                     f"{self.kind} {name!r} parameter {key!r} must be {type(default).__name__} "
                     f"(default {default!r}), but got {value!r}."
@@ -152,6 +160,7 @@ def _signature_params(
     else:
         targets = [factory]
     params: dict[str, Any] = {}
+    annotations: dict[str, str] = {}
     accepts_any = False
     for target in targets:
         accepts_any = False
@@ -162,9 +171,16 @@ def _signature_params(
                 continue
             else:
                 params.setdefault(p.name, p.default)
+                annotation = "" if p.annotation is p.empty else p.annotation
+                annotations.setdefault(
+                    p.name,
+                    annotation
+                    if isinstance(annotation, str)
+                    else inspect.formatannotation(annotation),
+                )
         if not accepts_any:
             break
-    return params, accepts_any
+    return params, accepts_any, annotations
 
 
 def _same_kind(default: Any, value: Any) -> bool:

@@ -56,3 +56,9 @@ def test_optimizer_params_include_forwarded_base_params():
     params = OPTIMIZERS.resolve("ucb").params
     assert params["beta"] == 0.2 and params["mc_samples"] == 512
     assert "seed" not in params and "dim" not in params
+
+
+def test_list_values_are_accepted_where_the_annotation_allows_them():
+    OPTIMIZERS.check_params("orthobo", {"kernel": ["rbf-iso", "matern52-ard"]})
+    with pytest.raises(RegistryError, match="must be str"):
+        OPTIMIZERS.check_params("qlogei", {"kernel": ["rbf-iso"]})

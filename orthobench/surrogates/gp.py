@@ -1,10 +1,15 @@
-"""GP surrogates: kernel construction by name and MAP fitting.
+"""GP surrogates: kernel construction by name, MAP fitting, and the GP as a function of theta.
 
 Inputs are already in the unit cube (optimizers work there), so no input transform is needed;
 outcomes are standardized with BoTorch's ``Standardize``. Priors follow BoTorch's defaults
 (dim-scaled log-normal lengthscale prior [Hvarfner2024vanilla]_, log-normal noise prior), so the
 MAP fit and the Laplace approximation in :mod:`orthobench.surrogates.laplace` see a proper
 posterior for every kernel.
+
+The second half of the module writes a fitted model's hyperparameters as an unconstrained vector
+``theta`` (:class:`ThetaLayout`, :func:`get_theta`, :func:`set_theta`) and evaluates kernels, the
+log marginal likelihood and the log prior of ``S`` theta samples in closed form
+(:func:`kernel_matrix`, :func:`log_marginal_likelihood`, :func:`log_posterior`).
 
 References:
     .. [Hvarfner2024vanilla] C. Hvarfner, E. O. Hellsten, L. Nardi. Vanilla Bayesian Optimization
@@ -147,7 +152,7 @@ def fit_model(
 # hyperparameter samples in one batch.
 # ---------------------------------------------------------------------------------------------
 
-_SQRT5 = math.sqrt(5.0)
+SQRT5 = math.sqrt(5.0)
 # Squared distances below this are treated as zero: k(x, x) does not depend on the lengthscale,
 # and clamping keeps autograd away from the 0 * inf of d sqrt(r2) / d r2 at r2 = 0.
 _MIN_SQ_DIST = 1e-30
@@ -337,12 +342,28 @@ def unpack_theta(theta: torch.Tensor, layout: ThetaLayout) -> GPHyperparameters:
     )
 
 
+def scaled_sq_dist(hp: GPHyperparameters, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+    """``r^2 = sum_k (x1_k - x2_k)^2 / l_k^2`` under ``S`` lengthscale samples: ``S x n1 x n2``.
+
+    Computed from differences, not the ``||a||^2 + ||b||^2 - 2 a.b`` expansion: no cancellation
+    near ``r = 0``, where the Matern kernel's gradient in ``x`` is evaluated when candidates
+    approach training points.
+    """
+    sq_diff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).square()  # n1 x n2 x d
+    inv_sq_ls = hp.kernel.square().reciprocal()  # S x q
+    if inv_sq_ls.shape[-1] == 1:
+        return sq_diff.sum(-1).unsqueeze(0) * inv_sq_ls[:, :, None]
+    # One GEMM over all (n1 n2) pairs and S samples, laid out S-major so no copy follows.
+    return (inv_sq_ls @ sq_diff.reshape(-1, sq_diff.shape[-1]).T).reshape(-1, *sq_diff.shape[:2])
+
+
 def kernel_matrix(hp: GPHyperparameters, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
     """Closed-form covariance ``k(x1, x2)`` under ``S`` hyperparameter samples.
 
     ``rbf``: ``exp(-r^2 / 2)``; ``matern52``: ``(1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)`` with
-    ``r^2 = sum_k (x1_k - x2_k)^2 / l_k^2``; ``linear``: ``v x1^T x2``; all times the outputscale.
-    These equal gpytorch's ``RBFKernel``, ``MaternKernel(nu=2.5)`` and ``LinearKernel``.
+    ``r^2`` from :func:`scaled_sq_dist`; ``linear``: ``v x1^T x2``; all times the outputscale.
+    These equal gpytorch's ``RBFKernel``, ``MaternKernel(nu=2.5)`` and ``LinearKernel``, and are
+    twice differentiable by autograd in the hyperparameters (unlike gpytorch's RBF; fact 9).
 
     Args:
         hp: Hyperparameters of ``S`` samples.
@@ -354,22 +375,12 @@ def kernel_matrix(hp: GPHyperparameters, x1: torch.Tensor, x2: torch.Tensor) -> 
     """
     if hp.kernel_name == "linear":
         return (hp.kernel[:, 0] * hp.outputscale)[:, None, None] * (x1 @ x2.T)
-    # Differences, not the ||a||^2 + ||b||^2 - 2 a.b expansion: no cancellation near r = 0, where
-    # the Matern kernel's gradient in x is evaluated when candidates approach training points.
-    sq_diff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).square()  # n1 x n2 x d
-    inv_sq_ls = hp.kernel.square().reciprocal()  # S x q
-    if inv_sq_ls.shape[-1] == 1:
-        r2 = sq_diff.sum(-1).unsqueeze(0) * inv_sq_ls[:, :, None]
-    else:
-        # One GEMM over all (n1 n2) pairs and S samples.
-        r2 = (sq_diff.reshape(-1, sq_diff.shape[-1]) @ inv_sq_ls.T).T.reshape(
-            -1, *sq_diff.shape[:2]
-        )
+    r2 = scaled_sq_dist(hp, x1, x2)
     if hp.kernel_name.startswith("rbf"):
         k = torch.exp(-0.5 * r2)
     else:
         r = r2.clamp_min(_MIN_SQ_DIST).sqrt()
-        k = (1.0 + _SQRT5 * r + (5.0 / 3.0) * r2) * torch.exp(-_SQRT5 * r)
+        k = (1.0 + SQRT5 * r + (5.0 / 3.0) * r2) * torch.exp(-SQRT5 * r)
     return hp.outputscale[:, None, None] * k
 
 

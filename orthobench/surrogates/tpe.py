@@ -19,13 +19,18 @@ exact and samples never need clipping), mixed with the uniform density on the cu
 weight ``w`` as in [Bergstra2011tpe]_ (this bounds ``g`` from below, hence ``l / g`` from above).
 Bandwidths are per dimension and shared by the kernels of one estimator, by Scott's rule
 ``s_j = sigma_j n^{-1 / (d + 4)}`` [Scott1992]_ (``sigma_j`` the sample standard deviation of the
-``n`` resampled centers in dimension ``j``), clamped to ``[min_bandwidth, 1]``. The floor matters:
-a bootstrap resample often repeats one good point, whose spread is then zero.
+``n`` resampled centers in dimension ``j``), clamped to ``[floor(n), 1]``. The floor matters: a
+bootstrap resample often repeats one good point, whose spread is then zero, and without a floor
+that grows as ``n`` shrinks the good density collapses onto the incumbent (proposals land ever
+closer to the good points, which shrinks their spread further). With ``magic_clip`` the floor is
+Optuna's "magic clip" ``1 / min(100, n + 2)`` [Watanabe2023tpe]_ (never below ``min_bandwidth``).
 
 References:
     .. [Bergstra2011tpe] J. Bergstra, R. Bardenet, Y. Bengio, B. Kégl. Algorithms for
        Hyper-Parameter Optimization. NeurIPS 2011.
     .. [Scott1992] D. W. Scott. Multivariate Density Estimation. Wiley, 1992.
+    .. [Watanabe2023tpe] S. Watanabe. Tree-Structured Parzen Estimator: Understanding Its
+       Algorithm Components and Their Roles for Better Empirical Performance. arXiv:2304.11127.
 """
 
 from __future__ import annotations
@@ -52,12 +57,21 @@ def split_sizes(t: int, gamma: float) -> tuple[int, int]:
     return n_good, t - n_good
 
 
-def scott_bandwidths(centers: Tensor, min_bandwidth: float) -> Tensor:
-    r"""Per-dimension Scott's-rule bandwidths ``sigma_j n^{-1/(d+4)}`` clamped to ``[min_bandwidth, 1]``.
+def bandwidth_floor(n: int, *, min_bandwidth: float, magic_clip: bool) -> float:
+    """The smallest bandwidth of an estimator with ``n`` kernels (unit-cube units).
+
+    ``max(min_bandwidth, 1 / min(100, n + 2))`` with ``magic_clip`` (Optuna's rule, counting its
+    prior kernel), else ``min_bandwidth``.
+    """
+    return max(min_bandwidth, 1.0 / min(100.0, n + 2.0)) if magic_clip else min_bandwidth
+
+
+def scott_bandwidths(centers: Tensor, floor: float) -> Tensor:
+    r"""Per-dimension Scott's-rule bandwidths ``sigma_j n^{-1/(d+4)}`` clamped to ``[floor, 1]``.
 
     Args:
         centers: ``B x n x d`` kernel centers of ``B`` estimators.
-        min_bandwidth: Floor of every bandwidth (unit-cube units).
+        floor: Smallest bandwidth (unit-cube units), e.g. from :func:`bandwidth_floor`.
 
     Returns:
         ``B x d`` bandwidths.
@@ -65,7 +79,7 @@ def scott_bandwidths(centers: Tensor, min_bandwidth: float) -> Tensor:
     n, d = centers.shape[-2:]
     # One center has no spread: its bandwidth is the floor.
     sigma = centers.std(dim=-2, correction=1) if n > 1 else torch.zeros_like(centers[..., 0, :])
-    return (sigma * n ** (-1.0 / (d + 4))).clamp(min_bandwidth, 1.0)
+    return (sigma * n ** (-1.0 / (d + 4))).clamp(floor, 1.0)
 
 
 @dataclass(frozen=True)
@@ -83,7 +97,10 @@ class ParzenEstimators:
     prior_weight: float
 
     def __post_init__(self) -> None:
-        if self.centers.ndim != 3 or self.bandwidths.shape != (self.centers.shape[0], self.centers.shape[2]):
+        if self.centers.ndim != 3 or self.bandwidths.shape != (
+            self.centers.shape[0],
+            self.centers.shape[2],
+        ):
             raise ValueError(
                 f"Need centers B x n x d and bandwidths B x d, but got {tuple(self.centers.shape)} "
                 f"and {tuple(self.bandwidths.shape)}."
@@ -103,7 +120,7 @@ class ParzenEstimators:
         log_norm = self._log_normalizers()
         out = []
         # One estimator at a time: the N x n x d kernel tensor of all B at once is too large.
-        for c, s, log_z in zip(self.centers, self.bandwidths, log_norm):
+        for c, s, log_z in zip(self.centers, self.bandwidths, log_norm, strict=True):
             z = (x.unsqueeze(-2) - c) / s  # N x n x d
             log_k = (-0.5 * z.square() - _LOG_SQRT_2PI - s.log() - log_z).sum(-1)  # N x n
             out.append(torch.logsumexp(log_k, dim=-1) - math.log(n))
@@ -112,25 +129,33 @@ class ParzenEstimators:
             return log_kde
         total = n + self.prior_weight
         # The uniform density on the unit cube is 1, i.e. log 0.
-        return torch.logaddexp(log_kde + math.log(n / total), torch.full_like(log_kde, math.log(self.prior_weight / total)))
+        return torch.logaddexp(
+            log_kde + math.log(n / total),
+            torch.full_like(log_kde, math.log(self.prior_weight / total)),
+        )
 
     def sample(self, which: Tensor, generator: torch.Generator) -> Tensor:
         """One draw from the kernel mixture (no uniform component) of estimator ``which[k]`` each.
 
         Args:
             which: ``m`` estimator indices in ``[0, B)``.
-            generator: Source of the randomness.
+            generator: Source of the randomness; draws are made on its device and moved, so a
+                CPU generator gives the same draws for estimators on any device.
 
         Returns:
             ``m x d`` points in ``[0, 1]^d`` (inverse-CDF draws from the truncated kernels).
         """
         m = which.shape[0]
         n, d = self.centers.shape[-2:]
-        kernel = torch.randint(n, (m,), generator=generator, device=which.device)
+        kernel = torch.randint(n, (m,), generator=generator, device=generator.device).to(
+            which.device
+        )
         c = self.centers[which, kernel]  # m x d
         s = self.bandwidths[which]  # m x d
         lo, hi = torch.special.ndtr(-c / s), torch.special.ndtr((1.0 - c) / s)
-        u = torch.rand(m, d, generator=generator, device=c.device, dtype=c.dtype)
+        u = torch.rand(m, d, generator=generator, device=generator.device, dtype=c.dtype).to(
+            c.device
+        )
         # Keep u off {0, 1}, where ndtri is infinite; the clamp only absorbs rounding.
         p = (lo + u * (hi - lo)).clamp(1e-12, 1.0 - 1e-12)
         return (c + s * torch.special.ndtri(p)).clamp(0.0, 1.0)
@@ -164,15 +189,32 @@ class TPEFits:
         These are the statistics of OrthoBO's appendix ("TPE implementation"); they need no
         acquisition evaluation, so their mean can be estimated from many cheap extra fits.
         """
-        return torch.cat([self.good.bandwidths.log(), self.bad.bandwidths.log(), self.threshold.unsqueeze(-1)], dim=-1)
+        return torch.cat(
+            [self.good.bandwidths.log(), self.bad.bandwidths.log(), self.threshold.unsqueeze(-1)],
+            dim=-1,
+        )
 
 
-def bootstrap_indices(t: int, num_fits: int, generator: torch.Generator, device: torch.device | str = "cpu") -> Tensor:
-    """``num_fits x t`` row indices, each row ``t`` draws with replacement from ``range(t)``."""
-    return torch.randint(t, (num_fits, t), generator=generator, device=device)
+def bootstrap_indices(
+    t: int, num_fits: int, generator: torch.Generator, device: torch.device | str = "cpu"
+) -> Tensor:
+    """``num_fits x t`` row indices, each row ``t`` draws with replacement from ``range(t)``.
+
+    Drawn on the generator's device and moved to ``device``.
+    """
+    return torch.randint(t, (num_fits, t), generator=generator, device=generator.device).to(device)
 
 
-def fit_tpe(x: Tensor, y: Tensor, indices: Tensor, *, gamma: float, min_bandwidth: float, prior_weight: float) -> TPEFits:
+def fit_tpe(
+    x: Tensor,
+    y: Tensor,
+    indices: Tensor,
+    *,
+    gamma: float,
+    min_bandwidth: float,
+    magic_clip: bool,
+    prior_weight: float,
+) -> TPEFits:
     """Fit one TPE per row of ``indices`` on the resampled history (minimization).
 
     Args:
@@ -181,7 +223,8 @@ def fit_tpe(x: Tensor, y: Tensor, indices: Tensor, *, gamma: float, min_bandwidt
         indices: ``B x t`` resampling indices (see :func:`bootstrap_indices`); the identity rows
             ``arange(t)`` give the plain fit on the history.
         gamma: Good-set quantile in ``(0, 1)``.
-        min_bandwidth: Bandwidth floor.
+        min_bandwidth: Absolute bandwidth floor.
+        magic_clip: Raise the floor to Optuna's ``1 / min(100, n + 2)`` (:func:`bandwidth_floor`).
         prior_weight: Weight of the uniform component of every estimator.
 
     Returns:
@@ -191,15 +234,17 @@ def fit_tpe(x: Tensor, y: Tensor, indices: Tensor, *, gamma: float, min_bandwidt
         raise ValueError(
             f"Need x t x d, y t and indices B x t, but got {tuple(x.shape)}, {tuple(y.shape)} and {tuple(indices.shape)}."
         )
-    n_good, _ = split_sizes(indices.shape[-1], gamma)
+    n_good, n_bad = split_sizes(indices.shape[-1], gamma)
     y_res = y[indices]  # B x t
     # A stable sort makes ties (repeated bootstrap draws) split in a reproducible order.
     order = torch.sort(y_res, dim=-1, stable=True).indices
     rows = torch.gather(indices, -1, order)  # B x t, best first
     x_res = x[rows]  # B x t x d
     good, bad = x_res[:, :n_good], x_res[:, n_good:]
+    good_floor = bandwidth_floor(n_good, min_bandwidth=min_bandwidth, magic_clip=magic_clip)
+    bad_floor = bandwidth_floor(n_bad, min_bandwidth=min_bandwidth, magic_clip=magic_clip)
     return TPEFits(
-        good=ParzenEstimators(good, scott_bandwidths(good, min_bandwidth), prior_weight),
-        bad=ParzenEstimators(bad, scott_bandwidths(bad, min_bandwidth), prior_weight),
+        good=ParzenEstimators(good, scott_bandwidths(good, good_floor), prior_weight),
+        bad=ParzenEstimators(bad, scott_bandwidths(bad, bad_floor), prior_weight),
         threshold=y[rows[:, n_good - 1]],
     )

@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import math
 
-import importlib.util
-import sys
-import types
-
 import numpy as np
 import pytest
 import torch
 
-# TEMPORARY stand-in for orthobench.estimators (being written in parallel); removed once it exists.
-if importlib.util.find_spec("orthobench.estimators") is None:
-    def _orthogonal_mean(values, controls, control_mean=None):
-        c = controls - controls.mean(0)
-        h = values - values.mean(0)
-        gamma = torch.linalg.solve(c.T @ c, c.T @ h)  # K x N
-        mu = torch.zeros(controls.shape[-1], dtype=controls.dtype) if control_mean is None else control_mean
-        return values.mean(0) - (controls.mean(0) - mu) @ gamma
-
-    sys.modules["orthobench.estimators"] = types.SimpleNamespace(orthogonal_mean=_orthogonal_mean)
-
 from orthobench.optimizers.tpe import MCTPE, OrthoBOTPE
 from orthobench.registry import OPTIMIZERS
-from orthobench.surrogates.tpe import ParzenEstimators, bootstrap_indices, fit_tpe, scott_bandwidths, split_sizes
+from orthobench.surrogates.tpe import (
+    ParzenEstimators,
+    bandwidth_floor,
+    bootstrap_indices,
+    fit_tpe,
+    scott_bandwidths,
+    split_sizes,
+)
 from tests.helpers import drive
 
 SMALL = dict(mc_samples=8, n_good_candidates=32, n_sobol_candidates=32)
@@ -60,6 +52,12 @@ def test_scott_bandwidths_follow_the_rule_and_floor() -> None:
     assert bw[1].item() == 0.01  # zero spread -> floor
 
 
+def test_magic_clip_floor_follows_optuna() -> None:
+    assert bandwidth_floor(8, min_bandwidth=0.01, magic_clip=True) == pytest.approx(0.1)
+    assert bandwidth_floor(500, min_bandwidth=0.01, magic_clip=True) == 0.01
+    assert bandwidth_floor(8, min_bandwidth=0.01, magic_clip=False) == 0.01
+
+
 def test_split_puts_the_best_gamma_quantile_in_the_good_set() -> None:
     assert split_sizes(10, 0.2) == (2, 8)
     assert split_sizes(2, 0.2) == (1, 1)
@@ -67,7 +65,15 @@ def test_split_puts_the_best_gamma_quantile_in_the_good_set() -> None:
         split_sizes(1, 0.2)
     x = torch.rand(10, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     y = torch.arange(10, dtype=torch.float64).flip(0)  # the last two rows are best
-    fits = fit_tpe(x, y, torch.arange(10).unsqueeze(0), gamma=0.2, min_bandwidth=0.01, prior_weight=1.0)
+    fits = fit_tpe(
+        x,
+        y,
+        torch.arange(10).unsqueeze(0),
+        gamma=0.2,
+        min_bandwidth=0.01,
+        magic_clip=True,
+        prior_weight=1.0,
+    )
     assert torch.equal(fits.good.centers[0], x[[9, 8]])
     assert fits.threshold.item() == 1.0
     assert fits.summary_statistics().shape == (1, 2 * 3 + 1)
@@ -78,7 +84,11 @@ def test_mc_tpe_runs_in_the_loop_and_is_deterministic() -> None:
     np.testing.assert_array_equal(runs[0], runs[1])
     assert not np.array_equal(runs[0], runs[2])
     suggestion = told(MCTPE(3, seed=0, **SMALL)).ask(1)
-    assert math.isfinite(suggestion.info["estimate"]) and suggestion.fit_seconds >= 0 and suggestion.acq_seconds > 0
+    assert (
+        math.isfinite(suggestion.info["estimate"])
+        and suggestion.fit_seconds >= 0
+        and suggestion.acq_seconds > 0
+    )
 
 
 def test_mc_tpe_bootstrap_fits_differ_and_the_acquisition_is_finite() -> None:
@@ -86,7 +96,8 @@ def test_mc_tpe_bootstrap_fits_differ_and_the_acquisition_is_finite() -> None:
     draw = opt.draw()
     stats = draw.fits.summary_statistics()
     assert stats.shape == (8, 7)
-    assert (stats.std(dim=0)[:6] > 0).all()  # every bandwidth varies across resamples
+    assert torch.unique(stats, dim=0).shape[0] == 8  # no two resamples give the same fit
+    assert (stats.std(dim=0)[3:] > 0).all()  # bad-set bandwidths and the threshold vary
     x = torch.rand(50, 3, dtype=torch.float64)
     for acquisition in ("ratio", "log-ratio"):
         opt.acquisition = acquisition
@@ -97,14 +108,18 @@ def test_mc_tpe_bootstrap_fits_differ_and_the_acquisition_is_finite() -> None:
     assert not torch.equal(opt.draw(rebuild=1).fits.summary_statistics(), stats)
 
 
-def test_orthobo_tpe_estimate_differs_from_mc_and_equals_it_when_centered_by_the_sample_mean() -> None:
+def test_orthobo_tpe_estimate_differs_from_mc_and_equals_it_when_centered_by_the_sample_mean() -> (
+    None
+):
     mc = told(MCTPE(3, seed=0, **SMALL))
     orth = told(OrthoBOTPE(3, seed=0, control_mean_draws=256, **SMALL))
     naive = told(OrthoBOTPE(3, seed=0, centering="sample", **SMALL))
     x = torch.rand(64, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     mc_draw, orth_draw, naive_draw = mc.draw(), orth.draw(), naive.draw()
     # Common random numbers: the same S fits; only the centering of the controls differs.
-    torch.testing.assert_close(orth_draw.fits.summary_statistics(), mc_draw.fits.summary_statistics())
+    torch.testing.assert_close(
+        orth_draw.fits.summary_statistics(), mc_draw.fits.summary_statistics()
+    )
     sample_mean = mc_draw.fits.summary_statistics().mean(dim=0)
     assert not torch.allclose(orth_draw.control_mean, sample_mean)
     values = mc.values(mc_draw, x)
@@ -116,14 +131,41 @@ def test_orthobo_tpe_estimate_differs_from_mc_and_equals_it_when_centered_by_the
     np.testing.assert_array_equal(mc_x, naive_x)
 
 
+@pytest.mark.parametrize("estimator", ["orth", "orth-ridge", "orth-crossfit", "mc"])
+def test_orthobo_tpe_estimators_by_name(estimator: str) -> None:
+    opt = told(OrthoBOTPE(3, seed=0, estimator=estimator, control_mean_draws=64, **SMALL))
+    suggestion = opt.ask(1)
+    assert suggestion.info["estimator"] == estimator and math.isfinite(suggestion.info["estimate"])
+    assert 0 <= suggestion.info["n_varying_controls"] <= 7
+
+
+def test_orthobo_tpe_rejects_estimators_it_cannot_feed() -> None:
+    with pytest.raises(ValueError, match="orth-quadratic"):
+        OrthoBOTPE(2, seed=0, estimator="orth-quadratic")
+    with pytest.raises(ValueError, match="nope"):
+        OrthoBOTPE(2, seed=0, estimator="nope")
+
+
 def test_orthobo_tpe_runs_in_the_loop_and_is_deterministic() -> None:
-    runs = [drive(OrthoBOTPE(3, seed=0, control_mean_draws=128, **SMALL), sphere, n_init=6, steps=4) for _ in range(2)]
+    runs = [
+        drive(OrthoBOTPE(3, seed=0, control_mean_draws=128, **SMALL), sphere, n_init=6, steps=4)
+        for _ in range(2)
+    ]
     np.testing.assert_array_equal(runs[0], runs[1])
 
 
 def test_control_mean_draws_are_independent_of_the_fits() -> None:
     a = told(OrthoBOTPE(3, seed=0, control_mean_draws=64, **SMALL))
-    b = told(OrthoBOTPE(3, seed=0, control_mean_draws=64, mc_samples=16, n_good_candidates=32, n_sobol_candidates=32))
+    b = told(
+        OrthoBOTPE(
+            3,
+            seed=0,
+            control_mean_draws=64,
+            mc_samples=16,
+            n_good_candidates=32,
+            n_sobol_candidates=32,
+        )
+    )
     # More fits S do not move the independent centering (it is keyed apart from them).
     torch.testing.assert_close(a.draw().control_mean, b.draw().control_mean)
 
@@ -158,6 +200,11 @@ def test_ask_needs_two_observations() -> None:
 
 def test_registered_params_have_typed_defaults() -> None:
     params = OPTIMIZERS.resolve("orthobo-tpe").params
-    assert params["mc_samples"] == 32 and params["gamma"] == 0.2 and params["centering"] == "independent"
+    assert (
+        params["mc_samples"] == 32
+        and params["gamma"] == 0.2
+        and params["centering"] == "independent"
+    )
     assert params["control_mean_draws"] == 1024 and params["acquisition"] == "ratio"
+    assert params["estimator"] == "orth-shrink" and params["n_good_candidates"] == 24
     assert set(OPTIMIZERS.resolve("mc-tpe").params) < set(params)

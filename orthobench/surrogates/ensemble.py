@@ -1,0 +1,154 @@
+r"""An ensemble of GP surrogates with tempered exponentially weighted aggregation.
+
+Each member is a GP (any kernel of :data:`orthobench.surrogates.gp.KERNELS`) with its Laplace
+posterior over hyperparameters. After every new observation ``(x_{t+1}, y_{t+1})`` the weights
+are updated from each member's predictive log score ``l_m``, the log predictive density of the
+new observation under member ``m`` *as fitted before it arrived* (paper Eq. (23),
+[Freund1997]_ with the floor of [Herbster1998]_):
+
+.. math::
+
+    \tilde\pi_m \propto \pi_m \exp(l_m / \tau), \qquad
+    \pi_m^{\text{new}} \propto \max(\delta, \tilde\pi_m).
+
+NOTE: the floor is applied to the *normalized* exponential weights ``tilde pi``. Applied to the
+unnormalized products ``pi_m exp(l_m / tau)`` as Eq. (23) is printed, it would depend on the
+units of ``y`` (log densities shift by ``-log(scale)``): with every ``l_m`` below
+``tau log(delta)`` all weights would hit the floor and the update would reset to uniform
+whatever the scores say. Normalizing first makes the update invariant to a common shift of the
+scores, which is what a weight floor is for.
+
+References:
+    .. [Freund1997] Y. Freund, R. E. Schapire. A Decision-Theoretic Generalization of On-Line
+       Learning and an Application to Boosting. JCSS 1997.
+    .. [Herbster1998] M. Herbster, M. K. Warmuth. Tracking the Best Expert. Machine Learning 1998.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from botorch.models import SingleTaskGP
+
+from orthobench.surrogates.gp import KERNELS, fit_model
+from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
+
+
+def update_weights(
+    weights: torch.Tensor, log_scores: torch.Tensor, *, tau: float, delta: float
+) -> torch.Tensor:
+    r"""One tempered exponential-weights step with a floor: ``M`` weights, ``M`` scores -> ``M``.
+
+    ``tilde pi = softmax(log pi + l / tau)``, then ``pi_new = max(delta, tilde pi) / sum``.
+
+    Args:
+        weights: ``M`` current weights (positive, summing to one).
+        log_scores: ``M`` predictive log scores ``l_m`` (finite).
+        tau: Temperature ``> 0``; larger is slower.
+        delta: Weight floor in ``[0, 1 / M)``.
+
+    Returns:
+        ``M`` new weights summing to one.
+    """
+    if not tau > 0:
+        raise ValueError(f"`tau` must be positive, but got {tau=}.")
+    if not 0 <= delta < 1.0 / weights.shape[-1]:
+        raise ValueError(
+            f"`delta` must be in [0, 1/M) = [0, {1.0 / weights.shape[-1]:.3g}), but got {delta=}."
+        )
+    if weights.shape != log_scores.shape:
+        raise ValueError(
+            f"`weights` and `log_scores` must have the same shape, but got {tuple(weights.shape)} and {tuple(log_scores.shape)}."
+        )
+    if not torch.isfinite(log_scores).all():
+        raise ValueError(f"`log_scores` must be finite, but got {log_scores.tolist()}.")
+    tilted = torch.softmax(weights.log() + log_scores / tau, dim=-1)
+    floored = tilted.clamp_min(delta)
+    return floored / floored.sum()
+
+
+def weight_entropy(weights: torch.Tensor) -> float:
+    """Shannon entropy ``-sum pi log pi`` (nats) of ``M`` weights; 0 for a single model."""
+    w = weights[weights > 0]
+    return float((w * w.reciprocal().log()).sum())
+
+
+@dataclass(frozen=True)
+class EnsembleMember:
+    """One fitted member: kernel name, MAP-fitted BoTorch model, Laplace posterior, fit record."""
+
+    kernel: str
+    model: SingleTaskGP
+    laplace: LaplacePosterior
+    fit_info: dict[str, object]
+
+
+class SurrogateEnsemble:
+    """``M`` GP surrogates (one per kernel name) and their aggregation weights.
+
+    Call :meth:`fit` on each BO step, and :meth:`update` with the members' predictive log scores
+    of the observation that arrived since the last fit.
+
+    Args:
+        kernels: Kernel names, one member each (repeats allowed).
+        tau: Temperature of the weight update.
+        delta: Weight floor.
+    """
+
+    def __init__(self, kernels: Sequence[str], *, tau: float = 1.0, delta: float = 1e-3) -> None:
+        if len(kernels) == 0:
+            raise ValueError("An ensemble needs at least one kernel, but got none.")
+        unknown = [k for k in kernels if k not in KERNELS]
+        if unknown:
+            raise ValueError(f"Unknown kernel(s) {unknown}; choose from {list(KERNELS)}.")
+        self.kernels = tuple(kernels)
+        self.tau = tau
+        self.delta = delta
+        # Validates tau and delta once, before any data arrives.
+        update_weights(
+            torch.full((len(kernels),), 1.0 / len(kernels)),
+            torch.zeros(len(kernels)),
+            tau=tau,
+            delta=delta,
+        )
+        self.weights = torch.full((len(kernels),), 1.0 / len(kernels), dtype=torch.float64)
+        self.members: list[EnsembleMember] = []
+
+    @property
+    def entropy(self) -> float:
+        return weight_entropy(self.weights)
+
+    def fit(self, train_x: torch.Tensor, train_y: torch.Tensor) -> list[EnsembleMember]:
+        """MAP-fit every member on ``t x d`` inputs and ``t`` targets (larger is better) and build
+        its Laplace posterior. Replaces :attr:`members`."""
+        members = []
+        for kernel in self.kernels:
+            model, info = fit_model(train_x, train_y, kernel)
+            members.append(
+                EnsembleMember(
+                    kernel=kernel, model=model, laplace=laplace_posterior(model), fit_info=info
+                )
+            )
+        self.members = members
+        return members
+
+    def update(self, log_scores: Sequence[float] | torch.Tensor) -> torch.Tensor:
+        """Update the weights from ``M`` predictive log scores (see :func:`update_weights`)."""
+        # Scores may come from a GPU model; the weights live on the CPU.
+        scores = torch.as_tensor(log_scores).to(
+            dtype=self.weights.dtype, device=self.weights.device
+        )
+        self.weights = update_weights(self.weights, scores, tau=self.tau, delta=self.delta)
+        return self.weights
+
+    def info(self) -> dict[str, object]:
+        """JSON-serializable weights and entropy."""
+        return {
+            "ensemble_kernels": list(self.kernels),
+            "ensemble_weights": [float(w) for w in self.weights],
+            "ensemble_entropy": self.entropy,
+            "ensemble_max_entropy": math.log(len(self.kernels)),
+        }

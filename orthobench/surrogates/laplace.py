@@ -1,0 +1,569 @@
+r"""Laplace approximation over GP hyperparameters and the GP evaluated under its samples.
+
+For a GP fitted by :func:`orthobench.surrogates.gp.fit_gp`, the hyperparameter posterior is
+approximated by
+
+.. math::
+
+    q(\theta) = \mathcal{N}(\hat\theta, H^{-1}), \qquad
+    H = -\nabla^2_\theta \log p(\theta \mid \mathcal{D}) \big|_{\hat\theta},
+
+on the unconstrained parameterization of :class:`~orthobench.surrogates.gp.ThetaLayout` (log of
+every positive parameter; numerical fact 7), with the *unnormalized* log posterior
+``log p(y | theta) + log p(theta)`` (not gpytorch's per-datum ``ExactMarginalLogLikelihood``;
+numerical fact 8). Its score (paper Sec. 4.2, the control variate of Eq. (17)) is
+
+.. math::
+
+    g(\theta) = \nabla_\theta \log q(\theta) = -H (\theta - \hat\theta),
+    \qquad \mathbb{E}_q[g] = 0, \quad \operatorname{Cov}_q(g) = H.
+
+Choices (each one changes the reported variances, so they are fixed and documented here):
+
+* **Jacobian.** ``log p(theta)`` is the prior *density of theta*, i.e. it includes
+  ``log |d phi / d theta| = sum of the log coordinates``; BoTorch's ``LogNormal`` priors then
+  become ``Normal`` priors on theta. The Jacobian is linear in theta, so it does not change
+  ``H`` at a given point, only where the mode is.
+* **Centre.** By default ``theta_hat`` is the fitted MAP, ``fit_gp``'s value-space (``phi``)
+  optimum within BoTorch's lower bounds (noise >= 1e-4, lengthscale >= 0.025): the model every
+  other optimizer uses. It is the stationary point of the value-space log posterior written in
+  theta (no Jacobian), whose Hessian is the same ``H``, so ``q`` is the Laplace approximation of
+  that function. It is *not* the mode of the theta density: there the theta gradient is ``+1``
+  per positive coordinate (more where a bound is active). ``recenter=True`` moves ``theta_hat``
+  to the theta-density mode by damped Newton steps and evaluates ``H`` there; the shift is
+  recorded (``recenter_shift``). It is off by default because for lengthscales the data do not
+  identify the theta mode is the prior's ``loc`` rather than the value-space mode
+  ``exp(loc - scale^2)``: on Levy16 with 8 points the ARD lengthscales move from about 0.8 to
+  about 17 (a shift of 11.7 in theta), a different model rather than an uncertainty around it.
+* **Hessian.** Computed by autograd through the closed-form kernels of
+  :func:`orthobench.surrogates.gp.kernel_matrix`; gpytorch's ``RBFKernel`` autograd function
+  has wrong second derivatives (numerical fact 9). Tested against finite differences of
+  ``n * ExactMarginalLogLikelihood`` for every kernel.
+* **Eigenvalue floor.** Eigenvalues of ``H`` below ``eig_floor`` are raised to it and
+  :attr:`LaplacePosterior.floored` records that. The default floor is the smallest prior
+  precision ``min 1 / scale^2``: no direction of ``q`` is wider than the widest prior direction.
+  It also binds for positive-definite Hessians where the likelihood curves the wrong way (e.g.
+  unidentified ARD lengthscales on Hartmann6 with 32 points: eigenvalue 0.16 < 1/3), which is
+  routine and only recorded. ``H`` that is not positive definite at all (numerical fact 4) is a
+  fallback: :attr:`LaplacePosterior.indefinite`, warned about.
+
+:class:`ThetaSampledGP` evaluates the GP's marginal posteriors (numerical fact 10) under ``S``
+fixed theta samples in one batch (no Python loop over samples), with the Cholesky factor of each
+sample computed once, and log-EI from BoTorch's ``_log_ei_helper`` (numerical fact 11).
+
+References:
+    .. [Ament2023logei] S. Ament, S. Daulton, D. Eriksson, M. Balandat, E. Bakshy. Unexpected
+       Improvements to Expected Improvement for Bayesian Optimization. NeurIPS 2023.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import torch
+from botorch.acquisition.analytic import _log_ei_helper
+from botorch.models import SingleTaskGP
+from botorch.utils.sampling import draw_sobol_normal_samples
+
+from orthobench.exceptions import ModelFittingError, NumericsWarning
+from orthobench.surrogates.gp import (
+    SQRT5,
+    GPHyperparameters,
+    ThetaLayout,
+    get_theta,
+    kernel_matrix,
+    log_posterior,
+    scaled_sq_dist,
+    theta_layout,
+    unpack_theta,
+)
+
+THETA_SAMPLING: tuple[str, ...] = ("iid", "antithetic", "qmc")
+
+# Posterior variances below this are clamped, as in BoTorch's analytic acquisitions.
+_MIN_VARIANCE = 1e-12
+# Relative jitters tried, in order, for a theta sample whose kernel matrix is not numerically PD.
+_JITTERS = (1e-8, 1e-6, 1e-4)
+
+
+@dataclass(frozen=True)
+class LaplacePosterior:
+    r"""``q(theta) = N(theta_hat, H^{-1})`` over a GP's unconstrained hyperparameters.
+
+    Build it with :func:`laplace_posterior`. Whitened coordinates ``z ~ N(0, I_p)`` map to
+    ``theta = theta_hat + A z`` with ``A = V diag(lambda)^{-1/2}`` (``H = V diag(lambda) V^T``),
+    so ``A A^T = H^{-1}`` and the score is ``g = -H A z = -A^{-T} z``.
+
+    Args:
+        layout: The :class:`~orthobench.surrogates.gp.ThetaLayout` of theta.
+        theta_hat: ``p`` centre of ``q``.
+        hessian: ``p x p`` precision ``H`` after the eigenvalue floor.
+        raw_eigenvalues: ``p`` eigenvalues of the Hessian before the floor (ascending).
+        eig_floor: The floor applied to the eigenvalues.
+        theta_map: ``p`` the fitted value-space MAP, mapped to theta.
+        newton_steps: Newton steps taken from ``theta_map`` to ``theta_hat``.
+        fallback: ``None``, or what went wrong while re-centring (then ``theta_hat`` is the last
+            accepted point).
+    """
+
+    layout: ThetaLayout
+    theta_hat: torch.Tensor
+    hessian: torch.Tensor
+    raw_eigenvalues: torch.Tensor
+    eig_floor: float
+    theta_map: torch.Tensor
+    newton_steps: int
+    fallback: str | None = None
+
+    @property
+    def p(self) -> int:
+        return self.theta_hat.shape[-1]
+
+    @property
+    def floored(self) -> bool:
+        """Whether any Hessian eigenvalue was raised to the floor (numerical fact 4)."""
+        return bool((self.raw_eigenvalues < self.eig_floor).any())
+
+    @property
+    def indefinite(self) -> bool:
+        """Whether the raw Hessian was not positive definite (numerical fact 4; a fallback)."""
+        return bool(self.raw_eigenvalues[0] <= 0)
+
+    @property
+    def recenter_shift(self) -> float:
+        """Euclidean distance between the fitted MAP and ``theta_hat`` in theta space."""
+        return float((self.theta_hat - self.theta_map).norm())
+
+    @property
+    def cov_factor(self) -> torch.Tensor:
+        """``p x p`` matrix ``A`` with ``A A^T = H^{-1}``."""
+        evals, evecs = torch.linalg.eigh(self.hessian)
+        return evecs * evals.rsqrt()
+
+    def sample_whitened(self, n: int, method: str = "iid", *, seed: int) -> torch.Tensor:
+        """Draw ``n x p`` whitened coordinates ``z`` with ``E[z] = 0`` and ``Cov(z) = I``.
+
+        Args:
+            n: Number of samples ``S``.
+            method: ``"iid"`` (independent normals), ``"antithetic"`` (``n / 2`` iid draws
+                interleaved with their negatives, ``z_1, -z_1, z_2, -z_2, ...``, so any
+                contiguous block of pairs is independent of the others; ``n`` must be even) or
+                ``"qmc"`` (scrambled Sobol points through the inverse normal CDF; powers of two
+                keep the net balanced).
+            seed: Seed of the draw (the only source of randomness).
+
+        Returns:
+            ``n x p`` samples on the device and dtype of ``theta_hat``.
+        """
+        if n < 1:
+            raise ValueError(f"`n` must be positive, but got {n=}.")
+        p, dtype, device = self.p, self.theta_hat.dtype, self.theta_hat.device
+        if method == "iid":
+            gen = torch.Generator(device="cpu").manual_seed(seed % (2**63 - 1))
+            z = torch.randn(n, p, generator=gen, dtype=dtype)
+        elif method == "antithetic":
+            if n % 2:
+                raise ValueError(
+                    f"Antithetic sampling needs an even number of samples, but got {n=}."
+                )
+            gen = torch.Generator(device="cpu").manual_seed(seed % (2**63 - 1))
+            half = torch.randn(n // 2, p, generator=gen, dtype=dtype)
+            z = torch.stack([half, -half], dim=1).reshape(n, p)
+        elif method == "qmc":
+            z = draw_sobol_normal_samples(d=p, n=n, dtype=dtype, seed=seed % (2**31))
+        else:
+            raise ValueError(f"`method` must be one of {THETA_SAMPLING}, but got {method!r}.")
+        return z.to(device)
+
+    def theta(self, z: torch.Tensor) -> torch.Tensor:
+        """Map ``S x p`` whitened ``z`` to ``S x p`` samples ``theta_hat + A z``."""
+        return self.theta_hat + z @ self.cov_factor.T
+
+    def whiten(self, theta: torch.Tensor) -> torch.Tensor:
+        """Inverse of :meth:`theta`: ``S x p`` -> ``S x p``, ``z = A^{-1} (theta - theta_hat)``."""
+        evals, evecs = torch.linalg.eigh(self.hessian)
+        return ((theta - self.theta_hat) @ evecs) * evals.sqrt()
+
+    def score(self, theta: torch.Tensor) -> torch.Tensor:
+        """``g(theta) = grad log q(theta) = -H (theta - theta_hat)``: ``S x p`` -> ``S x p``."""
+        return -(theta - self.theta_hat) @ self.hessian
+
+    def log_prob(self, theta: torch.Tensor) -> torch.Tensor:
+        """``log q(theta)``: ``S x p`` -> ``S``."""
+        diff = theta - self.theta_hat
+        quad = ((diff @ self.hessian) * diff).sum(-1)
+        logdet = torch.linalg.slogdet(self.hessian).logabsdet
+        return -0.5 * quad + 0.5 * logdet - 0.5 * self.p * math.log(2.0 * math.pi)
+
+    def info(self) -> dict[str, object]:
+        """JSON-serializable diagnostics (stored in the results)."""
+        return {
+            "eig_floored": self.floored,
+            "hessian_indefinite": self.indefinite,
+            "min_eigenvalue": float(self.raw_eigenvalues[0]),
+            "recenter_shift": self.recenter_shift,
+            "newton_steps": self.newton_steps,
+            "fallback": self.fallback,
+        }
+
+
+def _neg_log_posterior(
+    theta: torch.Tensor, layout: ThetaLayout, train_x: torch.Tensor, train_y: torch.Tensor
+) -> torch.Tensor:
+    return -log_posterior(theta.unsqueeze(0), layout, train_x, train_y).squeeze(0)
+
+
+def neg_log_posterior_hessian(
+    theta: torch.Tensor, layout: ThetaLayout, train_x: torch.Tensor, train_y: torch.Tensor
+) -> torch.Tensor:
+    """``p x p`` Hessian of the unnormalized negative log posterior of theta at ``theta`` (``p``).
+
+    Autograd through the closed-form kernels (vectorized over the ``p`` rows).
+    """
+    hess = torch.autograd.functional.hessian(
+        lambda t: _neg_log_posterior(t, layout, train_x, train_y), theta.detach(), vectorize=True
+    )
+    return 0.5 * (hess + hess.T)
+
+
+def _floor(hess: torch.Tensor, floor: float) -> tuple[torch.Tensor, torch.Tensor]:
+    evals, evecs = torch.linalg.eigh(hess)
+    floored = (evecs * evals.clamp_min(floor)) @ evecs.T
+    return 0.5 * (floored + floored.T), evals
+
+
+def laplace_posterior(
+    model: SingleTaskGP,
+    *,
+    eig_floor: float | None = None,
+    recenter: bool = False,
+    max_newton_steps: int = 20,
+) -> LaplacePosterior:
+    """The Laplace approximation ``q(theta) = N(theta_hat, H^{-1})`` of a fitted ``model``.
+
+    Args:
+        model: A GP from :func:`orthobench.surrogates.gp.build_gp`, MAP-fitted.
+        eig_floor: Smallest eigenvalue of ``H``; ``None``: the smallest prior precision of the
+            layout (``min 1 / scale^2``).
+        recenter: Move ``theta_hat`` from the fitted value-space MAP to the mode of the theta
+            density by damped Newton steps (see the module notes). ``False`` (default):
+            ``theta_hat`` is the fitted MAP.
+        max_newton_steps: Newton steps at most when re-centring.
+
+    Returns:
+        The :class:`LaplacePosterior`. A Hessian that is not positive definite or a failed
+        re-centring is also warned about (:class:`~orthobench.exceptions.NumericsWarning`).
+    """
+    layout = theta_layout(model)
+    train_x, train_y = model.train_inputs[0].detach(), model.train_targets.detach()
+    if eig_floor is None:
+        scales = torch.tensor(layout.prior_scale)
+        eig_floor = float(scales[~scales.isnan()].square().reciprocal().min())
+    if not eig_floor > 0:
+        raise ValueError(f"`eig_floor` must be positive, but got {eig_floor=}.")
+    theta_map = get_theta(model)
+    theta, steps, fallback = theta_map.clone(), 0, None
+    hess, raw = _floor(neg_log_posterior_hessian(theta, layout, train_x, train_y), eig_floor)
+    while recenter and steps < max_newton_steps:
+        t = theta.clone().requires_grad_(True)
+        value = _neg_log_posterior(t, layout, train_x, train_y)
+        (grad,) = torch.autograd.grad(value, t)
+        step = -torch.linalg.solve(hess, grad)
+        decrement = float(-(grad * step).sum())  # Newton decrement squared
+        if decrement < 1e-10:
+            break
+        # A step of more than 2 in any log coordinate (a factor e^2) is not trusted in one go.
+        step = step * min(1.0, 2.0 / float(step.abs().max()))
+        accepted = False
+        for _ in range(20):
+            with torch.no_grad():
+                candidate = _neg_log_posterior(theta + step, layout, train_x, train_y)
+            if torch.isfinite(candidate) and candidate <= value - 1e-4 * float(
+                -(grad * step).sum()
+            ):
+                accepted = True
+                break
+            step = 0.5 * step
+        if not accepted:
+            fallback = f"Newton re-centring stalled after {steps} step(s) (decrement {decrement:.3g}); kept the last point"
+            warnings.warn(f"Laplace: {fallback}.", NumericsWarning, stacklevel=2)
+            break
+        theta = (theta + step).detach()
+        steps += 1
+        hess, raw = _floor(neg_log_posterior_hessian(theta, layout, train_x, train_y), eig_floor)
+    if bool(raw[0] <= 0):
+        warnings.warn(
+            f"Laplace: the Hessian is not positive definite (eigenvalues {raw[raw <= 0].tolist()}); "
+            f"eigenvalues below {eig_floor:.3g} were raised to it.",
+            NumericsWarning,
+            stacklevel=2,
+        )
+    return LaplacePosterior(
+        layout=layout,
+        theta_hat=theta,
+        hessian=hess,
+        raw_eigenvalues=raw,
+        eig_floor=eig_floor,
+        theta_map=theta_map,
+        newton_steps=steps,
+        fallback=fallback,
+    )
+
+
+def _cholesky_with_jitter(k: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Batched Cholesky of ``S x n x n``; samples that fail get growing relative jitter.
+
+    Returns the factors and the number of samples that needed jitter.
+
+    Raises:
+        ModelFittingError: if a sample is not PD even with the largest jitter.
+    """
+    chol, info = torch.linalg.cholesky_ex(k)
+    failed = info > 0
+    n_jittered = int(failed.sum())
+    if n_jittered:
+        eye = torch.eye(k.shape[-1], dtype=k.dtype, device=k.device)
+        scale = k.diagonal(dim1=-2, dim2=-1).mean(-1)
+        for jitter in _JITTERS:
+            idx = failed.nonzero().squeeze(-1)
+            retry, info_retry = torch.linalg.cholesky_ex(
+                k[idx] + (jitter * scale[idx])[:, None, None] * eye
+            )
+            chol[idx] = retry
+            failed[idx] = info_retry > 0
+            if not failed.any():
+                break
+        if failed.any():
+            raise ModelFittingError(
+                f"{int(failed.sum())} theta sample(s) give a kernel matrix that is not positive definite "
+                f"even with relative jitter {_JITTERS[-1]}."
+            )
+        warnings.warn(
+            f"{n_jittered} theta sample(s) needed jitter for their Cholesky factor.",
+            NumericsWarning,
+            stacklevel=3,
+        )
+    return chol, n_jittered
+
+
+class _MarginalMoments(torch.autograd.Function):
+    r"""``x`` (``b x d``) -> marginal means and variances (two ``S x b``) with a hand-written backward.
+
+    With ``c`` the kernel's correlation part (outputscale ``o`` folded into the projections
+    ``P = o [L^{-T} | alpha]`` and ``Q = o [L^{-1}; alpha^T]``), ``[w | mu - m] = c P`` and
+    ``var = k(x, x) - ||w||^2``. Backward: ``d/dc = [-2 w g_var | g_mu] Q`` (one batched GEMM),
+    then the correlation's derivative in ``r^2`` and ``d r^2 / d x_b = 2 Lambda^{-1} (x_b - x_j)``
+    (one GEMM): a few passes over ``S x b x n`` where autograd takes a few dozen. The forward
+    evaluates Matern-5/2 as ``(1 + u (u - 3) / 3) e^u`` with ``u = -sqrt5 r``, in place. Checked by
+    ``gradcheck``; hyperparameters are fixed, so no gradient flows to theta.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, gp: ThetaSampledGP) -> tuple[torch.Tensor, torch.Tensor]:
+        hp, train_x, n = gp.hp, gp.train_x, gp.train_x.shape[0]
+        if hp.kernel_name == "linear":
+            corr = (x @ train_x.T).expand(hp.mean.shape[0], -1, -1)
+            prior = (hp.kernel[:, 0] * hp.outputscale)[:, None] * x.square().sum(-1)
+            saved: tuple[torch.Tensor, ...] = ()
+        elif hp.kernel_name.startswith("rbf"):
+            corr = scaled_sq_dist(hp, x, train_x).mul_(-0.5).exp_()
+            prior = hp.outputscale[:, None].expand(-1, x.shape[0])
+            saved = (corr,)
+        else:
+            u = scaled_sq_dist(hp, x, train_x).sqrt_().mul_(-SQRT5)
+            decay = u.exp()
+            corr = torch.addcmul(
+                torch.ones((), dtype=u.dtype, device=u.device), u, u - 3.0, value=1.0 / 3.0
+            )
+            corr.mul_(decay)
+            prior = hp.outputscale[:, None].expand(-1, x.shape[0])
+            saved = (u, decay)
+        proj = torch.bmm(corr, gp._forward_proj)  # S x b x (n + 1)
+        white = proj[..., :n]
+        mean = hp.mean[:, None] + proj[..., n]
+        raw_var = prior - torch.linalg.vecdot(white, white)
+        var = raw_var.clamp_min(_MIN_VARIANCE)
+        ctx.gp = gp
+        ctx.save_for_backward(x, white, raw_var > _MIN_VARIANCE, *saved)
+        return mean, var
+
+    @staticmethod
+    def backward(ctx, grad_mean: torch.Tensor, grad_var: torch.Tensor) -> tuple[torch.Tensor, None]:
+        gp = ctx.gp
+        x, white, unclamped, *saved = ctx.saved_tensors
+        hp, train_x = gp.hp, gp.train_x
+        grad_var = grad_var * unclamped
+        grad_proj = torch.cat(
+            [white * (-2.0 * grad_var).unsqueeze(-1), grad_mean.unsqueeze(-1)], dim=-1
+        )
+        grad_corr = torch.bmm(grad_proj, gp._backward_proj)  # S x b x n
+        if hp.kernel_name == "linear":
+            grad_x = (
+                (grad_corr.reshape(-1, grad_corr.shape[-1]) @ train_x)
+                .reshape(*grad_corr.shape[:2], -1)
+                .sum(0)
+            )
+            # The prior variance v o ||x||^2 depends on x too.
+            coef = hp.kernel[:, 0] * hp.outputscale
+            return grad_x + 2.0 * x * (grad_var * coef[:, None]).sum(0).unsqueeze(-1), None
+        if hp.kernel_name.startswith("rbf"):
+            (corr,) = saved
+            grad_r2 = grad_corr.mul_(corr).mul_(-0.5)
+        else:
+            u, decay = saved
+            # d/d(r^2) of (1 + sqrt5 r + 5/3 r^2) e^{-sqrt5 r} = -5/6 (1 + sqrt5 r) e^{-sqrt5 r}.
+            grad_r2 = grad_corr.mul_(torch.sub(1.0, u).mul_(decay)).mul_(-5.0 / 6.0)
+        # grad_x = 2 [x * (sum_j A)^T Lambda^{-1} - sum_s Lambda_s^{-1} (A_s X)], A = grad_r2.
+        inv_sq_ls = gp._inv_sq_ls  # S x d
+        a_x = (grad_r2.reshape(-1, grad_r2.shape[-1]) @ train_x).reshape(
+            *grad_r2.shape[:2], -1
+        )  # S x b x d
+        grad_x = x * (grad_r2.sum(-1).T @ inv_sq_ls) - (a_x * inv_sq_ls.unsqueeze(1)).sum(0)
+        return 2.0 * grad_x, None
+
+
+class ThetaSampledGP:
+    r"""A GP's marginal posteriors under ``S`` fixed hyperparameter samples, batched.
+
+    For sample ``s`` the posterior of the latent ``f`` at ``x`` is
+    ``N(mu_s(x), sigma_s^2(x))`` with ``mu_s = m_s + k_s(x, X) K_s^{-1} (y - m_s)`` and
+    ``sigma_s^2 = k_s(x, x) - ||L_s^{-1} k_s(X, x)||^2`` (paper Sec. 4.2, Eqs. (12)-(13)),
+    ``K_s = L_s L_s^T`` the noisy training covariance. ``L_s^{-1}`` and ``K_s^{-1} (y - m_s)`` are
+    computed once here (once per BO step), so a call costs one batched matrix product, and one
+    more for its gradient (:class:`_MarginalMoments`). Targets, ``best_f`` and EI
+    are on the model's *standardized* outcome scale (BoTorch's maximization convention): EI
+    there is ``EI_original / std(y)``, a positive constant factor shared by every sample,
+    candidate and ensemble member.
+
+    Args:
+        layout: Layout of ``theta``.
+        theta: ``S x p`` hyperparameter samples (fixed; no gradient flows into them).
+        train_x: ``n x d`` training inputs.
+        train_y: ``n`` standardized training targets (larger is better).
+        y_mean: Mean of the outcome standardization (original units).
+        y_std: Standard deviation of the outcome standardization (original units).
+
+    Example:
+        >>> lap = laplace_posterior(model)
+        >>> z = lap.sample_whitened(512, "qmc", seed=0)
+        >>> gp = ThetaSampledGP.from_model(model, lap.theta(z))
+        >>> log_ei = gp.log_ei(X)  # S x b for X of shape b x 1 x d
+    """
+
+    def __init__(
+        self,
+        layout: ThetaLayout,
+        theta: torch.Tensor,
+        train_x: torch.Tensor,
+        train_y: torch.Tensor,
+        *,
+        y_mean: float = 0.0,
+        y_std: float = 1.0,
+    ) -> None:
+        self.layout = layout
+        self.theta = theta.detach()
+        self.train_x = train_x.detach()
+        self.train_y = train_y.detach()
+        self.y_mean = y_mean
+        self.y_std = y_std
+        self.best_f = float(self.train_y.max())
+        with torch.no_grad():
+            self.hp: GPHyperparameters = unpack_theta(self.theta, layout)
+            n = train_x.shape[0]
+            eye = torch.eye(n, dtype=theta.dtype, device=theta.device)
+            k_y = (
+                kernel_matrix(self.hp, self.train_x, self.train_x)
+                + self.hp.noise[:, None, None] * eye
+            )
+            chol, self.n_jittered = _cholesky_with_jitter(k_y)
+            chol_inv = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False)
+            resid = (self.train_y.unsqueeze(0) - self.hp.mean[:, None]).unsqueeze(-1)
+            alpha = chol_inv.transpose(-1, -2) @ (chol_inv @ resid)  # S x n x 1: K^{-1} (y - m)
+            # Explicit inverses turn every later solve into contiguous batched GEMMs (see
+            # _MarginalMoments); the outputscale (or linear variance) is folded in here.
+            amp = (
+                self.hp.outputscale * (self.hp.kernel[:, 0] if layout.kernel == "linear" else 1.0)
+            )[:, None, None]
+            self._forward_proj = (
+                amp * torch.cat([chol_inv.transpose(-1, -2), alpha], dim=-1)
+            ).contiguous()
+            self._backward_proj = (
+                amp * torch.cat([chol_inv, alpha.transpose(-1, -2)], dim=-2)
+            ).contiguous()
+            if layout.kernel != "linear":
+                self._inv_sq_ls = (
+                    self.hp.kernel.square().reciprocal().expand(-1, train_x.shape[-1]).contiguous()
+                )
+
+    @classmethod
+    def from_model(cls, model: SingleTaskGP, theta: torch.Tensor) -> ThetaSampledGP:
+        """Build from a :func:`~orthobench.surrogates.gp.build_gp` model and ``S x p`` samples."""
+        tf = model.outcome_transform
+        return cls(
+            theta_layout(model),
+            theta,
+            model.train_inputs[0],
+            model.train_targets,
+            y_mean=float(tf.means.squeeze()),
+            y_std=float(tf.stdvs.squeeze()),
+        )
+
+    @property
+    def num_samples(self) -> int:
+        return self.theta.shape[0]
+
+    def mean_and_variance(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Marginal posterior means and variances of ``f``: ``batch x 1 x d`` -> two ``S x batch``.
+
+        Only the marginals are computed (numerical fact 10): the cost is linear in the number of
+        candidates. Variances are clamped at ``1e-12`` like BoTorch's.
+        """
+        if X.shape[-2] != 1:
+            raise ValueError(
+                f"Expected candidates of shape batch x 1 x d, but got {tuple(X.shape)}."
+            )
+        batch_shape = X.shape[:-2]
+        x = X.reshape(-1, X.shape[-1])  # b x d
+        mean, var = _MarginalMoments.apply(x, self)
+        return mean.reshape(-1, *batch_shape), var.reshape(-1, *batch_shape)
+
+    def log_ei(self, X: torch.Tensor) -> torch.Tensor:
+        r"""Per-sample analytic log-EI ``log E[(f(x) - best_f)_+ | theta_s]`` (standardized scale).
+
+        ``log EI = log h(u) + log sigma`` with ``u = (mu - best_f) / sigma`` and ``h`` BoTorch's
+        ``_log_ei_helper`` [Ament2023logei]_, accurate where ``EI`` itself underflows.
+
+        Args:
+            X: ``batch x 1 x d`` candidates.
+
+        Returns:
+            ``S x batch`` log-EI values.
+        """
+        mean, var = self.mean_and_variance(X)
+        sigma = var.sqrt()
+        return _log_ei_helper((mean - self.best_f) / sigma) + sigma.log()
+
+    def log_predictive_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        r"""Log density of observations under the sample mixture, in original units.
+
+        ``sum_i log (1/S) sum_s N(y_i; mu_s(x_i), sigma_s^2(x_i) + sigma_{n,s}^2)`` with ``y`` in the
+        model's (maximization) convention; the ensemble's predictive log score.
+
+        Args:
+            x: ``n x d`` inputs.
+            y: ``n`` observations (original units, larger is better).
+
+        Returns:
+            A scalar tensor.
+        """
+        with torch.no_grad():
+            mean, var = self.mean_and_variance(x.unsqueeze(-2))  # S x n
+            total = var + self.hp.noise[:, None]
+            ys = (y - self.y_mean) / self.y_std
+            log_pdf = -0.5 * ((ys - mean).square() / total + total.log() + math.log(2.0 * math.pi))
+            per_point = (
+                torch.logsumexp(log_pdf, dim=0) - math.log(self.num_samples) - math.log(self.y_std)
+            )
+        return per_point.sum()

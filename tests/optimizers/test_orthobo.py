@@ -1,0 +1,142 @@
+"""OrthoBO and MC-EI end to end (small budgets), reproducibility, recorded diagnostics, registry."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from orthobench.estimators import DEFAULT_ESTIMATOR
+from orthobench.exceptions import NumericsWarning
+from orthobench.optimizers.orthobo import MCEI, OrthoBO
+from orthobench.registry import OPTIMIZERS
+from tests.helpers import drive
+
+SMALL = dict(mc_samples=16, raw_samples=32, num_restarts=2)
+
+
+def branin01(x: np.ndarray) -> float:
+    """Branin on the unit square (minimum ~0.398)."""
+    a, b = 15.0 * x[0] - 5.0, 15.0 * x[1]
+    return float(
+        (b - 5.1 / (4 * np.pi**2) * a**2 + 5 / np.pi * a - 6) ** 2
+        + 10 * (1 - 1 / (8 * np.pi)) * np.cos(a)
+        + 10
+    )
+
+
+def _run(optimizer, steps: int = 3, seed: int = 0):
+    suggestions = []
+    ask = optimizer.ask
+
+    def recording_ask(n: int = 1):
+        s = ask(n)
+        suggestions.append(s)
+        return s
+
+    optimizer.ask = recording_ask
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        ys = drive(optimizer, branin01, n_init=6, steps=steps, seed=seed)
+    return ys, suggestions
+
+
+@pytest.mark.parametrize("cls", [OrthoBO, MCEI])
+def test_runs_end_to_end_and_records_diagnostics(cls) -> None:
+    ys, suggestions = _run(cls(2, seed=0, **SMALL))
+    assert ys.shape == (9,) and np.isfinite(ys).all()
+    for s in suggestions:
+        assert s.fit_seconds > 0 and s.acq_seconds > 0
+        json.dumps(s.info)
+        assert s.info["ensemble_weights"] == [1.0] and s.info["ensemble_entropy"] == 0.0
+        assert s.info["estimator"] == ("mc" if cls is MCEI else DEFAULT_ESTIMATOR)
+        assert len(s.info["eig_floored"]) == 1 and "fallback" in s.info
+
+
+def test_ensemble_weights_move_and_are_recorded() -> None:
+    opt = OrthoBO(2, seed=1, kernel=["linear", "rbf-iso", "matern52-ard"], **SMALL)
+    _, suggestions = _run(opt, steps=4)
+    first, last = suggestions[0].info, suggestions[-1].info
+    assert first["ensemble_kernels"] == ["linear", "rbf-iso", "matern52-ard"]
+    assert first["ensemble_weights"] == pytest.approx([1 / 3] * 3)
+    assert sum(last["ensemble_weights"]) == pytest.approx(1.0)
+    assert last["ensemble_weights"] != first["ensemble_weights"]
+    assert min(last["ensemble_weights"]) > 0.0
+    assert 0.0 <= last["ensemble_entropy"] <= last["ensemble_max_entropy"]
+
+
+def test_same_seed_same_suggestions_other_seed_differs() -> None:
+    a = _run(OrthoBO(2, seed=3, **SMALL))[0]
+    b = _run(OrthoBO(2, seed=3, **SMALL))[0]
+    c = _run(OrthoBO(2, seed=4, **SMALL))[0]
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a[6:], c[6:])
+
+
+def test_mcei_shares_theta_draws_with_orthobo() -> None:
+    """Like-for-like: same seed, same history -> the same theta draws, only the estimator differs."""
+    x = np.random.default_rng(0).random((8, 2))
+    y = np.array([branin01(p) for p in x])
+    ortho, naive = OrthoBO(2, seed=5, **SMALL), MCEI(2, seed=5, **SMALL)
+    for opt in (ortho, naive):
+        opt.tell(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        a, b = ortho.acquisition(), naive.acquisition()
+    torch.testing.assert_close(a.controls[0], b.controls[0])
+    torch.testing.assert_close(a.members[0].theta, b.members[0].theta)
+    assert (a.estimator, b.estimator) == (DEFAULT_ESTIMATOR, "mc")
+
+
+@pytest.mark.parametrize(
+    ("estimator", "theta_sampling"),
+    [("orth-crossfit", "antithetic"), ("orth-quadratic", "qmc"), ("orth", "iid")],
+)
+def test_other_estimators_and_samplers_run(estimator: str, theta_sampling: str) -> None:
+    ys, suggestions = _run(
+        OrthoBO(2, seed=2, estimator=estimator, theta_sampling=theta_sampling, **SMALL), steps=1
+    )
+    assert np.isfinite(ys).all()
+    assert suggestions[0].info["theta_sampling"] == theta_sampling
+
+
+def test_invalid_arguments_raise_with_values() -> None:
+    with pytest.raises(ValueError, match="'nope'"):
+        OrthoBO(2, seed=0, estimator="nope")
+    with pytest.raises(ValueError, match="'sobol'"):
+        OrthoBO(2, seed=0, theta_sampling="sobol")
+    with pytest.raises(ValueError, match="mc_samples=15"):
+        OrthoBO(2, seed=0, mc_samples=15, theta_sampling="antithetic")
+    with pytest.raises(ValueError, match="alpha=2.0"):
+        OrthoBO(2, seed=0, alpha=2.0)
+    with pytest.raises(ValueError, match="'cosine'"):
+        OrthoBO(2, seed=0, kernel=["rbf-iso", "cosine"])
+    opt = OrthoBO(2, seed=0, **SMALL)
+    with pytest.raises(ValueError, match="has 0"):
+        opt.ask()
+    opt.tell(np.random.default_rng(0).random((4, 2)), np.arange(4.0))
+    with pytest.raises(ValueError, match="n=2"):
+        opt.ask(2)
+
+
+def test_registry_exposes_the_suite_parameters() -> None:
+    ortho = OPTIMIZERS.resolve("orthobo").params
+    assert ortho == {
+        "kernel": "matern52-ard",
+        "mc_samples": 512,
+        "estimator": DEFAULT_ESTIMATOR,
+        "theta_sampling": "iid",
+        "alpha": 1e-3,
+        "tau": 1.0,
+        "delta": 0.001,
+        "raw_samples": 512,
+        "num_restarts": 8,
+    }
+    naive = OPTIMIZERS.resolve("mc-ei").params
+    assert set(naive) == set(ortho) - {"estimator", "alpha"}
+    OPTIMIZERS.check_params(
+        "orthobo", {"mc_samples": 32, "estimator": "orth-crossfit", "alpha": 0.01}
+    )

@@ -1,0 +1,229 @@
+"""The marginal log-EI acquisition: values, stability far from the data, gradients, estimators on a
+fixed GP state (never worse than naive MC, unbiasedness against a high-precision reference)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+from botorch.optim import optimize_acqf
+from botorch.test_functions import Hartmann
+from torch.quasirandom import SobolEngine
+
+from orthobench.acquisition import MarginalLogEI
+from orthobench.estimators import DEFAULT_ESTIMATOR, ESTIMATORS, get_estimator
+from orthobench.exceptions import NumericsWarning
+from orthobench.surrogates.gp import fit_model
+from orthobench.surrogates.laplace import ThetaSampledGP, laplace_posterior
+
+DTYPE = torch.float64
+
+
+def _state(x: torch.Tensor, y: torch.Tensor, kernel: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        model, _ = fit_model(x, y, kernel)
+        return model, laplace_posterior(model)
+
+
+def _acqf(
+    states, n_draws: int = 16, weights=None, seed: int = 0, method: str = "iid", **kwargs
+) -> MarginalLogEI:
+    gps, controls = [], []
+    for i, (model, lap) in enumerate(states):
+        z = lap.sample_whitened(n_draws, method, seed=seed + 1000 * i)
+        gps.append(ThetaSampledGP.from_model(model, lap.theta(z)))
+        controls.append(z)
+    weights = [1.0] * len(states) if weights is None else weights
+    return MarginalLogEI(states[0][0], gps, controls, weights, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def small_states():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(12, 2, generator=gen, dtype=DTYPE)
+    y = torch.sin(5 * x[:, 0]) + torch.cos(4 * x[:, 1])
+    return [_state(x, y, "matern52-ard"), _state(x, y, "rbf-iso")]
+
+
+@pytest.fixture(scope="module")
+def hartmann_state():
+    """Hartmann6, 32 scrambled-Sobol points, Matern-5/2 ARD: 6 lengthscales + noise + mean = 8."""
+    x = SobolEngine(6, scramble=True, seed=0).draw(32).to(DTYPE)
+    model, lap = _state(x, -Hartmann(dim=6)(x), "matern52-ard")
+    probes = SobolEngine(6, scramble=True, seed=100).draw(64).to(DTYPE).unsqueeze(-2)
+    return model, lap, probes
+
+
+def test_forward_shapes(small_states) -> None:
+    acqf = _acqf(small_states)
+    assert acqf(torch.rand(5, 1, 2, dtype=DTYPE)).shape == (5,)
+    assert acqf(torch.rand(1, 2, dtype=DTYPE)).shape == (1,)
+    assert acqf(torch.rand(3, 4, 1, 2, dtype=DTYPE)).shape == (3, 4)
+    with pytest.raises(AssertionError, match="q=1"):
+        acqf(torch.rand(5, 2, 2, dtype=DTYPE))
+
+
+@pytest.mark.parametrize("estimator", list(ESTIMATORS))
+def test_forward_equals_the_direct_formula(small_states, estimator: str) -> None:
+    """L = log max(sum_m pi_m est_m, alpha sum_m pi_m mc_m), computed here without any rescaling."""
+    weights = [0.7, 0.3]
+    acqf = _acqf(small_states, n_draws=16, weights=weights, estimator=estimator, alpha=0.5)
+    x = torch.rand(6, 1, 2, generator=torch.Generator().manual_seed(3), dtype=DTYPE)
+    ens = mc = 0.0
+    for gp, z, w in zip(acqf.members, acqf.controls, weights, strict=True):
+        values = gp.log_ei(x).exp()
+        ens = ens + w * get_estimator(estimator)(
+            values, z, None, torch.eye(z.shape[1], dtype=DTYPE)
+        )
+        mc = mc + w * values.mean(0)
+    expected = torch.maximum(ens, 0.5 * mc).log()
+    torch.testing.assert_close(acqf(x), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_mc_estimator_is_log_of_the_naive_mean(small_states) -> None:
+    acqf = _acqf(small_states[:1], n_draws=32, estimator="mc")
+    x = torch.rand(4, 1, 2, dtype=DTYPE)
+    log_ei = acqf.members[0].log_ei(x)
+    torch.testing.assert_close(acqf(x), torch.logsumexp(log_ei, 0) - math.log(32))
+
+
+def test_relative_floor_binds_where_the_estimate_is_not_positive(small_states) -> None:
+    acqf = _acqf(small_states[:1], alpha=1e-3)
+    x = torch.rand(4, 1, 2, dtype=DTYPE)
+    log_scale, _, mc_value = acqf.scaled_estimates(x)
+    acqf._estimate = lambda values, *args: -values.mean(0)  # an estimate that went negative
+    torch.testing.assert_close(acqf(x), log_scale + math.log(1e-3) + mc_value.log())
+
+
+def test_far_from_the_data_the_log_acquisition_is_finite_and_ranks() -> None:
+    """Pitfall 3: every draw's log-EI is below -100 here. An absolute floor (log max(EI, 1e-10))
+    is flat: no ranking, no gradient. The relative floor keeps both."""
+    x = torch.cat(
+        [torch.linspace(0, 0.5, 30, dtype=DTYPE), torch.tensor([1.0], dtype=DTYPE)]
+    ).unsqueeze(-1)
+    y = torch.cat([torch.zeros(30, dtype=DTYPE), torch.tensor([5.0], dtype=DTYPE)])
+    state = _state(x, y, "matern52-iso")
+    acqf = _acqf([state], n_draws=64)
+    cand = torch.linspace(0.02, 0.48, 40, dtype=DTYPE).reshape(-1, 1, 1).requires_grad_(True)
+    value = acqf(cand)
+    assert acqf.members[0].log_ei(cand).max() < -100
+    assert torch.isfinite(value).all()
+    (grad,) = torch.autograd.grad(value.sum(), cand)
+    assert torch.isfinite(grad).all() and (grad != 0).any()
+    absolute = torch.maximum(value.exp(), torch.tensor(1e-10, dtype=DTYPE)).log()
+    assert torch.unique(absolute).numel() == 1
+    # Ranking agrees with a high-precision naive estimate on 4096 independent draws.
+    reference = _acqf([state], n_draws=4096, seed=77, estimator="mc")(cand.detach())
+    rank = lambda t: t.argsort().argsort().to(DTYPE)  # noqa: E731
+    spearman = torch.corrcoef(torch.stack([rank(value.detach()), rank(reference)]))[0, 1]
+    assert spearman > 0.95
+
+
+def test_optimize_acqf_runs_with_gradients(small_states) -> None:
+    acqf = _acqf(small_states, n_draws=16)
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        cand, value = optimize_acqf(acqf, bounds, q=1, num_restarts=2, raw_samples=32)
+    assert cand.shape == (1, 2) and ((cand >= 0) & (cand <= 1)).all()
+    assert torch.isfinite(value)
+    # The optimum is at least as good as the best raw sample of a fresh grid.
+    grid = torch.rand(256, 1, 2, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    assert value >= acqf(grid).max() - 1e-6
+
+
+def test_member_samples_expose_per_draw_values(small_states) -> None:
+    acqf = _acqf(small_states, n_draws=16, weights=[3.0, 1.0])
+    samples = acqf.member_samples(torch.rand(5, 1, 2, dtype=DTYPE))
+    assert [s.log_ei.shape for s in samples] == [(16, 5), (16, 5)]
+    assert [s.controls.shape for s in samples] == [(16, 4), (16, 3)]
+    assert [s.weight for s in samples] == pytest.approx([0.75, 0.25])
+
+
+def test_constructor_rejects_bad_arguments(small_states) -> None:
+    model, lap = small_states[0]
+    z = lap.sample_whitened(8, "iid", seed=0)
+    gp = ThetaSampledGP.from_model(model, lap.theta(z))
+    with pytest.raises(ValueError, match="alpha=0.0"):
+        MarginalLogEI(model, [gp], [z], [1.0], alpha=0.0)
+    with pytest.raises(ValueError, match=r"\(8, 4\), but got \(8, 3\)"):
+        MarginalLogEI(model, [gp], [z[:, :3]], [1.0])
+    with pytest.raises(ValueError, match=r"\[-1.0\]"):
+        MarginalLogEI(model, [gp], [z], [-1.0])
+    with pytest.raises(ValueError, match="'nope'"):
+        MarginalLogEI(model, [gp], [z], [1.0], estimator="nope")
+
+
+def _rebuild_estimates(
+    state, n_draws: int, n_rebuilds: int, estimators: list[str], method: str = "iid"
+) -> dict[str, torch.Tensor]:
+    """``R x N`` estimates of marginal EI (relative to each probe's first-rebuild scale)."""
+    model, lap, probes = state
+    out: dict[str, list[torch.Tensor]] = {name: [] for name in estimators}
+    for r in range(n_rebuilds):
+        acqf = _acqf([(model, lap)], n_draws=n_draws, seed=10_000 + r, method=method)
+        with torch.no_grad():
+            for name in estimators:
+                log_scale, value, _ = acqf.scaled_estimates(probes, name)
+                out[name].append(value * log_scale.exp())
+    return {name: torch.stack(v) for name, v in out.items()}
+
+
+def test_default_is_never_worse_than_mc_with_more_hyperparameters_than_draws(
+    hartmann_state,
+) -> None:
+    """Pitfall 1 at S = 8 = K (Hartmann6, Matern ARD): macro variance over 200 rebuilds.
+
+    Margin: the default's worst case when the controls are uninformative is 1 + 1/16 of MC's
+    (estimators module); on this state it is well below 1 (0.76 in a 300-rebuild run). The
+    paper's plug-in is several times worse (8.6x in that run; paper Table 7: ~8x).
+    """
+    names = ["mc", DEFAULT_ESTIMATOR, "orth"]
+    ests = _rebuild_estimates(hartmann_state, n_draws=8, n_rebuilds=200, estimators=names)
+    # Per-probe variances relative to the probe's mean MC estimate, averaged over probes.
+    scale = ests["mc"].mean(0).square()
+    macro = {name: float((v.var(0) / scale).mean()) for name, v in ests.items()}
+    assert macro[DEFAULT_ESTIMATOR] <= (1 + 1 / 16) * macro["mc"], macro
+    assert macro["orth"] > 2.0 * macro["mc"], macro
+
+
+@pytest.mark.parametrize(
+    ("estimator", "method"), [("mc", "iid"), ("orth-crossfit", "iid"), ("mc", "qmc")]
+)
+def test_unbiased_estimators_match_a_high_precision_reference(
+    small_states, estimator: str, method: str
+) -> None:
+    """Mean over 300 rebuilds (S = 16) within 3 SE of a scrambled-Sobol reference (8 x 2^14 draws).
+
+    The statistic is the probe-averaged relative error, one number per rebuild, so its SE is that
+    of a mean of 300 independent numbers; the reference's SE (from its 8 independent
+    scramblings) is added in quadrature.
+    Probes sit within ~0.02 of the incumbent, where EI under most draws is comparable (effective
+    sample size above a third of S). At random probes the per-draw EI spans hundreds of orders
+    of magnitude, the mean is carried by rare draws and a standard error over rebuilds is not a
+    meaningful yardstick (see design notes, fact 12).
+    """
+    model, lap = small_states[0]
+    best = model.train_inputs[0][model.train_targets.argmax()]
+    jitter = 0.02 * torch.randn(8, 2, generator=torch.Generator().manual_seed(4), dtype=DTYPE)
+    probes = (best + jitter).clamp(0.0, 1.0).unsqueeze(-2)
+    refs = torch.stack(
+        [
+            _acqf([(model, lap)], n_draws=2**14, seed=999 + i, method="qmc", estimator="mc")(
+                probes
+            ).exp()
+            for i in range(8)
+        ]
+    )
+    ref = refs.mean(0)
+    ref_se = float((refs / ref - 1).mean(1).std() / math.sqrt(refs.shape[0]))
+    state = (model, lap, probes)
+    ests = _rebuild_estimates(
+        state, n_draws=16, n_rebuilds=300, estimators=[estimator], method=method
+    )[estimator]
+    rel = (ests / ref - 1).mean(1)  # R
+    se = math.hypot(float(rel.std() / math.sqrt(rel.shape[0])), ref_se)
+    assert abs(float(rel.mean())) < 3 * se, (float(rel.mean()), se)
