@@ -173,10 +173,12 @@ def probe(
 ) -> None:
     """Run the probe section of SUITE_FILE: acquisition variance, top-1 agreement, flip rate."""
     from orthobench.probe.tables import format_summary
+    from orthobench.report import build_report
 
     _, frame, out_dir = _probe_suite(suite_file, output, device, force, quiet)
     click.echo(format_summary(frame))
-    click.echo(f"probe rows (with raw per-rebuild values): {out_dir / 'probe'}")
+    report = build_report([out_dir], out_dir / "report.html")
+    click.echo(f"probe rows (with raw per-rebuild values): {out_dir / 'probe'}; report: {report}")
 
 
 @cli.command()

@@ -223,3 +223,13 @@ def load_runs(dirs: Iterable[str | Path]) -> pd.DataFrame:
     if not frames:
         return RUN_SCHEMA.empty_table().to_pandas()
     return pd.concat(frames, ignore_index=True)
+
+
+def load_probe(dirs: Iterable[str | Path]) -> pd.DataFrame:
+    """All probe rows (summaries with raw per-rebuild values) under ``DIR/probe`` of each dir."""
+    files = [f for d in dirs for f in sorted((Path(d) / "probe").glob("*.parquet"))]
+    return (
+        pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
+        if files
+        else pd.DataFrame()
+    )

@@ -33,6 +33,7 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
         top1_agreement=("top1_agreement", "mean"),
         flip_rate=("flip_rate", "mean"),
         regret=("regret", "mean"),
+        baseline=("baseline", "first"),
     )
     return table.reset_index()
 

@@ -37,3 +37,22 @@ def regret_curve_svg(curves: pd.DataFrame, task: str) -> str:
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return _svg(fig)
+
+
+def ratio_svg(table: pd.DataFrame, task: str, column: str = "var_ratio") -> str:
+    """Variance (or MSE) ratio vs naive MC with its bootstrap CI, per estimator and S, one task."""
+    data = table[(table["task"] == task) & (table["estimator"] != table["baseline"])]
+    labels = [f"{r.kernel} S={r.mc_samples} {r.estimator}" for r in data.itertuples()]
+    fig, ax = plt.subplots(figsize=(6.4, 0.28 * len(labels) + 1.2))
+    y = range(len(labels))
+    mid = data[column].to_numpy()
+    low, high = data[f"{column}_low"].to_numpy(), data[f"{column}_high"].to_numpy()
+    ax.errorbar(mid, y, xerr=[mid - low, high - mid], fmt="o", ms=3, capsize=2)
+    ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ax.set_yticks(list(y), labels, fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{column.replace('_', ' ')} vs naive MC (> 1: better), 95% bootstrap CI")
+    ax.set_title(task)
+    ax.grid(alpha=0.3, axis="x")
+    return _svg(fig)

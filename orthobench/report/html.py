@@ -8,9 +8,10 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from orthobench.report.figures import regret_curve_svg
+from orthobench.probe.tables import summary_table
+from orthobench.report.figures import ratio_svg, regret_curve_svg
 from orthobench.report.tables import best_so_far_curves, final_table
-from orthobench.results import load_runs, read_metadata
+from orthobench.results import load_probe, load_runs, read_metadata
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("orthobench.report", "templates"),
@@ -25,15 +26,40 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _probe_rows(table: pd.DataFrame) -> list[dict[str, str]]:
+    return [
+        {
+            "task": r.task,
+            "kernel": r.kernel,
+            "S": str(r.mc_samples),
+            "estimator": r.estimator,
+            "states": str(r.states),
+            "probe_variance": _fmt(r.probe_variance),
+            "probe_variance_log": _fmt(r.probe_variance_log),
+            "bias_sq": _fmt(r.bias_sq),
+            "var_ratio": f"{r.var_ratio:.2f} [{r.var_ratio_low:.2f}, {r.var_ratio_high:.2f}]",
+            "mse_ratio": f"{r.mse_ratio:.2f} [{r.mse_ratio_low:.2f}, {r.mse_ratio_high:.2f}]",
+            "median_point": _fmt(r.median_point_var_ratio),
+            "top1": f"{r.top1_agreement:.3f}",
+            "flip": f"{r.flip_rate:.3f}",
+            "regret": _fmt(r.regret),
+        }
+        for r in table.itertuples()
+    ]
+
+
 def build_report(dirs: Iterable[str | Path], out: str | Path, title: str | None = None) -> Path:
-    """Read ``DIR/runs`` of each dir and write one HTML report to ``out``; returns its path."""
+    """Read ``DIR/runs`` and ``DIR/probe`` of each dir and write one HTML report to ``out``."""
     dirs = [Path(d) for d in dirs]
     frame = load_runs(dirs)
+    probe = summary_table(load_probe(dirs))
     out = Path(out)
     tasks = sorted(frame["task"].unique()) if len(frame) else []
     curves = best_so_far_curves(frame) if len(frame) else pd.DataFrame()
     table = final_table(frame) if len(frame) else pd.DataFrame()
-    files = sorted(p for d in dirs for p in (d / "runs").glob("*.parquet"))
+    files = sorted(
+        p for d in dirs for sub in ("runs", "probe") for p in (d / sub).glob("*.parquet")
+    )
     metadata = read_metadata(files[0]) if files else {}
     rows = [
         {
@@ -54,6 +80,8 @@ def build_report(dirs: Iterable[str | Path], out: str | Path, title: str | None 
         title = (
             "orthobench report: " + ", ".join(sorted(frame["suite"].unique()))
             if len(frame)
+            else "orthobench report: " + ", ".join(sorted(load_probe(dirs)["suite"].unique()))
+            if len(probe)
             else "orthobench report"
         )
     page = _ENV.get_template("report.html").render(
@@ -61,6 +89,12 @@ def build_report(dirs: Iterable[str | Path], out: str | Path, title: str | None 
         sources=[str(d) for d in dirs],
         figures=[{"task": t, "svg": regret_curve_svg(curves, t)} for t in tasks],
         rows=rows,
+        probe_rows=_probe_rows(probe) if len(probe) else [],
+        probe_figures=[
+            {"task": t, "svg": ratio_svg(probe, t)} for t in sorted(probe["task"].unique())
+        ]
+        if len(probe)
+        else [],
         metadata=metadata,
         n_cells=int(frame["cell_id"].nunique()) if len(frame) else 0,
         n_rows=len(frame),

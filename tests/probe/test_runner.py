@@ -68,3 +68,12 @@ def test_same_spec_gives_the_same_numbers_and_stored_states_are_reused(probed, t
 def test_unknown_estimators_are_rejected(name):
     with pytest.raises(ValueError):
         parse_estimator(name)
+
+
+def test_report_shows_probe_tables_and_glossary(probed, tmp_path):
+    from orthobench.report import build_report
+
+    out, _ = probed
+    html = build_report([out], tmp_path / "r.html").read_text()
+    assert "Acquisition-noise probe" in html and "orth-shrink" in html
+    assert "flip rate</dt>" in html and "<svg" in html
