@@ -31,6 +31,25 @@ class _Group(click.Group):
             ctx.exit(EXIT_USAGE)
 
 
+def _suite_options(command):
+    """``--output`` and ``--device``, shared by the commands that take a suite."""
+    command = click.option(
+        "--device",
+        default=None,
+        help="auto, cpu, cuda or cuda:N [default: the suite's, else auto].",
+    )(command)
+    return click.option(
+        "--output",
+        "-o",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Results directory [default: results/<suite name>].",
+    )(command)
+
+
+_quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.version_option(package_name="orthobench")
@@ -42,16 +61,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Results directory [default: results/<suite name>].",
-)
-@click.option(
-    "--device", default=None, help="auto, cpu, cuda or cuda:N [default: the suite's, else auto]."
-)
+@_suite_options
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
@@ -71,7 +81,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     help="Dask scheduler address (implies --executor dask); a LocalCluster otherwise.",
 )
 @click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@_quiet_option
 def run(
     suite_file: str,
     output: str | None,
@@ -156,18 +166,9 @@ def _probe_suite(suite_file: str, output: str | None, device: str | None, force:
 
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Results directory [default: results/<suite name>].",
-)
-@click.option(
-    "--device", default=None, help="auto, cpu, cuda or cuda:N [default: the suite's, else auto]."
-)
+@_suite_options
 @click.option("--force", is_flag=True, help="Recompute stored probe states.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@_quiet_option
 def probe(
     suite_file: str, output: str | None, device: str | None, force: bool, quiet: bool
 ) -> None:
@@ -190,18 +191,9 @@ def probe(
     default=None,
     help="Thresholds file [default: <suite stem>.thresholds.yaml beside the suite].",
 )
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Results directory [default: results/<suite name>].",
-)
-@click.option(
-    "--device", default=None, help="auto, cpu, cuda or cuda:N [default: the suite's, else auto]."
-)
+@_suite_options
 @click.option("--force", is_flag=True, help="Recompute stored probe states.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@_quiet_option
 def check(
     suite_file: str,
     thresholds: str | None,

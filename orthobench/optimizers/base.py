@@ -15,6 +15,13 @@ import numpy as np
 import torch
 
 
+def check_at_least(minimum: float, **values: float) -> None:
+    """Raise ``ValueError`` naming the first of ``values`` below ``minimum`` (constructor checks)."""
+    for name, value in values.items():
+        if value < minimum:
+            raise ValueError(f"`{name}` must be >= {minimum}, but got {name}={value!r}.")
+
+
 @dataclass
 class Suggestion:
     """What :meth:`Optimizer.ask` returns.

@@ -21,7 +21,7 @@ from botorch.models import SingleTaskGP
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 
-from orthobench.optimizers.base import Optimizer, Suggestion
+from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.gp import fit_model
 
@@ -40,13 +40,7 @@ class _GPAcquisitionOptimizer(Optimizer):
         **kwargs,
     ) -> None:
         super().__init__(dim, **kwargs)
-        for name, value in {
-            "mc_samples": mc_samples,
-            "raw_samples": raw_samples,
-            "num_restarts": num_restarts,
-        }.items():
-            if value < 1:
-                raise ValueError(f"`{name}` must be >= 1, but got {value}.")
+        check_at_least(1, mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts)
         self.kernel = kernel
         self.mc_samples = mc_samples
         self.raw_samples = raw_samples

@@ -43,7 +43,7 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from orthobench.exceptions import ModelFittingError, NumericsWarning
-from orthobench.optimizers.base import Optimizer, Suggestion
+from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.gp import make_kernel
 
@@ -130,13 +130,7 @@ class RPR(Optimizer):
         dtype: torch.dtype = torch.float64,
     ) -> None:
         super().__init__(dim, seed=seed, device=device, dtype=dtype)
-        for name, value in {
-            "mc_samples": mc_samples,
-            "raw_samples": raw_samples,
-            "num_restarts": num_restarts,
-        }.items():
-            if value < 1:
-                raise ValueError(f"`{name}` must be >= 1, but got {value}.")
+        check_at_least(1, mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts)
         if not fractions_of_outliers or not all(0.0 <= f <= 1.0 for f in fractions_of_outliers):
             raise ValueError(
                 f"`fractions_of_outliers` must be a non-empty list of values in [0, 1], but got {fractions_of_outliers=}."

@@ -46,7 +46,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from orthobench.optimizers.base import Optimizer, Suggestion
+from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
 from orthobench.surrogates.gp import KERNELS, fit_model
 
@@ -152,21 +152,19 @@ class TuRBO(Optimizer):
             raise ValueError(
                 f"`0 < length_min < length_init <= length_max` must hold, but got ({length_min=}, {length_init=}, {length_max=})."
             )
-        for name, value in {
-            "success_tolerance": success_tolerance,
-            "mc_samples": mc_samples,
-            "raw_samples": raw_samples,
-            "num_restarts": num_restarts,
-        }.items():
-            if value < 1:
-                raise ValueError(f"`{name}` must be >= 1, but got {value}.")
-        for name, value in {
-            "failure_tolerance": failure_tolerance,
-            "n_candidates": n_candidates,
-            "min_improvement": min_improvement,
-        }.items():
-            if value < 0:
-                raise ValueError(f"`{name}` must be >= 0, but got {value}.")
+        check_at_least(
+            1,
+            success_tolerance=success_tolerance,
+            mc_samples=mc_samples,
+            raw_samples=raw_samples,
+            num_restarts=num_restarts,
+        )
+        check_at_least(
+            0,
+            failure_tolerance=failure_tolerance,
+            n_candidates=n_candidates,
+            min_improvement=min_improvement,
+        )
         self.acquisition = acquisition
         self.kernel = kernel
         self.length_init = length_init
