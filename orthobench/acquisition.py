@@ -15,7 +15,11 @@ and per-draw log-EI ``l_{m,s}(x)`` (:meth:`ThetaSampledGP.log_ei
 with ``hat EI_m`` the chosen estimator (:mod:`orthobench.estimators`; paper Eqs. (6), (17)) applied to
 ``exp(l_{m,s})`` with the draws' ``z`` as controls (score ``g = -A^{-T} z``: the same control
 space, known mean 0 and covariance I), and ``hat EI^{ens,MC}`` the same ensemble with the naive
-mean.
+mean. A member drawn from a point set (sr3, radial rules, ...; :mod:`orthobench.theta_estimators`)
+carries the rule's weights ``w_{m,s}`` instead, and ``hat EI_m = sum_s w_{m,s} exp(l_{m,s})``
+(:func:`~orthobench.estimators.weighted_mean`); its naive term is still the equal-weight mean of
+the same values, positive by construction (a rule's estimate can be negative: sr3's centre weight
+is).
 
 Stability (numerical fact 3). ``EI`` under a draw underflows far from the data, so each member
 works on ``exp(l - max_s l)`` (every estimator is linear in the values) and members are combined
@@ -48,7 +52,7 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from orthobench.estimators import DEFAULT_ESTIMATOR, get_estimator
+from orthobench.estimators import DEFAULT_ESTIMATOR, get_estimator, weighted_mean
 from orthobench.surrogates.laplace import ThetaSampledGP
 
 
@@ -77,10 +81,15 @@ class MarginalLogEI(AcquisitionFunction):
         model: A BoTorch model for BoTorch utilities that read ``acqf.model`` (device, dtype);
             values come from ``members``.
         members: One :class:`~orthobench.surrogates.laplace.ThetaSampledGP` per ensemble member.
-        controls: Per member, the ``S_m x K_m`` whitened draws behind its theta samples.
+        controls: Per member, the ``S_m x K_m`` whitened draws behind its theta samples
+            (``K_m = p_m``, or ``p_m - 1`` when the constant mean is integrated out).
         weights: ``M`` ensemble weights (positive; normalized here).
-        estimator: Name in :data:`orthobench.estimators.ESTIMATORS`.
+        estimator: Name in :data:`orthobench.estimators.ESTIMATORS`, for members drawn with equal
+            weights.
         alpha: Relative floor in ``(0, 1]`` (see the module notes).
+        point_weights: Per member, ``S_m`` weights of the point set it was drawn from, or ``None``
+            (equal weights: ``estimator`` applies). Members with weights use
+            :func:`~orthobench.estimators.weighted_mean`, whatever ``estimator`` says.
 
     Example:
         >>> acqf = MarginalLogEI(model, [gp], [z], [1.0])
@@ -98,16 +107,28 @@ class MarginalLogEI(AcquisitionFunction):
         *,
         estimator: str = DEFAULT_ESTIMATOR,
         alpha: float = 1e-3,
+        point_weights: Sequence[Tensor | None] | None = None,
     ) -> None:
         super().__init__(model=model)
         if len(members) == 0 or len(members) != len(controls):
             raise ValueError(
                 f"Need one controls tensor per member, but got {len(members)} members and {len(controls)} controls."
             )
-        for i, (gp, z) in enumerate(zip(members, controls, strict=True)):
-            if z.shape != gp.theta.shape:
+        point_weights = [None] * len(members) if point_weights is None else list(point_weights)
+        if len(point_weights) != len(members):
+            raise ValueError(
+                f"Need one `point_weights` entry per member, but got {len(members)} members and {len(point_weights)} entries."
+            )
+        for i, (gp, z, w) in enumerate(zip(members, controls, point_weights, strict=True)):
+            # One control per whitened coordinate: p, or p - 1 with the constant mean integrated out.
+            shape = (gp.num_samples, gp.theta.shape[1] - (gp.constant_mean_variance > 0))
+            if z.shape != shape:
                 raise ValueError(
-                    f"Member {i}: controls must be S x K = {tuple(gp.theta.shape)}, but got {tuple(z.shape)}."
+                    f"Member {i}: controls must be S x K = {shape}, but got {tuple(z.shape)}."
+                )
+            if w is not None and w.shape != (gp.num_samples,):
+                raise ValueError(
+                    f"Member {i}: point weights must have shape ({gp.num_samples},), but got {tuple(w.shape)}."
                 )
         weights = torch.as_tensor(
             weights, dtype=members[0].theta.dtype, device=members[0].theta.device
@@ -122,6 +143,7 @@ class MarginalLogEI(AcquisitionFunction):
             )
         self.members = list(members)
         self.controls = [z.detach() for z in controls]
+        self.point_weights = [None if w is None else w.detach() for w in point_weights]
         self.register_buffer("log_weights", (weights / weights.sum()).log())
         self.estimator = estimator
         self._estimate = get_estimator(estimator)
@@ -147,7 +169,8 @@ class MarginalLogEI(AcquisitionFunction):
 
         Args:
             X: ``batch x 1 x d`` candidates.
-            estimator: Estimator name; None: this acquisition's.
+            estimator: Estimator name for members with equal-weight draws; None: this
+                acquisition's.
 
         Returns:
             ``(log_scale, value, mc_value)``, each of shape ``batch``: ``EI_ens = exp(log_scale) value`` and
@@ -157,14 +180,16 @@ class MarginalLogEI(AcquisitionFunction):
         batch_shape = X.shape[:-2]
         X = X.reshape(-1, *X.shape[-2:])  # b x 1 x d: the estimators take S x b values
         tops, ests, mcs = [], [], []
-        for gp, z, eye in zip(self.members, self.controls, self._identity, strict=True):
+        for gp, z, eye, w in zip(
+            self.members, self.controls, self._identity, self.point_weights, strict=True
+        ):
             log_ei = gp.log_ei(X)  # S x b
             # The estimators are linear in the values, so the per-candidate maximum can be
             # factored out exactly; detaching it changes no value and no gradient.
             top = log_ei.max(dim=0).values.detach()
             values = (log_ei - top).exp()
             tops.append(top)
-            ests.append(estimate(values, z, None, eye))
+            ests.append(estimate(values, z, None, eye) if w is None else weighted_mean(values, w))
             mcs.append(values.mean(dim=0))
         log_terms = torch.stack(tops) + self.log_weights[:, None]  # M x b
         log_scale = log_terms.max(dim=0).values

@@ -27,6 +27,10 @@ Properties shared by every estimator here:
 Variants (all selectable by name through :data:`ESTIMATORS`):
 
 * ``"mc"``: :func:`mc_mean`, paper Eq. (3).
+* Weighted rules (not in :data:`ESTIMATORS`: they need the rule's weights, not controls):
+  :func:`weighted_mean`, ``sum_s w_s h_s`` for the points and weights of a
+  :class:`~orthobench.pointsets.PointSet` (sr3, radial rules, Owen-scrambled Sobol, ...).
+  :func:`mc_mean` is its equal-weight case. Names and draws: :mod:`orthobench.theta_estimators`.
 * ``"orth"``: :func:`orthogonal_mean`, the paper's plug-in with the sample covariance. With ``S``
   at or below ``K`` the sample covariance is singular and ``gamma`` interpolates the noise: the
   paper's own Table 7 shows 8x the MC variance at ``S = 8`` on Hartmann6 (pitfall 1).
@@ -88,6 +92,27 @@ def mc_mean(values: Tensor) -> Tensor:
     r"""Naive Monte Carlo mean, paper Eq. (3): ``S x N`` -> ``N``, ``(1/S) sum_s h_s``."""
     _check(values, min_draws=1)
     return values.mean(dim=0)
+
+
+def weighted_mean(values: Tensor, weights: Tensor) -> Tensor:
+    r"""Weighted rule ``sum_s w_s h_s``: ``S x N`` values and ``S`` weights -> ``N``.
+
+    The estimate of a cubature or randomized rule (:class:`~orthobench.pointsets.PointSet`):
+    :math:`\hat I = \sum_s w_s h(x; \theta_s)`. Weights may be negative (sr3's centre) and need
+    not be equal; with ``w_s = 1 / S`` this is :func:`mc_mean`. Linear in ``values``.
+
+    Example:
+        >>> values = torch.rand(8, 3)
+        >>> bool(torch.allclose(weighted_mean(values, torch.full((8,), 1 / 8)), mc_mean(values)))
+        True
+    """
+    _check(values, min_draws=1)
+    weights = torch.as_tensor(weights, dtype=values.dtype, device=values.device)
+    if weights.shape != values.shape[:1]:
+        raise ValueError(
+            f"`weights` must have shape ({values.shape[0]},), but got {tuple(weights.shape)}."
+        )
+    return weights @ values
 
 
 def _plugin_gamma(values: Tensor, controls: Tensor, ridge: float) -> Tensor:

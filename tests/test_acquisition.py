@@ -227,3 +227,32 @@ def test_unbiased_estimators_match_a_high_precision_reference(
     rel = (ests / ref - 1).mean(1)  # R
     se = math.hypot(float(rel.std() / math.sqrt(rel.shape[0])), ref_se)
     assert abs(float(rel.mean())) < 3 * se, (float(rel.mean()), se)
+
+
+def test_point_set_members_use_the_rule_weights(small_states) -> None:
+    """A member drawn from a point set: est = sum_s w_s EI_s, floor relative to the plain mean."""
+    from orthobench.theta_estimators import draw_thetas
+
+    draws = [
+        draw_thetas(lap, name, 16, seed=1)
+        for (_, lap), name in zip(small_states, ["sr3+rb", "mc"], strict=True)
+    ]
+    gps = [d.gp(model) for (model, _), d in zip(small_states, draws, strict=True)]
+    acqf = MarginalLogEI(
+        small_states[0][0],
+        gps,
+        [d.z for d in draws],
+        [0.6, 0.4],
+        estimator="mc",
+        alpha=0.5,
+        point_weights=[d.weights for d in draws],
+    )
+    x = torch.rand(6, 1, 2, generator=torch.Generator().manual_seed(4), dtype=DTYPE)
+    values = [gp.log_ei(x).exp() for gp in gps]
+    ens = 0.6 * draws[0].weights @ values[0] + 0.4 * values[1].mean(0)
+    mc = 0.6 * values[0].mean(0) + 0.4 * values[1].mean(0)
+    torch.testing.assert_close(acqf(x), torch.maximum(ens, 0.5 * mc).log(), rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match=r"point weights must have shape \(\d+,\), but got \(3,\)"):
+        MarginalLogEI(
+            small_states[0][0], gps[:1], [draws[0].z], [1.0], point_weights=[torch.ones(3)]
+        )

@@ -7,9 +7,11 @@ hyperparameter samples once, and maximize the outer-log marginal EI over those f
 arrives, ensemble weights are updated from each member's predictive log score
 (:mod:`orthobench.surrogates.ensemble`).
 
-:class:`MCEI` runs the same pipeline, with the same seeds and therefore the same theta draws, and
-the naive mean instead of the orthogonalized one: the like-for-like baseline of every comparison
-(design notes, pitfall 6).
+:class:`MCEI` runs the same pipeline with the same seeds and the naive mean of iid theta draws:
+the like-for-like baseline of every comparison (design notes, pitfall 6). With a control-variate
+estimator on iid draws (``orth``, ``orth-shrink``, ...) OrthoBO uses exactly MCEI's draws and only
+the estimator differs; the default (``qmc-owen+rb``, :mod:`orthobench.theta_estimators`) draws its
+own points.
 """
 
 from __future__ import annotations
@@ -20,11 +22,16 @@ import torch
 from botorch.optim import optimize_acqf
 
 from orthobench.acquisition import MarginalLogEI
-from orthobench.estimators import DEFAULT_ESTIMATOR, get_estimator
 from orthobench.optimizers.base import Optimizer, Suggestion
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble
 from orthobench.surrogates.laplace import THETA_SAMPLING, ThetaSampledGP
+from orthobench.theta_estimators import (
+    DEFAULT_THETA_ESTIMATOR,
+    ThetaEstimator,
+    draw_thetas,
+    parse_theta_estimator,
+)
 
 # Raw-sample evaluations are chunked to about this many (draw, candidate, training point) kernel
 # entries (2 MiB in float64): blocks that stay in cache evaluate 512 raw samples about twice as
@@ -39,9 +46,19 @@ class OrthoBO(Optimizer):
         dim: Number of search dimensions ``d``.
         kernel: GP kernel name, or a list of names for an ensemble (one member each; see
             :data:`orthobench.surrogates.gp.KERNELS`).
-        mc_samples: Hyperparameter draws ``S`` per member and step.
-        estimator: Estimator name (:data:`orthobench.estimators.ESTIMATORS`).
-        theta_sampling: ``"iid"``, ``"antithetic"`` or ``"qmc"`` draws of theta.
+        mc_samples: Hyperparameter draws ``S`` per member and step; for a point-set estimator the
+            budget of EI evaluations (the rule uses the largest count it allows within it).
+        estimator: Estimator name ``<base>[+rb][@sampling]`` (:mod:`orthobench.theta_estimators`):
+            a control-variate estimator of :data:`orthobench.estimators.ESTIMATORS` (``orth`` is
+            the paper's), or a point set (``sr3``, ``radial-cross``, ``qmc-owen``, ...) whose
+            weighted sum is the estimate, optionally Rao-Blackwellized over the constant mean.
+        theta_sampling: ``"iid"``, ``"antithetic"`` or ``"qmc"`` draws of theta for a
+            control-variate estimator named without ``@sampling``. Point sets fix their own
+            points: with one, this must stay ``"iid"``. (Point sets are named in ``estimator``,
+            not here, so that one string names the whole estimator everywhere: in suites, in probe
+            tables, and as the default.)
+        rb: Integrate the GP's constant mean out in closed form (Rao-Blackwellization); the same
+            as the ``+rb`` suffix of ``estimator`` (either turns it on).
         alpha: Relative floor of the outer log (see :mod:`orthobench.acquisition`).
         tau: Temperature of the ensemble weight update.
         delta: Floor of the ensemble weights.
@@ -62,8 +79,9 @@ class OrthoBO(Optimizer):
         *,
         kernel: str | list[str] = "matern52-ard",
         mc_samples: int = 512,
-        estimator: str = DEFAULT_ESTIMATOR,
+        estimator: str = DEFAULT_THETA_ESTIMATOR,
         theta_sampling: str = "iid",
+        rb: bool = False,
         alpha: float = 1e-3,
         tau: float = 1.0,
         delta: float = 0.001,
@@ -89,18 +107,19 @@ class OrthoBO(Optimizer):
             raise ValueError(
                 f"`theta_sampling` must be one of {THETA_SAMPLING}, but got {theta_sampling!r}."
             )
-        if theta_sampling == "antithetic" and mc_samples % 2:
+        self.theta_estimator = _resolve_estimator(estimator, theta_sampling, rb)
+        if self.theta_estimator.sampling == "antithetic" and mc_samples % 2:
             raise ValueError(f"Antithetic draws need an even `mc_samples`, but got {mc_samples=}.")
         if not 0 < alpha <= 1:
             raise ValueError(
                 f"`alpha` is relative to the naive estimate and must be in (0, 1], but got {alpha=}."
             )
-        get_estimator(estimator)  # fail at construction on an unknown name
         kernels = [kernel] if isinstance(kernel, str) else list(kernel)
         self.ensemble = SurrogateEnsemble(kernels, tau=tau, delta=delta)
         self.mc_samples = mc_samples
         self.estimator = estimator
         self.theta_sampling = theta_sampling
+        self.rb = self.theta_estimator.rb
         self.alpha = alpha
         self.raw_samples = raw_samples
         self.num_restarts = num_restarts
@@ -121,7 +140,8 @@ class OrthoBO(Optimizer):
         Fits and theta draws are seeded by the optimizer seed and the number of asks so far:
         called after an ``ask`` and before the matching ``tell``, this rebuilds exactly the
         acquisition that ``ask`` maximized. Fresh draws for probe rebuilds come from
-        ``self.ensemble.members[m].laplace.sample_whitened`` with the probe's own seeds.
+        :func:`orthobench.theta_estimators.draw_thetas` on ``self.ensemble.members[m].laplace``
+        with the probe's own seeds.
         """
         return self._build_acquisition(self._fit())
 
@@ -130,20 +150,27 @@ class OrthoBO(Optimizer):
             return self.ensemble.fit(self.train_x, -self.train_y)
 
     def _build_acquisition(self, members: list[EnsembleMember]) -> MarginalLogEI:
-        gps, controls = [], []
+        gps: list[ThetaSampledGP] = []
+        controls, point_weights = [], []
         for i, member in enumerate(members):
-            z = member.laplace.sample_whitened(
-                self.mc_samples, self.theta_sampling, seed=self._step_seed("theta", i)
+            draws = draw_thetas(
+                member.laplace,
+                self.theta_estimator,
+                self.mc_samples,
+                seed=self._step_seed("theta", i),
             )
-            gps.append(ThetaSampledGP.from_model(member.model, member.laplace.theta(z)))
-            controls.append(z)
+            gps.append(draws.gp(member.model))
+            controls.append(draws.z)
+            point_weights.append(draws.weights)
+        spec = self.theta_estimator
         return MarginalLogEI(
             members[0].model,
             gps,
             controls,
             self.ensemble.weights,
-            estimator=self.estimator,
+            estimator="mc" if spec.point_set else spec.base,
             alpha=self.alpha,
+            point_weights=point_weights,
         )
 
     def ask(self, n: int = 1) -> Suggestion:
@@ -201,7 +228,9 @@ class OrthoBO(Optimizer):
         return {
             "estimator": self.estimator,
             "theta_sampling": self.theta_sampling,
+            "rb": self.rb,
             "mc_samples": self.mc_samples,
+            "n_evaluations": [gp.num_samples for gp in acqf.members],
             **self.ensemble.info(),
             "eig_floored": [m.laplace.floored for m in members],
             "min_eigenvalue": [float(m.laplace.raw_eigenvalues[0]) for m in members],
@@ -211,12 +240,31 @@ class OrthoBO(Optimizer):
         }
 
 
+def _resolve_estimator(estimator: str, theta_sampling: str, rb: bool) -> ThetaEstimator:
+    """The estimator that ``estimator``, ``theta_sampling`` and ``rb`` name together."""
+    spec = parse_theta_estimator(estimator)
+    if spec.point_set and theta_sampling != "iid":
+        raise ValueError(
+            f"Point set {spec.base!r} fixes its own points; `theta_sampling` must stay 'iid', but got "
+            f"{theta_sampling!r}. Name a control-variate estimator (e.g. `estimator: orth-shrink`) to "
+            "choose the sampling."
+        )
+    if "@" in estimator and theta_sampling not in ("iid", spec.sampling):
+        raise ValueError(
+            f"`estimator` {estimator!r} and `theta_sampling` {theta_sampling!r} name different samplings."
+        )
+    if not spec.point_set and "@" not in estimator:
+        spec = spec._replace(sampling=theta_sampling)
+    return spec._replace(rb=spec.rb or rb)
+
+
 class MCEI(OrthoBO):
     """MC-EI: OrthoBO's pipeline with the naive theta-MC mean (the like-for-like baseline).
 
-    Same fits, Laplace posteriors, seeds and hence theta draws as :class:`OrthoBO` with the same
-    seed; only the estimator differs (``"mc"``, paper Eq. (3)), so the outer log is the log of the
-    naive estimate. Args as :class:`OrthoBO` without ``estimator`` and ``alpha``.
+    Same fits, Laplace posteriors and seeds as :class:`OrthoBO` with the same seed, hence the same
+    theta draws as OrthoBO with a control-variate estimator on the same ``theta_sampling``; the
+    estimator is ``"mc"`` (paper Eq. (3)), so the outer log is the log of the naive estimate.
+    Args as :class:`OrthoBO` without ``estimator``, ``rb`` and ``alpha``.
     """
 
     def __init__(

@@ -14,11 +14,20 @@ Protocol, per probe *state* (task, surrogate, seed, state iteration):
    Estimators with the same sampling share the draws of a rebuild (common random numbers), so
    ratios against naive theta-MC are paired.
 
-Estimator names: any of :data:`orthobench.estimators.ESTIMATORS` with an optional ``@sampling``
-suffix (``iid`` default, ``antithetic``, ``qmc``) for theta draws, e.g. ``orth-shrink@qmc``;
+Estimator names: theta estimators ``<base>[+rb][@sampling]`` (:mod:`orthobench.theta_estimators`):
+any of :data:`orthobench.estimators.ESTIMATORS` with an optional ``@sampling`` suffix (``iid``
+default, ``antithetic``, ``qmc``) for theta draws, e.g. ``orth-shrink@qmc``; any point set of
+:data:`orthobench.pointsets.POINT_SETS` (``sr3``, ``radial-cross``, ``qmc-owen``, ``unscented``,
+...), whose weighted sum is the estimate; ``+rb`` integrates the constant mean out. Also
 ``qlogei`` (BoTorch's qLogEI with ``S`` QMC function samples at the MAP fit); ``mc-tpe`` and
 ``orthobo-tpe`` (bootstrap TPE, kernel column ``tpe``). Naive iid theta-MC (``mc``; ``mc-tpe``
 for TPE) is always computed: it is the like-for-like baseline of every ratio (design pitfall 6).
+
+Equal evaluation counts. ``S`` in ``mc_samples`` is a budget of EI evaluations. A point set uses
+the largest count its rule allows within it (``sr3`` at ``p = 10``: ``1 + 22 K``, so 23 of 32),
+recorded per row as ``n_evaluations``; its ratios are against naive iid theta-MC with exactly
+``n_evaluations`` draws in the same rebuild (the row's ``mc`` row when the counts agree, else
+extra naive draws, stored in ``baseline_values_ei``). Equal-weight estimators use ``S`` draws.
 
 Every metric is defined once, in :mod:`orthobench.probe.metrics`. EI values are on the GP's
 standardized outcome scale; the log scale is the outer-log acquisition OrthoBO maximizes,
@@ -30,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +53,6 @@ from botorch.acquisition import LogExpectedImprovement, qLogExpectedImprovement
 from botorch.sampling import SobolQMCNormalSampler
 from torch.quasirandom import SobolEngine
 
-from orthobench.estimators import ESTIMATORS, get_estimator
 from orthobench.loop import run_cell
 from orthobench.probe import metrics
 from orthobench.registry import TASKS
@@ -52,7 +60,14 @@ from orthobench.results import METADATA_KEY, run_metadata, write_parquet_atomic
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import Cell, ComponentSpec, ProbeSpec
 from orthobench.surrogates.gp import fit_model
-from orthobench.surrogates.laplace import THETA_SAMPLING, ThetaSampledGP, laplace_posterior
+from orthobench.surrogates.laplace import ThetaSampledGP, laplace_posterior
+from orthobench.theta_estimators import (
+    ThetaDraws,
+    ThetaEstimator,
+    draw_thetas,
+    estimate,
+    parse_theta_estimator,
+)
 
 TPE_ESTIMATORS = ("mc-tpe", "orthobo-tpe")
 FUNCTION_SAMPLE_ESTIMATORS = ("qlogei",)
@@ -61,28 +76,26 @@ ALPHA = 1e-3
 _REFERENCE_CHUNK = 512
 
 
-def parse_estimator(name: str) -> tuple[str, str]:
-    """Split ``"orth-shrink@qmc"`` into ``("orth-shrink", "qmc")``; validates both parts.
+def parse_estimator(name: str) -> ThetaEstimator:
+    """Parse a probe estimator name: ``"orth-shrink@qmc"`` -> ``("orth-shrink", "qmc", False)``.
+
+    Theta estimators as :func:`orthobench.theta_estimators.parse_theta_estimator`; ``qlogei`` and
+    the TPE estimators parse to ``(name, "", False)``.
 
     Raises:
         ValueError: naming the allowed estimators and samplings.
     """
-    base, _, sampling = name.partition("@")
+    base = name.partition("@")[0]
     if base in TPE_ESTIMATORS or base in FUNCTION_SAMPLE_ESTIMATORS:
-        if sampling:
+        if base != name:
             raise ValueError(f"estimator {base!r} takes no '@sampling' suffix, but got {name!r}.")
-        return base, ""
-    if base not in ESTIMATORS:
-        known = ", ".join([*ESTIMATORS, *FUNCTION_SAMPLE_ESTIMATORS, *TPE_ESTIMATORS])
+        return ThetaEstimator(base, "")
+    try:
+        return parse_theta_estimator(name)
+    except ValueError as err:
         raise ValueError(
-            f"unknown estimator {base!r}; known: {known} (theta estimators take @iid|@antithetic|@qmc)."
-        )
-    sampling = sampling or "iid"
-    if sampling not in THETA_SAMPLING:
-        raise ValueError(
-            f"unknown sampling {sampling!r} in {name!r}; allowed: {', '.join(THETA_SAMPLING)}."
-        )
-    return base, sampling
+            f"{err} Other estimators: {', '.join([*FUNCTION_SAMPLE_ESTIMATORS, *TPE_ESTIMATORS])}."
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,16 @@ def _outer_log(log_top: torch.Tensor, est: torch.Tensor, mc: torch.Tensor) -> to
     return log_top + torch.maximum(est, ALPHA * mc).log()
 
 
+def _scaled_values(
+    model: Any, draws: ThetaDraws, X: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(top, values)``: per-probe max log-EI ``N`` and ``exp(log_ei - top)`` ``S x N``."""
+    with torch.no_grad():
+        log_ei = draws.gp(model).log_ei(X)  # S x N
+    top = log_ei.max(dim=0).values
+    return top, (log_ei - top).exp()
+
+
 def _gp_values(
     spec: ProbeSpec,
     state: ProbeState,
@@ -145,13 +168,17 @@ def _gp_values(
     x: torch.Tensor,
     y: torch.Tensor,
     probes: torch.Tensor,
-) -> tuple[dict[tuple[str, int], dict[str, np.ndarray]], dict[str, np.ndarray], dict[str, Any]]:
-    """Rebuild values of GP estimators: ``{(name, S): {"ei": R x N, "log": R x N}}``, references."""
+) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[str, np.ndarray], dict[str, Any]]:
+    """Rebuild values of GP estimators and references.
+
+    Returns ``{(name, S): {"ei": R x N, "log": R x N, "n_evaluations": int, "baseline": R x N |
+    None}}`` (``baseline``: naive iid theta-MC at ``n_evaluations`` draws when that differs from
+    ``S``; None: the ``mc`` values at ``S`` are the baseline), the references and fit info.
+    """
     with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
         model, fit_info = fit_model(x, -y, state.surrogate)
     laplace = laplace_posterior(model)
     X = probes.unsqueeze(-2)  # N x 1 x d
-    eye = torch.eye(laplace.p, dtype=x.dtype, device=x.device)
 
     # Reference of the theta-marginal target: many scrambled-Sobol theta draws (chunked).
     z_ref = laplace.sample_whitened(
@@ -168,31 +195,48 @@ def _gp_values(
     with torch.no_grad():
         reference["map"] = LogExpectedImprovement(model, best_f=(-y).max())(X)
 
-    out: dict[tuple[str, int], dict[str, np.ndarray]] = {}
-    parsed = [(n, *parse_estimator(n)) for n in names]
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    parsed = {n: parse_estimator(n) for n in names}
+    # Estimators with the same draws (equal-weight sampling or rule, RB or not) share them in a
+    # rebuild (common random numbers); RB draws are the first p - 1 coordinates of the plain ones.
+    groups: dict[tuple[bool, str, bool], list[str]] = {}
+    for n in names:
+        if n not in FUNCTION_SAMPLE_ESTIMATORS:
+            e = parsed[n]
+            groups.setdefault((e.point_set, e.sampling, e.rb), []).append(n)
     for s in spec.mc_samples:
-        per_name: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {
-            n: ([], []) for n, _, _ in parsed
-        }
+        ei: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        log: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        counts = dict.fromkeys(names, s)
+        naive: dict[int, list[np.ndarray]] = {}  # count != S -> naive iid MC values per rebuild
         for r in range(spec.rebuilds):
-            for sampling in sorted({smp for _, base, smp in parsed if smp}):
-                z = laplace.sample_whitened(
+            for (is_rule, sampling, _), members in groups.items():
+                keys = ("rule", sampling) if is_rule else (sampling,)
+                draws = draw_thetas(
+                    laplace,
+                    parsed[members[0]],
                     s,
-                    sampling,
-                    seed=derive_seed(state.seed, "probe-rebuild", state.id, s, r, sampling),
+                    seed=derive_seed(state.seed, "probe-rebuild", state.id, s, r, *keys),
                 )
-                with torch.no_grad():
-                    log_ei = ThetaSampledGP.from_model(model, laplace.theta(z)).log_ei(X)  # S x N
-                top = log_ei.max(dim=0).values
-                values = (log_ei - top).exp()
+                top, values = _scaled_values(model, draws, X)
                 mc = values.mean(dim=0)
-                for name, base, smp in parsed:
-                    if smp != sampling:
-                        continue
-                    est = get_estimator(base)(values, z, None, eye)
-                    per_name[name][0].append((top.exp() * est).cpu().numpy())
-                    per_name[name][1].append(_outer_log(top, est, mc).cpu().numpy())
-            if "qlogei" in per_name:
+                for name in members:
+                    est = estimate(values, draws, parsed[name])
+                    ei[name].append((top.exp() * est).cpu().numpy())
+                    log[name].append(_outer_log(top, est, mc).cpu().numpy())
+                    counts[name] = draws.n_evaluations
+            for count in sorted(set(counts.values()) - {s}):
+                # Naive iid theta-MC at the rule's count; the seed is the one `mc` would use with
+                # a budget of `count`, so the same state probed at S = count pairs with it.
+                draws = draw_thetas(
+                    laplace,
+                    "mc",
+                    count,
+                    seed=derive_seed(state.seed, "probe-rebuild", state.id, count, r, "iid"),
+                )
+                top, values = _scaled_values(model, draws, X)
+                naive.setdefault(count, []).append((top.exp() * values.mean(dim=0)).cpu().numpy())
+            if "qlogei" in ei:
                 sampler = SobolQMCNormalSampler(
                     torch.Size([s]),
                     seed=derive_seed(state.seed, "probe-qlogei", state.id, s, r) % (2**31),
@@ -201,10 +245,15 @@ def _gp_values(
                     log_value = qLogExpectedImprovement(model, best_f=(-y).max(), sampler=sampler)(
                         X
                     )
-                per_name["qlogei"][0].append(log_value.exp().cpu().numpy())
-                per_name["qlogei"][1].append(log_value.cpu().numpy())
-        for name, (ei, log) in per_name.items():
-            out[(name, s)] = {"ei": np.stack(ei), "log": np.stack(log)}
+                ei["qlogei"].append(log_value.exp().cpu().numpy())
+                log["qlogei"].append(log_value.cpu().numpy())
+        for name in names:
+            out[(name, s)] = {
+                "ei": np.stack(ei[name]),
+                "log": np.stack(log[name]),
+                "n_evaluations": counts[name],
+                "baseline": np.stack(naive[counts[name]]) if counts[name] != s else None,
+            }
     refs = {k: v.exp().cpu().numpy() for k, v in reference.items()}
     info = {
         "p": laplace.p,
@@ -251,10 +300,15 @@ def _tpe_values(
     return out, {"tpe": reference}, {"p": 2 * x.shape[-1] + 1}
 
 
+def _pointwise_mse(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Per probe point, the mean over rebuilds of the squared error (``R x N -> N``)."""
+    return np.mean((values - reference[None, :]) ** 2, axis=0)
+
+
 def _summaries(
     state: ProbeState,
     spec: ProbeSpec,
-    values: dict[tuple[str, int], dict[str, np.ndarray]],
+    values: dict[tuple[str, int], dict[str, Any]],
     refs: dict[str, np.ndarray],
     baseline: str,
     regret: float | None,
@@ -263,7 +317,9 @@ def _summaries(
     rows = []
     for (name, s), v in values.items():
         reference = refs["map"] if name == "qlogei" else refs.get("tpe", refs.get("theta"))
-        base = values[(baseline, s)]["ei"]
+        base_reference = refs.get("tpe", refs.get("theta"))
+        own_baseline = v.get("baseline")
+        base = values[(baseline, s)]["ei"] if own_baseline is None else own_baseline
         var_ratio = metrics.bootstrap_ratio_ci(
             base, v["ei"], "variance", seed=derive_seed(state.id, name, s) % (2**32)
         )
@@ -272,7 +328,7 @@ def _summaries(
             v["ei"],
             "mse",
             reference,
-            baseline_reference=refs.get("tpe", refs.get("theta")),
+            baseline_reference=base_reference,
             seed=derive_seed(state.id, name, s, "mse") % (2**32),
         )
         rows.append(
@@ -282,7 +338,7 @@ def _summaries(
                 "kernel": state.surrogate,
                 "estimator": name,
                 "mc_samples": s,
-                "n_evaluations": s,
+                "n_evaluations": v.get("n_evaluations", s),
                 "state_iteration": state.state_iteration,
                 "seed": state.seed,
                 "n_init": state.n_init,
@@ -304,10 +360,17 @@ def _summaries(
                         / np.maximum(metrics.pointwise_variance(v["ei"]), 1e-300)
                     )
                 ),
+                "median_point_mse_ratio": float(
+                    np.median(
+                        _pointwise_mse(base, base_reference)
+                        / np.maximum(_pointwise_mse(v["ei"], reference), 1e-300)
+                    )
+                ),
                 "top1_agreement": metrics.top1_agreement(v["log"], reference),
                 "flip_rate": metrics.flip_rate(v["log"], reference, spec.top_k),
                 "regret": regret,
                 "baseline": baseline,
+                "baseline_values_ei": [] if own_baseline is None else own_baseline.ravel().tolist(),
                 "values_ei": v["ei"].ravel().tolist(),
                 "values_log": v["log"].ravel().tolist(),
                 "reference": reference.tolist(),
@@ -413,13 +476,3 @@ def run_probe(
 def _stored_hash(path: Path) -> str | None:
     meta = pq.read_schema(path).metadata or {}
     return json.loads(meta[METADATA_KEY]).get("config_hash") if METADATA_KEY in meta else None
-
-
-def load_probe(dirs: Iterable[str | Path]) -> pd.DataFrame:
-    """All stored probe rows under ``DIR/probe`` of each dir."""
-    files = [f for d in dirs for f in sorted((Path(d) / "probe").glob("*.parquet"))]
-    return (
-        pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
-        if files
-        else pd.DataFrame()
-    )

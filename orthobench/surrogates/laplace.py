@@ -358,6 +358,11 @@ class _MarginalMoments(torch.autograd.Function):
     (one GEMM): a few passes over ``S x b x n`` where autograd takes a few dozen. The forward
     evaluates Matern-5/2 as ``(1 + u (u - 3) / 3) e^u`` with ``u = -sqrt5 r``, in place. Checked by
     ``gradcheck``; hyperparameters are fixed, so no gradient flows to theta.
+
+    With ``gp.constant_mean_variance = v_c > 0`` the projections carry one more column,
+    ``o K^{-1} 1``, giving the slope ``a = d mu / d m = 1 - k(x, X) K^{-1} 1`` of the mean in the
+    constant mean, and the variance returned is ``var + v_c a^2`` (the constant mean integrated
+    out; see :class:`ThetaSampledGP`). Its backward adds ``-2 v_c a g_var`` on that column.
     """
 
     @staticmethod
@@ -380,13 +385,19 @@ class _MarginalMoments(torch.autograd.Function):
             corr.mul_(decay)
             prior = hp.outputscale[:, None].expand(-1, x.shape[0])
             saved = (u, decay)
-        proj = torch.bmm(corr, gp._forward_proj)  # S x b x (n + 1)
+        proj = torch.bmm(corr, gp._forward_proj)  # S x b x (n + 1), (n + 2) with a mean slope
         white = proj[..., :n]
         mean = hp.mean[:, None] + proj[..., n]
         raw_var = prior - torch.linalg.vecdot(white, white)
         var = raw_var.clamp_min(_MIN_VARIANCE)
+        # Rao-Blackwellized over the constant mean: + v_c a(x)^2, a = 1 - k(x, X) K^{-1} 1.
+        slope = 1.0 - proj[..., n + 1] if gp.constant_mean_variance else None
+        if slope is not None:
+            var = var + gp.constant_mean_variance * slope.square()
         ctx.gp = gp
-        ctx.save_for_backward(x, white, raw_var > _MIN_VARIANCE, *saved)
+        ctx.save_for_backward(
+            x, white, raw_var > _MIN_VARIANCE, *(() if slope is None else (slope,)), *saved
+        )
         return mean, var
 
     @staticmethod
@@ -394,10 +405,13 @@ class _MarginalMoments(torch.autograd.Function):
         gp = ctx.gp
         x, white, unclamped, *saved = ctx.saved_tensors
         hp, train_x = gp.hp, gp.train_x
+        columns = [grad_mean.unsqueeze(-1)]
+        if gp.constant_mean_variance:
+            slope, *saved = saved
+            # d var / d proj[n + 1] = -2 v_c a: the mean-slope column of Q carries it back.
+            columns.append((-2.0 * gp.constant_mean_variance * slope * grad_var).unsqueeze(-1))
         grad_var = grad_var * unclamped
-        grad_proj = torch.cat(
-            [white * (-2.0 * grad_var).unsqueeze(-1), grad_mean.unsqueeze(-1)], dim=-1
-        )
+        grad_proj = torch.cat([white * (-2.0 * grad_var).unsqueeze(-1), *columns], dim=-1)
         grad_corr = torch.bmm(grad_proj, gp._backward_proj)  # S x b x n
         if hp.kernel_name == "linear":
             grad_x = (
@@ -437,6 +451,14 @@ class ThetaSampledGP:
     there is ``EI_original / std(y)``, a positive constant factor shared by every sample,
     candidate and ensemble member.
 
+    **Constant mean integrated out** (``constant_mean_variance = v_c > 0``; Rao-Blackwellization,
+    derived in :mod:`orthobench.theta_estimators`). The posterior mean is affine in the constant
+    mean, ``mu(x; m) = m a(x) + k(x, X) K^{-1} y`` with ``a(x) = 1 - k(x, X) K^{-1} 1``, and the
+    posterior variance does not depend on ``m``. If ``m ~ N(m_s, v_c)`` given the other
+    parameters, then ``f(x)`` given them is ``N(mu(x; m_s), sigma_s^2(x) + v_c a(x)^2)``: a sample's
+    ``theta`` then holds ``m_s`` (the conditional mean) in the constant-mean entry, and every output
+    (moments, log-EI, predictive density) is that of the marginal over ``m``.
+
     Args:
         layout: Layout of ``theta``.
         theta: ``S x p`` hyperparameter samples (fixed; no gradient flows into them).
@@ -444,6 +466,8 @@ class ThetaSampledGP:
         train_y: ``n`` standardized training targets (larger is better).
         y_mean: Mean of the outcome standardization (original units).
         y_std: Standard deviation of the outcome standardization (original units).
+        constant_mean_variance: Variance ``v_c >= 0`` of the constant mean around the value in
+            ``theta``, integrated out analytically (0: the constant mean is fixed at ``theta``).
 
     Example:
         >>> lap = laplace_posterior(model)
@@ -461,8 +485,14 @@ class ThetaSampledGP:
         *,
         y_mean: float = 0.0,
         y_std: float = 1.0,
+        constant_mean_variance: float = 0.0,
     ) -> None:
+        if not constant_mean_variance >= 0:
+            raise ValueError(
+                f"`constant_mean_variance` must be >= 0, but got {constant_mean_variance=}."
+            )
         self.layout = layout
+        self.constant_mean_variance = float(constant_mean_variance)
         self.theta = theta.detach()
         self.train_x = train_x.detach()
         self.train_y = train_y.detach()
@@ -481,6 +511,10 @@ class ThetaSampledGP:
             chol_inv = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False)
             resid = (self.train_y.unsqueeze(0) - self.hp.mean[:, None]).unsqueeze(-1)
             alpha = chol_inv.transpose(-1, -2) @ (chol_inv @ resid)  # S x n x 1: K^{-1} (y - m)
+            if self.constant_mean_variance:
+                # The mean's slope in the constant mean needs K^{-1} 1 too: alpha is S x n x 2.
+                ones = torch.ones_like(resid)
+                alpha = torch.cat([alpha, chol_inv.transpose(-1, -2) @ (chol_inv @ ones)], dim=-1)
             # Explicit inverses turn every later solve into contiguous batched GEMMs (see
             # _MarginalMoments); the outputscale (or linear variance) is folded in here.
             amp = (
@@ -498,7 +532,9 @@ class ThetaSampledGP:
                 )
 
     @classmethod
-    def from_model(cls, model: SingleTaskGP, theta: torch.Tensor) -> ThetaSampledGP:
+    def from_model(
+        cls, model: SingleTaskGP, theta: torch.Tensor, *, constant_mean_variance: float = 0.0
+    ) -> ThetaSampledGP:
         """Build from a :func:`~orthobench.surrogates.gp.build_gp` model and ``S x p`` samples."""
         tf = model.outcome_transform
         return cls(
@@ -508,6 +544,7 @@ class ThetaSampledGP:
             model.train_targets,
             y_mean=float(tf.means.squeeze()),
             y_std=float(tf.stdvs.squeeze()),
+            constant_mean_variance=constant_mean_variance,
         )
 
     @property

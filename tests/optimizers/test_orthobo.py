@@ -12,7 +12,9 @@ import torch
 from orthobench.estimators import DEFAULT_ESTIMATOR
 from orthobench.exceptions import NumericsWarning
 from orthobench.optimizers.orthobo import MCEI, OrthoBO
+from orthobench.pointsets import point_count
 from orthobench.registry import OPTIMIZERS
+from orthobench.theta_estimators import DEFAULT_THETA_ESTIMATOR
 from tests.helpers import drive
 
 SMALL = dict(mc_samples=16, raw_samples=32, num_restarts=2)
@@ -52,7 +54,7 @@ def test_runs_end_to_end_and_records_diagnostics(cls) -> None:
         assert s.fit_seconds > 0 and s.acq_seconds > 0
         json.dumps(s.info)
         assert s.info["ensemble_weights"] == [1.0] and s.info["ensemble_entropy"] == 0.0
-        assert s.info["estimator"] == ("mc" if cls is MCEI else DEFAULT_ESTIMATOR)
+        assert s.info["estimator"] == ("mc" if cls is MCEI else DEFAULT_THETA_ESTIMATOR)
         assert len(s.info["eig_floored"]) == 1 and "fallback" in s.info
 
 
@@ -80,7 +82,8 @@ def test_mcei_shares_theta_draws_with_orthobo() -> None:
     """Like-for-like: same seed, same history -> the same theta draws, only the estimator differs."""
     x = np.random.default_rng(0).random((8, 2))
     y = np.array([branin01(p) for p in x])
-    ortho, naive = OrthoBO(2, seed=5, **SMALL), MCEI(2, seed=5, **SMALL)
+    ortho = OrthoBO(2, seed=5, estimator=DEFAULT_ESTIMATOR, **SMALL)
+    naive = MCEI(2, seed=5, **SMALL)
     for opt in (ortho, naive):
         opt.tell(x, y)
     with warnings.catch_warnings():
@@ -103,13 +106,44 @@ def test_other_estimators_and_samplers_run(estimator: str, theta_sampling: str) 
     assert suggestions[0].info["theta_sampling"] == theta_sampling
 
 
+@pytest.mark.parametrize(
+    ("estimator", "rb", "rule", "dims"),
+    [
+        ("sr3+rb", False, "sr3", 3),
+        ("radial-cross", True, "radial-cross", 3),
+        ("qmc-owen", False, "qmc-owen", 4),
+    ],
+)
+def test_point_set_estimators_run(estimator: str, rb: bool, rule: str, dims: int) -> None:
+    """Matern-5/2 ARD in 2-d: p = 4 (mean, noise, 2 lengthscales), p - 1 = 3 with RB."""
+    ys, suggestions = _run(OrthoBO(2, seed=2, estimator=estimator, rb=rb, **SMALL), steps=2)
+    assert np.isfinite(ys).all()
+    for s in suggestions:
+        assert s.info["estimator"] == estimator and s.info["rb"] == (rb or "+rb" in estimator)
+        assert s.info["n_evaluations"] == [point_count(rule, dims, SMALL["mc_samples"])]
+
+
+def test_rb_draws_integrate_the_constant_mean_out() -> None:
+    opt = OrthoBO(2, seed=6, estimator="orth-shrink+rb", **SMALL)
+    opt.tell(np.random.default_rng(1).random((6, 2)), np.arange(6.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumericsWarning)
+        acqf = opt.acquisition()
+    assert acqf.controls[0].shape == (16, 3)
+    assert acqf.members[0].constant_mean_variance > 0
+
+
 def test_invalid_arguments_raise_with_values() -> None:
     with pytest.raises(ValueError, match="'nope'"):
         OrthoBO(2, seed=0, estimator="nope")
     with pytest.raises(ValueError, match="'sobol'"):
         OrthoBO(2, seed=0, theta_sampling="sobol")
+    with pytest.raises(ValueError, match="'sr3' fixes its own points.*'qmc'"):
+        OrthoBO(2, seed=0, estimator="sr3", theta_sampling="qmc")
+    with pytest.raises(ValueError, match="'orth@qmc' and `theta_sampling` 'antithetic'"):
+        OrthoBO(2, seed=0, estimator="orth@qmc", theta_sampling="antithetic")
     with pytest.raises(ValueError, match="mc_samples=15"):
-        OrthoBO(2, seed=0, mc_samples=15, theta_sampling="antithetic")
+        OrthoBO(2, seed=0, mc_samples=15, estimator="orth", theta_sampling="antithetic")
     with pytest.raises(ValueError, match="alpha=2.0"):
         OrthoBO(2, seed=0, alpha=2.0)
     with pytest.raises(ValueError, match="'cosine'"):
@@ -127,8 +161,9 @@ def test_registry_exposes_the_suite_parameters() -> None:
     assert ortho == {
         "kernel": "matern52-ard",
         "mc_samples": 512,
-        "estimator": DEFAULT_ESTIMATOR,
+        "estimator": DEFAULT_THETA_ESTIMATOR,
         "theta_sampling": "iid",
+        "rb": False,
         "alpha": 1e-3,
         "tau": 1.0,
         "delta": 0.001,
@@ -136,7 +171,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
         "num_restarts": 8,
     }
     naive = OPTIMIZERS.resolve("mc-ei").params
-    assert set(naive) == set(ortho) - {"estimator", "alpha"}
+    assert set(naive) == set(ortho) - {"estimator", "alpha", "rb"}
     OPTIMIZERS.check_params(
         "orthobo", {"mc_samples": 32, "estimator": "orth-crossfit", "alpha": 0.01}
     )

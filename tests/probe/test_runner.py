@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from orthobench.probe.runner import load_probe, parse_estimator, run_probe
+from orthobench.exceptions import OrthobenchWarning
+from orthobench.pointsets import point_count
+from orthobench.probe.runner import parse_estimator, run_probe
+from orthobench.results import load_probe
 from orthobench.suite import ComponentSpec, ProbeSpec
 
 SPEC = ProbeSpec(
@@ -64,7 +67,7 @@ def test_same_spec_gives_the_same_numbers_and_stored_states_are_reused(probed, t
     assert len(load_probe([out])) == len(frame)
 
 
-@pytest.mark.parametrize("name", ["nope", "orth@sobol", "qlogei@qmc"])
+@pytest.mark.parametrize("name", ["nope", "orth@sobol", "qlogei@qmc", "sr3@qmc", "qlogei+rb"])
 def test_unknown_estimators_are_rejected(name):
     with pytest.raises(ValueError):
         parse_estimator(name)
@@ -77,3 +80,60 @@ def test_report_shows_probe_tables_and_glossary(probed, tmp_path):
     html = build_report([out], tmp_path / "r.html").read_text()
     assert "Acquisition-noise probe" in html and "orth-shrink" in html
     assert "flip rate</dt>" in html and "<svg" in html
+
+
+RULES = ProbeSpec(
+    tasks=(ComponentSpec(name="hartmann6", label="hartmann6"),),
+    kernels=("matern52-ard",),
+    n_init=10,
+    mc_samples=(16,),
+    rebuilds=4,
+    n_probes=8,
+    estimators=("orth", "sr3", "radial-cross+rb", "qmc-owen+rb"),
+    reference_samples=256,
+)
+
+
+@pytest.fixture(scope="module")
+def probed_rules(tmp_path_factory):
+    with pytest.warns(OrthobenchWarning, match="needs 19 points for one rule"):
+        return run_probe("t", RULES, tmp_path_factory.mktemp("rules"), device=torch.device("cpu"))
+
+
+def test_point_set_rows_record_their_evaluation_count_and_a_naive_baseline_at_it(probed_rules):
+    """Hartmann6, Matern ARD: p = 8. Budget 16 -> sr3 uses one rule of 1 + 2 (p + 1) = 19 (over
+    budget, warned), radial-cross+rb one cross of 2 (p - 1) = 14 in p - 1 = 7 dims, qmc-owen+rb 16.
+    Each ratio is against naive iid MC with exactly that many draws in the same rebuild."""
+    frame = probed_rules.set_index("estimator")
+    expected = {
+        "mc": 16,
+        "orth": 16,
+        "sr3": point_count("sr3", 8, 16),
+        "radial-cross+rb": point_count("radial-cross", 7, 16),
+        "qmc-owen+rb": 16,
+    }
+    assert expected["sr3"] == 19 and expected["radial-cross+rb"] == 14
+    assert frame["n_evaluations"].to_dict() == expected
+    shape = (RULES.rebuilds, RULES.n_probes)
+    mc = np.asarray(frame.loc["mc", "values_ei"]).reshape(shape)
+    reference = np.asarray(frame.loc["mc", "reference"])
+    for name, count in expected.items():
+        stored = np.asarray(frame.loc[name, "baseline_values_ei"])
+        baseline = mc if count == 16 else stored.reshape(shape)
+        assert (stored.size == 0) == (count == 16)
+        values = np.asarray(frame.loc[name, "values_ei"]).reshape(shape)
+        ratio = ((baseline - reference) ** 2).mean() / ((values - reference) ** 2).mean()
+        assert frame.loc[name, "mse_ratio"] == pytest.approx(ratio, rel=1e-12)
+    # The extra baselines are fresh naive draws, not the budget's `mc` values.
+    assert not np.allclose(np.asarray(frame.loc["sr3", "baseline_values_ei"]).reshape(shape), mc)
+
+
+def test_probe_tables_show_counts_and_rank_by_worst_case(probed_rules):
+    from orthobench.probe.tables import format_summary, ranking_table
+
+    ranking = ranking_table(probed_rules)
+    assert set(ranking["estimator"]) == {"mc", "orth", "sr3", "radial-cross+rb", "qmc-owen+rb"}
+    assert list(ranking["worst_mse_ratio"]) == sorted(ranking["worst_mse_ratio"], reverse=True)
+    text = format_summary(probed_rules)
+    assert "n_ev" in text and "Ranking" in text
+    assert any(line.split()[3:5] == ["sr3", "19"] for line in text.splitlines())
