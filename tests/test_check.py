@@ -89,3 +89,15 @@ def test_bad_thresholds_files_are_one_line_errors(tmp_path, text, fragment):
     path.write_text(text)
     with pytest.raises(OrthobenchError, match=fragment):
         load_thresholds(path)
+
+
+def test_the_ci_thresholds_file_matches_its_suite():
+    from pathlib import Path
+
+    from orthobench.suite import load_suite
+
+    root = Path(__file__).resolve().parents[1] / "suites"
+    suite = load_suite(root / "ci-variance.yaml")
+    rules = load_thresholds(root / "ci-variance.thresholds.yaml")
+    named = {e.partition("@")[0] for e in suite.probe.estimators}
+    assert {r.estimator for r in rules} <= named
