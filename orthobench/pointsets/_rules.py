@@ -1,0 +1,370 @@
+"""Point-set constructors: MC, antithetic, scrambled Sobol (LMS and Owen), sr3, radial, unscented."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import torch
+from scipy.stats import qmc
+from torch import Tensor
+from torch.quasirandom import SobolEngine
+
+from orthobench.pointsets._base import (
+    _OWEN_BITS,
+    _U_EPS,
+    PointSet,
+    _check_count,
+    _check_dim,
+    _chi_gauss_rule,
+    _directions,
+    _finish,
+    _randn,
+    _seed_from,
+    cross_polytope,
+    random_rotation,
+)
+
+# ----------------------------------------------------------------------------------------------
+# Point-set constructors
+# ----------------------------------------------------------------------------------------------
+
+
+def iid_points(
+    p: int,
+    n: int,
+    *,
+    generator: torch.Generator,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> PointSet:
+    r"""Plain Monte Carlo: ``n`` i.i.d. :math:`\mathcal N(0, I_p)` points, weights ``1/n``.
+
+    Returns:
+        A :class:`PointSet` with ``z`` of shape ``n x p``.
+    """
+    _check_dim(p)
+    _check_count("n", n)
+    z = _randn(generator, n, p)
+    return _finish(
+        z,
+        torch.full((n,), 1.0 / n, dtype=torch.float64),
+        dtype,
+        device,
+        generator,
+        name="iid",
+        unbiased=True,
+        exact_degree=0,
+        n_rules=n,
+        points_per_rule=1,
+    )
+
+
+def antithetic_points(
+    p: int,
+    n_pairs: int,
+    *,
+    generator: torch.Generator,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> PointSet:
+    r"""Antithetic Monte Carlo: ``n_pairs`` i.i.d. draws ``z_k`` and their mirrors ``-z_k``.
+
+    Points ``[z_1, -z_1, z_2, -z_2, ...]``, weights ``1 / (2 n_pairs)``. Unbiased; exact for odd
+    polynomials (and constants) for every draw.
+
+    Returns:
+        A :class:`PointSet` with ``z`` of shape ``2 n_pairs x p``.
+    """
+    _check_dim(p)
+    _check_count("n_pairs", n_pairs)
+    half = _randn(generator, n_pairs, p)
+    z = torch.stack([half, -half], dim=1).reshape(2 * n_pairs, p)
+    w = torch.full((2 * n_pairs,), 0.5 / n_pairs, dtype=torch.float64)
+    return _finish(
+        z,
+        w,
+        dtype,
+        device,
+        generator,
+        name="antithetic",
+        unbiased=True,
+        exact_degree=1,
+        n_rules=n_pairs,
+        points_per_rule=2,
+    )
+
+
+def _uniform_to_normal(u: Tensor) -> Tensor:
+    return torch.special.ndtri(u.clamp(_U_EPS, 1.0 - _U_EPS))
+
+
+def sobol_points(
+    p: int,
+    n: int,
+    *,
+    generator: torch.Generator,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> PointSet:
+    r"""Scrambled Sobol' (torch's LMS+shift scramble) mapped to :math:`\mathcal N(0, I_p)`.
+
+    :class:`~torch.quasirandom.SobolEngine` with ``scramble=True`` and a seed drawn from
+    ``generator``; the first ``n`` points (origin included), clamped into
+    ``[2^-32, 1 - 2^-32]`` and mapped through :math:`\Phi^{-1}`. Weights ``1/n``. Use ``n`` a
+    power of 2 for the net's balance properties.
+
+    Returns:
+        A :class:`PointSet` with ``z`` of shape ``n x p``.
+    """
+    _check_dim(p)
+    _check_count("n", n)
+    engine = SobolEngine(p, scramble=True, seed=_seed_from(generator))
+    u = engine.draw(n, dtype=torch.float64).to(generator.device)
+    return _finish(
+        _uniform_to_normal(u),
+        torch.full((n,), 1.0 / n, dtype=torch.float64),
+        dtype,
+        device,
+        generator,
+        name="qmc-sobol",
+        unbiased=True,
+        exact_degree=0,
+        n_rules=1,
+        points_per_rule=n,
+    )
+
+
+def _unscrambled_sobol_ints(p: int, n: int) -> np.ndarray:
+    """First ``n`` unscrambled Sobol' points as ``_OWEN_BITS``-bit integers, ``n x p``."""
+    engine = qmc.Sobol(p, scramble=False, bits=_OWEN_BITS)
+    with warnings.catch_warnings():
+        # scipy warns when n is not a power of 2; the docstrings of the callers say it instead.
+        warnings.filterwarnings(
+            "ignore", message=".*balance properties of Sobol", category=UserWarning
+        )
+        u = engine.random(n)
+    return np.rint(u * 2.0**_OWEN_BITS).astype(np.int64)
+
+
+def _owen_scramble(x: Tensor, generator: torch.Generator) -> Tensor:
+    r"""Nested uniform (Owen) scramble of ``_OWEN_BITS``-bit integers ``x`` (``n x p``) into ``[0, 1)``.
+
+    Digit ``k`` (most significant first) of coordinate ``j`` is XOR-ed with a random bit indexed by
+    ``(j, first k-1 original digits)``; digits below ``_OWEN_BITS`` are i.i.d. uniform.
+    """
+    n, p = x.shape
+    out = x.clone()
+    column = torch.arange(p, device=x.device).expand(n, p)
+    for k in range(_OWEN_BITS):
+        shift = _OWEN_BITS - 1 - k  # bit position of digit k + 1
+        key = (x >> (shift + 1)) * p + column  # (prefix of k digits, coordinate); < 2^31 * p
+        unique, inverse = torch.unique(key, return_inverse=True)
+        if unique.numel() == key.numel():
+            # Every prefix is distinct: the remaining digits get independent uniform flips.
+            flips = torch.randint(0, 2 ** (shift + 1), (n, p), generator=generator, device=x.device)
+            out = out ^ flips
+            break
+        bits = torch.randint(0, 2, (unique.numel(),), generator=generator, device=x.device)
+        out = out ^ (bits[inverse] << shift)
+    below = torch.rand(n, p, generator=generator, device=x.device, dtype=torch.float64)
+    return (out.to(torch.float64) + below) * 2.0**-_OWEN_BITS
+
+
+def owen_sobol_points(
+    p: int,
+    n: int,
+    *,
+    generator: torch.Generator,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> PointSet:
+    r"""Sobol' points with Owen's nested uniform scrambling [Owen1998scrambling]_, mapped to normal.
+
+    The first ``n`` points of scipy's *unscrambled* ``qmc.Sobol`` (32 bits) are scrambled here,
+    because scipy's ``scramble=True`` is LMS+shift, not nested scrambling (see the module
+    docstring). Each scrambled point is uniform on :math:`[0, 1)^p` and the ``(t, m, p)``-net
+    structure is kept. Clamp and :math:`\Phi^{-1}` as in :func:`sobol_points`. Weights ``1/n``;
+    use ``n`` a power of 2.
+
+    Returns:
+        A :class:`PointSet` with ``z`` of shape ``n x p``.
+    """
+    _check_dim(p)
+    _check_count("n", n)
+    x = torch.as_tensor(_unscrambled_sobol_ints(p, n), device=generator.device)
+    u = _owen_scramble(x, generator)
+    return _finish(
+        _uniform_to_normal(u),
+        torch.full((n,), 1.0 / n, dtype=torch.float64),
+        dtype,
+        device,
+        generator,
+        name="qmc-owen",
+        unbiased=True,
+        exact_degree=0,
+        n_rules=1,
+        points_per_rule=n,
+    )
+
+
+def sr3_points(
+    p: int,
+    n_rules: int,
+    *,
+    generator: torch.Generator,
+    directions: str = "simplex",
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> PointSet:
+    r"""Degree-3 stochastic spherical-radial rule [GenzMonahan1999jcam]_, ``n_rules`` rules averaged.
+
+    Rule ``k``: Haar rotation :math:`Q_k`, radius :math:`\rho_k \sim \chi_{p+2}` (the norm of a
+    :math:`\mathcal N(0, I_{p+2})` draw), points :math:`\pm\rho_k Q_k v_j` with weight
+    :math:`\frac{p}{\rho_k^2} \frac{1}{m}` (``m`` directions) and the centre with weight
+    :math:`1 - p/\rho_k^2`. All rules share one centre point (index 0) with weight
+    :math:`\frac1K \sum_k (1 - p / \rho_k^2)`. Unbiased for every integrable ``f``; exact for
+    every polynomial of degree ``<= 3`` for every draw (derivation in the module docstring).
+
+    Args:
+        p: Dimension.
+        n_rules: Number ``K`` of independent rules.
+        generator: Source of all randomness.
+        directions: ``"simplex"`` (Genz-Monahan: :math:`\pm` the ``p + 1`` vertices of a regular
+            simplex, ``m = 2(p+1)``) or ``"cross"`` (:math:`\pm e_i`, ``m = 2p``).
+        dtype: Output dtype.
+        device: Output device; default: the generator's device.
+
+    Returns:
+        A :class:`PointSet` with ``S = 1 + K m`` points.
+    """
+    _check_dim(p)
+    _check_count("n_rules", n_rules)
+    base = _directions(p, directions).to(generator.device)
+    if directions == "simplex":
+        base = torch.cat([base, -base], dim=0)  # antipodal simplex, 2(p+1) x p
+    m = base.shape[0]
+    rotations = random_rotation(p, n_rules, generator=generator, device=generator.device)
+    radii = _randn(generator, n_rules, p + 2).norm(dim=-1)  # chi(p + 2), K
+    # rotated directions: rule k, direction j -> Q_k d_j, i.e. d_j @ Q_k^T ; K x m x p
+    dirs = torch.einsum("jq,kpq->kjp", base, rotations)
+    z = torch.cat(
+        [
+            torch.zeros(1, p, dtype=torch.float64, device=generator.device),
+            (radii[:, None, None] * dirs).reshape(n_rules * m, p),
+        ]
+    )
+    outer = p / radii**2  # K
+    weights = torch.cat(
+        [
+            ((1.0 - outer).sum() / n_rules).reshape(1),
+            (outer / (m * n_rules))[:, None].expand(n_rules, m).reshape(-1),
+        ]
+    )
+    return _finish(
+        z,
+        weights,
+        dtype,
+        device,
+        generator,
+        name="sr3" if directions == "simplex" else "sr3-cross",
+        unbiased=True,
+        exact_degree=3,
+        n_rules=n_rules,
+        points_per_rule=m,
+        n_shared=1,
+    )
+
+
+def radial_points(
+    p: int,
+    n_radii: int,
+    *,
+    generator: torch.Generator,
+    directions: str = "simplex",
+    n_rules: int = 1,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> PointSet:
+    r"""Gauss rule in the radius, an independently rotated spherical design at each radius.
+
+    Radii :math:`r_i = \sqrt{2 t_i}` and weights :math:`w_i` (normalized) from the ``n_radii``-node
+    generalized Gauss-Laguerre rule with :math:`\alpha = p/2 - 1`; at radius ``i`` of rule ``k``
+    the points :math:`r_i Q_{ki} d_j` with weight :math:`w_i / (m K)` for the ``m`` directions
+    :math:`d_j` of a regular simplex (``m = p + 1``) or cross-polytope (``m = 2p``), each
+    :math:`Q_{ki}` an independent Haar rotation. Exact up to degree 2 (simplex) or 3 (cross) for
+    every rotation; biased for general ``f``.
+
+    Args:
+        p: Dimension.
+        n_radii: Number ``n`` of Gauss nodes of the :math:`\chi_p` law.
+        generator: Source of all randomness.
+        directions: ``"simplex"`` or ``"cross"``.
+        n_rules: Number ``K`` of independent replicates (fresh rotations, same radii).
+        dtype: Output dtype.
+        device: Output device; default: the generator's device.
+
+    Returns:
+        A :class:`PointSet` with ``S = K n m`` points, ordered rule, radius, direction.
+    """
+    _check_dim(p)
+    _check_count("n_radii", n_radii)
+    _check_count("n_rules", n_rules)
+    base = _directions(p, directions).to(generator.device)  # m x p
+    m = base.shape[0]
+    radii, rweights = (t.to(generator.device) for t in _chi_gauss_rule(p, n_radii))
+    rotations = random_rotation(p, n_rules * n_radii, generator=generator, device=generator.device)
+    dirs = torch.einsum("jq,kpq->kjp", base, rotations).reshape(n_rules, n_radii, m, p)
+    z = (radii[None, :, None, None] * dirs).reshape(-1, p)
+    weights = (rweights / (m * n_rules))[None, :, None].expand(n_rules, n_radii, m).reshape(-1)
+    return _finish(
+        z,
+        weights,
+        dtype,
+        device,
+        generator,
+        name=f"radial-{directions}",
+        unbiased=False,
+        exact_degree=2 if directions == "simplex" else 3,
+        n_rules=n_rules,
+        points_per_rule=n_radii * m,
+    )
+
+
+def unscented_points(
+    p: int,
+    n_rotations: int,
+    *,
+    generator: torch.Generator,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> PointSet:
+    r"""Randomly rotated unscented sigma points with :math:`\kappa = 0`; biased, never a default.
+
+    Per rotation the ``2p`` points :math:`\pm\sqrt{p}\, Q e_i` with weights ``1 / (2p)`` (the
+    centre's weight :math:`\kappa / (p + \kappa)` is 0, so it is dropped); ``n_rotations``
+    independent Haar rotations averaged. Exact up to degree 3 (and all odd degrees) for every
+    rotation; the error of every even moment of degree ``>= 4`` remains after averaging.
+
+    Returns:
+        A :class:`PointSet` with ``S = 2 p n_rotations`` points.
+    """
+    _check_dim(p)
+    _check_count("n_rotations", n_rotations)
+    base = cross_polytope(p).to(generator.device)
+    rotations = random_rotation(p, n_rotations, generator=generator, device=generator.device)
+    z = math.sqrt(p) * torch.einsum("jq,kpq->kjp", base, rotations).reshape(-1, p)
+    weights = torch.full((2 * p * n_rotations,), 1.0 / (2 * p * n_rotations), dtype=torch.float64)
+    return _finish(
+        z,
+        weights,
+        dtype,
+        device,
+        generator,
+        name="unscented",
+        unbiased=False,
+        exact_degree=3,
+        n_rules=n_rotations,
+        points_per_rule=2 * p,
+    )
