@@ -192,8 +192,11 @@ def _gp_values(
     )
     reference = {"theta": torch.logsumexp(log_ei_ref, dim=0) - math.log(log_ei_ref.shape[0])}
     # qLogEI's target: EI at the MAP hyperparameters (its MC noise is over function samples).
+    # BoTorch returns it in original outcome units; the theta estimators work on the model's
+    # standardized scale, so qLogEI values are divided by the outcome std to be comparable.
+    log_std = float(model.outcome_transform.stdvs.squeeze().log())
     with torch.no_grad():
-        reference["map"] = LogExpectedImprovement(model, best_f=(-y).max())(X)
+        reference["map"] = LogExpectedImprovement(model, best_f=(-y).max())(X) - log_std
 
     out: dict[tuple[str, int], dict[str, Any]] = {}
     parsed = {n: parse_estimator(n) for n in names}
@@ -242,8 +245,9 @@ def _gp_values(
                     seed=derive_seed(state.seed, "probe-qlogei", state.id, s, r) % (2**31),
                 )
                 with torch.no_grad():
-                    log_value = qLogExpectedImprovement(model, best_f=(-y).max(), sampler=sampler)(
-                        X
+                    log_value = (
+                        qLogExpectedImprovement(model, best_f=(-y).max(), sampler=sampler)(X)
+                        - log_std
                     )
                 ei["qlogei"].append(log_value.exp().cpu().numpy())
                 log["qlogei"].append(log_value.cpu().numpy())
