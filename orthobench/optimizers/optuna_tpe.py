@@ -81,7 +81,14 @@ class OptunaTPE(Optimizer):
             # NumPy's RandomState (inside Optuna) takes 32-bit seeds.
             seed=derive_seed(self.seed, "optuna-tpe") % (2**32),
         )
-        self.study = optuna.create_study(direction="minimize", sampler=sampler)
+        # Optuna logs "A new study created" at INFO for every study (one per cell); silence that
+        # line only, restoring the user's verbosity.
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        try:
+            self.study = optuna.create_study(direction="minimize", sampler=sampler)
+        finally:
+            optuna.logging.set_verbosity(verbosity)
         self._pending: list[tuple[Trial, np.ndarray]] = []
 
     def ask(self, n: int = 1) -> Suggestion:
