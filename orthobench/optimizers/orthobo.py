@@ -22,7 +22,7 @@ import torch
 from botorch.optim import optimize_acqf
 
 from orthobench.acquisition import MarginalLogEI
-from orthobench.optimizers.base import Optimizer, Suggestion
+from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble
 from orthobench.surrogates.laplace import THETA_SAMPLING, ThetaSampledGP
@@ -92,13 +92,7 @@ class OrthoBO(Optimizer):
         dtype: torch.dtype = torch.float64,
     ) -> None:
         super().__init__(dim, seed=seed, device=device, dtype=dtype)
-        for name, value in {
-            "mc_samples": mc_samples,
-            "raw_samples": raw_samples,
-            "num_restarts": num_restarts,
-        }.items():
-            if value < 1:
-                raise ValueError(f"`{name}` must be >= 1, but got {value}.")
+        check_at_least(1, mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts)
         if mc_samples < 4:
             raise ValueError(
                 f"`mc_samples` must be >= 4 (cross-fitting needs 2 draws per fold), but got {mc_samples=}."
