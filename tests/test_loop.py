@@ -88,3 +88,22 @@ def test_mixed_parameter_kinds_are_stored_in_native_units(plugin):
 def test_optimizer_error_propagates(plugin):
     with pytest.raises(RuntimeError, match="simulated training crash"):
         run_cell(cell(task=f"{plugin}:make_sphere", task_params={"fail_at": 0.0}, n_init=8))
+
+
+def test_ensemble_weights_are_recorded_per_iteration():
+    import json
+
+    params = {
+        "kernel": ["linear", "matern52-iso"],
+        "mc_samples": 8,
+        "raw_samples": 16,
+        "num_restarts": 2,
+    }
+    records = run_cell(cell(optimizer="orthobo", n_init=6, budget=3, opt_params=params))
+    infos = [json.loads(r["info"]) for r in records if r["phase"] == "bo"]
+    assert len(infos) == 3
+    for info in infos:
+        assert info["ensemble_kernels"] == ["linear", "matern52-iso"]
+        assert sum(info["ensemble_weights"]) == pytest.approx(1.0)
+        assert 0.0 <= info["ensemble_entropy"] <= info["ensemble_max_entropy"]
+    assert infos[-1]["ensemble_weights"] != infos[0]["ensemble_weights"]
