@@ -32,6 +32,7 @@ def _probe_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             "task": r.task,
             "kernel": r.kernel,
             "S": str(r.mc_samples),
+            "n_evaluations": str(getattr(r, "n_evaluations", r.mc_samples)),
             "estimator": r.estimator,
             "states": str(r.states),
             "probe_variance": _fmt(r.probe_variance),
