@@ -233,11 +233,11 @@ def check(
 def report(dirs: tuple[str, ...], output: str | None, title: str | None) -> None:
     """Build an HTML report from stored results in one or more DIRS."""
     from orthobench.report import build_report
-    from orthobench.results import load_runs
+    from orthobench.results import load_probe, load_runs
 
-    if not len(load_runs(dirs)):
+    if not len(load_runs(dirs)) and not len(load_probe(dirs)):
         raise OrthobenchError(
-            f"no stored results under {', '.join(d + '/runs' for d in dirs)}; run a suite first."
+            f"no stored results under {', '.join(d + '/runs or /probe' for d in dirs)}; run or probe a suite first."
         )
     path = build_report(dirs, output or Path(dirs[0]) / "report.html", title)
     click.echo(str(path))

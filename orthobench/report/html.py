@@ -53,7 +53,8 @@ def build_report(dirs: Iterable[str | Path], out: str | Path, title: str | None 
     """Read ``DIR/runs`` and ``DIR/probe`` of each dir and write one HTML report to ``out``."""
     dirs = [Path(d) for d in dirs]
     frame = load_runs(dirs)
-    probe = summary_table(load_probe(dirs))
+    probe_rows = load_probe(dirs)
+    probe = summary_table(probe_rows)
     out = Path(out)
     tasks = sorted(frame["task"].unique()) if len(frame) else []
     curves = best_so_far_curves(frame) if len(frame) else pd.DataFrame()
@@ -78,13 +79,8 @@ def build_report(dirs: Iterable[str | Path], out: str | Path, title: str | None 
         for r in table.itertuples()
     ]
     if title is None:
-        title = (
-            "orthobench report: " + ", ".join(sorted(frame["suite"].unique()))
-            if len(frame)
-            else "orthobench report: " + ", ".join(sorted(load_probe(dirs)["suite"].unique()))
-            if len(probe)
-            else "orthobench report"
-        )
+        suites = set(frame["suite"]) | (set(probe_rows["suite"]) if len(probe_rows) else set())
+        title = "orthobench report" + (": " + ", ".join(sorted(suites)) if suites else "")
     page = _ENV.get_template("report.html").render(
         title=title,
         sources=[str(d) for d in dirs],

@@ -137,3 +137,14 @@ def test_probe_tables_show_counts_and_rank_by_worst_case(probed_rules):
     text = format_summary(probed_rules)
     assert "n_ev" in text and "Ranking" in text
     assert any(line.split()[3:5] == ["sr3", "19"] for line in text.splitlines())
+
+
+def test_report_command_accepts_a_probe_only_directory(probed, tmp_path):
+    from click.testing import CliRunner
+
+    from orthobench.cli import cli
+
+    out, _ = probed
+    result = CliRunner().invoke(cli, ["report", str(out), "-o", str(tmp_path / "p.html")])
+    assert result.exit_code == 0, result.output
+    assert "Acquisition-noise probe" in (tmp_path / "p.html").read_text()
