@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from torch.quasirandom import SobolEngine
@@ -31,3 +32,17 @@ def drive(
         optimizer.tell(suggestion.x, y)
         ys.extend(y)
     return np.asarray(ys)
+
+
+def record_infos(opt: Optimizer) -> list[dict[str, Any]]:
+    """Make ``opt.ask`` append each suggestion's info to the returned list."""
+    infos: list[dict[str, Any]] = []
+    ask = opt.ask
+
+    def _ask(n: int = 1):
+        suggestion = ask(n)
+        infos.append(suggestion.info)
+        return suggestion
+
+    opt.ask = _ask  # type: ignore[method-assign]
+    return infos

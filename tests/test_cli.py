@@ -79,7 +79,7 @@ def test_cuda_request_without_cuda_is_a_clear_error(write_suite):
     import torch
 
     if torch.cuda.is_available():
-        return
+        pytest.skip("CUDA is available here; this checks the error where it is not")
     suite = write_suite("name: x\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
     result = invoke("run", str(suite), "--device", "cuda")
     assert result.exit_code == 2 and "CUDA is not available" in result.output

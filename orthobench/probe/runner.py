@@ -53,9 +53,8 @@ from botorch.acquisition import LogExpectedImprovement, qLogExpectedImprovement
 from botorch.sampling import SobolQMCNormalSampler
 from torch.quasirandom import SobolEngine
 
-from orthobench.loop import run_cell
+from orthobench.loop import make_task, run_cell
 from orthobench.probe import metrics
-from orthobench.registry import TASKS
 from orthobench.results import METADATA_KEY, run_metadata, write_parquet_atomic
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import Cell, ComponentSpec, ProbeSpec
@@ -130,7 +129,7 @@ def _history(
         dtype=str(dtype).removeprefix("torch."),
     )
     records = [r for r in run_cell(cell, device) if r["status"] == "ok"]
-    space = TASKS.create(state.task.name, **state.task.params).space
+    space = make_task(cell).space
     x = torch.as_tensor(
         space.to_unit(np.array([r["x"] for r in records])), dtype=dtype, device=device
     )

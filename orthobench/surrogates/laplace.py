@@ -58,6 +58,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -136,10 +137,15 @@ class LaplacePosterior:
         """Euclidean distance between the fitted MAP and ``theta_hat`` in theta space."""
         return float((self.theta_hat - self.theta_map).norm())
 
+    @functools.cached_property
+    def _eigh(self) -> tuple[torch.Tensor, torch.Tensor]:
+        # H is fixed once built: decompose it once, not on every theta() / whiten() call.
+        return torch.linalg.eigh(self.hessian)
+
     @property
     def cov_factor(self) -> torch.Tensor:
         """``p x p`` matrix ``A`` with ``A A^T = H^{-1}``."""
-        evals, evecs = torch.linalg.eigh(self.hessian)
+        evals, evecs = self._eigh
         return evecs * evals.rsqrt()
 
     def sample_whitened(self, n: int, method: str = "iid", *, seed: int) -> torch.Tensor:
@@ -183,7 +189,7 @@ class LaplacePosterior:
 
     def whiten(self, theta: torch.Tensor) -> torch.Tensor:
         """Inverse of :meth:`theta`: ``S x p`` -> ``S x p``, ``z = A^{-1} (theta - theta_hat)``."""
-        evals, evecs = torch.linalg.eigh(self.hessian)
+        evals, evecs = self._eigh
         return ((theta - self.theta_hat) @ evecs) * evals.sqrt()
 
     def score(self, theta: torch.Tensor) -> torch.Tensor:

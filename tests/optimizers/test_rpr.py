@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 import torch
 
 from orthobench.optimizers.rpr import RPR, fit_robust_gp
 from orthobench.registry import OPTIMIZERS
-from tests.helpers import drive
+from tests.helpers import drive, record_infos
 
 TINY = dict(mc_samples=16, raw_samples=16, num_restarts=2)
-
-
-def record_infos(opt: RPR) -> list[dict[str, Any]]:
-    """Make ``opt.ask`` append each suggestion's info to the returned list."""
-    infos: list[dict[str, Any]] = []
-    ask = opt.ask
-
-    def _ask(n: int = 1):
-        suggestion = ask(n)
-        infos.append(suggestion.info)
-        return suggestion
-
-    opt.ask = _ask  # type: ignore[method-assign]
-    return infos
 
 
 def sphere(x: np.ndarray) -> float:

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from orthobench.optimizers.base import Optimizer
 from orthobench.optimizers.turbo import TrustRegionState, TuRBO
 from orthobench.registry import OPTIMIZERS
 from orthobench.surrogates.gp import fit_model
-from tests.helpers import drive
+from tests.helpers import drive, record_infos
 
 TINY_TS = dict(n_candidates=64)
 TINY_EI = dict(acquisition="qlogei", mc_samples=16, raw_samples=16, num_restarts=2)
@@ -21,20 +20,6 @@ TINY_EI = dict(acquisition="qlogei", mc_samples=16, raw_samples=16, num_restarts
 
 def sphere(x: np.ndarray) -> float:
     return float(np.sum((x - 0.3) ** 2))
-
-
-def record_infos(opt: Optimizer) -> list[dict[str, Any]]:
-    """Make ``opt.ask`` append each suggestion's info to the returned list."""
-    infos: list[dict[str, Any]] = []
-    ask = opt.ask
-
-    def _ask(n: int = 1):
-        suggestion = ask(n)
-        infos.append(suggestion.info)
-        return suggestion
-
-    opt.ask = _ask  # type: ignore[method-assign]
-    return infos
 
 
 def state(**kwargs: Any) -> TrustRegionState:
