@@ -1,4 +1,5 @@
-"""Shared fixtures: a plugin module on sys.path and a suite-file writer."""
+"""Shared fixtures: the device and dtype of numerical tests, a plugin module on sys.path and a
+suite-file writer."""
 
 from __future__ import annotations
 
@@ -6,6 +7,44 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
+
+_CUDA_MARKS = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)"
+    ),
+]
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=_CUDA_MARKS)],
+)
+def device(request: pytest.FixtureRequest) -> torch.device:
+    """The device a numerical test runs on: ``cpu`` always, and ``cuda`` where a GPU is present.
+
+    The ``cuda`` case carries the ``cuda`` marker (``pytest -m cuda`` selects only it) and is
+    skipped, with the reason, where ``torch.cuda.is_available()`` is false. Module-scoped, so
+    module fixtures (fitted GP states) can be built once per device. Tests draw their inputs on
+    the CPU from seeded generators and move them, so the same draws reach every device and the
+    CPU case is the reference another device's results are compared with.
+    """
+    return torch.device(request.param)
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(torch.float64, id="float64"), pytest.param(torch.float32, id="float32")],
+)
+def dtype(request: pytest.FixtureRequest) -> torch.dtype:
+    """The floating dtype of a test whose code is dtype-generic: ``float64`` and ``float32``.
+
+    Only for computations meant to work in single precision (estimators, point sets); the GP
+    fits, Laplace posteriors and log-EI run in double, and their tests say so.
+    """
+    return request.param
+
 
 PLUGIN_SOURCE = '''
 """A user's own task and optimizer, registered only by import path."""
