@@ -41,14 +41,17 @@ Variants (all selectable by name through :data:`ESTIMATORS`):
   or antithetic pairs kept within a half); it halves the data behind each ``gamma``.
 * ``"orth-quadratic"``: second-order controls, :func:`quadratic_controls` of whitened Gaussian
   draws (degree-2 Hermite polynomials, known mean 0 and covariance I), ridge as ``orth-ridge``.
-* ``"orth-shrink"`` (:data:`DEFAULT_ESTIMATOR`): :func:`shrunk_mean`. Uses the *known* control
-  covariance (for the GP score ``Cov(g) = H``; identity in whitened coordinates) instead of
-  inverting a sample covariance, and shrinks ``gamma`` by ``kappa = (S - 1) / (S - 1 + 4K)``, so
-  naive MC is the limit ``S / K -> 0``. When the controls carry no information (``h``
-  independent of ``c``) its variance is exactly ``Var(mc) (1 + kappa^2 K / (S - 1))``, at most
-  ``1/16`` above MC for every ``S`` and ``K``; any nonzero correction adds variance in that case,
-  so a bounded excess is what "never worse by construction" can mean. Without a known
-  covariance it falls back to ``orth-ridge`` with ``4K`` pseudo-samples.
+* ``"orth-shrink"`` (:data:`DEFAULT_ESTIMATOR`, the default of ``orthobo-tpe`` and
+  :class:`~orthobench.acquisition.MarginalLogEI`; ``orthobo``'s default is the theta estimator
+  :data:`~orthobench.config.names.DEFAULT_THETA_ESTIMATOR`): :func:`shrunk_mean`. Uses the
+  *known* control covariance (for the GP score ``Cov(g) = H``; identity in whitened coordinates)
+  instead of inverting a sample covariance, and shrinks ``gamma`` by
+  ``kappa = (S - 1) / (S - 1 + 4K)``, so naive MC is the limit ``S / K -> 0``. When the controls
+  carry no information (``h`` independent of ``c``) its variance is exactly
+  ``Var(mc) (1 + kappa^2 K / (S - 1))``, at most ``1/16`` above MC for every ``S`` and ``K``; any
+  nonzero correction adds variance in that case, so a bounded excess is what "never worse by
+  construction" can mean. Without a known covariance it falls back to ``orth-ridge`` with ``4K``
+  pseudo-samples.
 
 NOTE: linear controls are redundant with antithetic draws (``bar z = 0`` exactly, so every linear
 correction vanishes) and nearly so with scrambled-Sobol draws; quadratic controls are not.
@@ -61,6 +64,9 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor
+
+from orthobench.config import names
+from orthobench.exceptions import UnknownNameError
 
 #: Pseudo-samples of shrinkage per control used by :func:`shrunk_mean` (worst-case excess K/(4 lambda)).
 SHRINK_PER_CONTROL = 4.0
@@ -363,8 +369,9 @@ def _orth_shrink(
     return shrunk_mean(values, controls, control_mean, control_cov)
 
 
-#: Estimators by name. Each maps ``(values S x N, controls S x K, control_mean K | None,
-#: control_cov K x K | None)`` to ``N`` estimates; ``control_cov`` is used where stated.
+#: Estimators by name (the names are :data:`orthobench.config.names.ESTIMATORS`). Each maps
+#: ``(values S x N, controls S x K, control_mean K | None, control_cov K x K | None)`` to ``N``
+#: estimates; ``control_cov`` is used where stated.
 ESTIMATORS: dict[str, Estimator] = {
     "mc": _mc,
     "orth": _orth,
@@ -374,13 +381,20 @@ ESTIMATORS: dict[str, Estimator] = {
     "orth-shrink": _orth_shrink,
 }
 
-#: The estimator OrthoBO uses unless told otherwise (see the module notes for why).
-DEFAULT_ESTIMATOR = "orth-shrink"
+#: The reduction used when none is named: ``orthobo-tpe``'s and
+#: :class:`~orthobench.acquisition.MarginalLogEI`'s (see the module notes for why). Not
+#: ``orthobo``'s, which is the theta estimator
+#: :data:`~orthobench.config.names.DEFAULT_THETA_ESTIMATOR`.
+DEFAULT_ESTIMATOR = names.DEFAULT_TPE_ESTIMATOR
 
 
 def get_estimator(name: str) -> Estimator:
-    """Look up an estimator by name; raises ``ValueError`` listing the known names on a miss."""
+    """Look up an estimator by name.
+
+    Raises:
+        UnknownNameError: listing the known names (field ``estimator``).
+    """
     try:
         return ESTIMATORS[name]
     except KeyError:
-        raise ValueError(f"Unknown estimator {name!r}; choose one of {list(ESTIMATORS)}.") from None
+        raise UnknownNameError("estimator", name, tuple(ESTIMATORS), "estimator") from None

@@ -3,7 +3,8 @@ r"""Estimators of the marginal acquisition ``E_q[EI(x; theta)]`` by name: draws,
 An estimator of the marginal EI (paper Eq. (3)) has three parts: how the whitened coordinates
 ``z`` of the ``S`` hyperparameter draws are made, how the ``S x N`` per-draw values are reduced
 to ``N`` estimates, and whether the GP's constant mean is integrated out in closed form. One
-name says all three (the same names in suites, probes and ``orthobo``'s params)::
+name says all three (the same names in suites, probes and ``orthobo``'s params; the grammar and
+its parser live in the torch-free :mod:`orthobench.config.names`)::
 
     <base>[+rb][@<sampling>]
 
@@ -81,15 +82,20 @@ with ``constant_mean_variance = v_c`` evaluates ``EI_RB`` (and its gradient in `
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 from botorch.models import SingleTaskGP
 from torch import Tensor
 
-from orthobench.estimators import ESTIMATORS, get_estimator, weighted_mean
-from orthobench.pointsets import POINT_SETS, point_set
-from orthobench.surrogates.laplace import THETA_SAMPLING, LaplacePosterior, ThetaSampledGP
+from orthobench.config.names import (
+    DEFAULT_THETA_ESTIMATOR,
+    RB_SUFFIX,
+    ThetaEstimator,
+    parse_theta_estimator,
+)
+from orthobench.estimators import get_estimator, weighted_mean
+from orthobench.pointsets import point_set
+from orthobench.surrogates.laplace import LaplacePosterior, ThetaSampledGP
 
 __all__ = [
     "DEFAULT_THETA_ESTIMATOR",
@@ -101,69 +107,6 @@ __all__ = [
     "estimate",
     "parse_theta_estimator",
 ]
-
-RB_SUFFIX = "+rb"
-
-#: OrthoBO's default estimator of the marginal EI: Owen-scrambled Sobol' draws of ``phi`` with the
-#: constant mean integrated out. Chosen from ``suites/probe-estimators.yaml`` (README, "Choosing
-#: the default estimator"): the best worst case over four functions, two kernels and about 32 and
-#: 128 evaluations of the MSE ratio against naive MC at equal evaluations (3.0x and 4.9x), and
-#: unbiased. The paper's estimator stays available as ``orth``.
-DEFAULT_THETA_ESTIMATOR = "qmc-owen+rb"
-
-
-class ThetaEstimator(NamedTuple):
-    """A parsed estimator name (see the module notes).
-
-    Attributes:
-        base: A key of ``ESTIMATORS`` or of ``POINT_SETS``.
-        sampling: ``THETA_SAMPLING`` entry for ``ESTIMATORS`` bases; the rule's name for point sets.
-        rb: Whether the constant mean is integrated out.
-    """
-
-    base: str
-    sampling: str
-    rb: bool = False
-
-    @property
-    def point_set(self) -> bool:
-        """Whether the estimate is a weighted rule (``base`` is a point set)."""
-        return self.base in POINT_SETS
-
-    @property
-    def name(self) -> str:
-        """Canonical name, e.g. ``orth-shrink+rb@qmc`` or ``sr3``."""
-        at = "" if self.point_set or self.sampling == "iid" else f"@{self.sampling}"
-        return f"{self.base}{RB_SUFFIX if self.rb else ''}{at}"
-
-
-def parse_theta_estimator(name: str) -> ThetaEstimator:
-    """Parse ``<base>[+rb][@<sampling>]``.
-
-    Raises:
-        ValueError: naming the known bases and samplings.
-    """
-    head, at, sampling = name.partition("@")
-    rb = head.endswith(RB_SUFFIX)
-    base = head.removesuffix(RB_SUFFIX)
-    if base in POINT_SETS:
-        if at:
-            raise ValueError(
-                f"point set {base!r} fixes its own points and takes no '@sampling', but got {name!r}."
-            )
-        return ThetaEstimator(base, base, rb)
-    if base not in ESTIMATORS:
-        raise ValueError(
-            f"unknown estimator {base!r} in {name!r}; known: {', '.join(ESTIMATORS)} "
-            f"(with @{'|@'.join(THETA_SAMPLING)}) and the point sets {', '.join(POINT_SETS)}, "
-            f"each optionally with {RB_SUFFIX!r}."
-        )
-    sampling = sampling if at else "iid"
-    if sampling not in THETA_SAMPLING:
-        raise ValueError(
-            f"unknown sampling {sampling!r} in {name!r}; allowed: {', '.join(THETA_SAMPLING)}."
-        )
-    return ThetaEstimator(base, sampling, rb)
 
 
 def constant_mean_conditional(laplace: LaplacePosterior) -> tuple[Tensor, float]:

@@ -158,7 +158,7 @@ from typing import Any
 
 import torch
 
-from orthobench.exceptions import OrthobenchWarning, RegistryError
+from orthobench.exceptions import OrthobenchWarning, UnknownNameError
 from orthobench.pointsets._base import (
     _DEFAULT_MAX_RADII,
     PointSet,
@@ -281,9 +281,10 @@ def _entries() -> dict[str, _Entry]:
 
 _REGISTRY: Mapping[str, _Entry] = MappingProxyType(_entries())
 
-#: Point-set names and their constructors (read-only). Each constructor takes ``p``, its count
-#: argument(s) and keyword-only ``generator``, ``dtype`` and ``device``; :func:`point_set` turns an
-#: evaluation budget into those counts.
+#: Point-set names (:data:`orthobench.config.names.POINT_SETS`) and their constructors
+#: (read-only). Each constructor takes ``p``, its count argument(s) and keyword-only
+#: ``generator``, ``dtype`` and ``device``; :func:`point_set` turns an evaluation budget into
+#: those counts.
 POINT_SETS: Mapping[str, Callable[..., PointSet]] = MappingProxyType(
     {name: entry.build for name, entry in _REGISTRY.items()}
 )
@@ -291,9 +292,7 @@ POINT_SETS: Mapping[str, Callable[..., PointSet]] = MappingProxyType(
 
 def _lookup(name: str) -> _Entry:
     if name not in _REGISTRY:
-        raise RegistryError(
-            f"Unknown point set {name!r}; known point sets: {', '.join(sorted(_REGISTRY))}."
-        )
+        raise UnknownNameError("point set", name, tuple(_REGISTRY), "name")
     return _REGISTRY[name]
 
 

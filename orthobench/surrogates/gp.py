@@ -35,9 +35,10 @@ from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import LogNormalPrior
 from torch.nn import Module
 
+from orthobench.config import names
 from orthobench.exceptions import ModelFittingError, NumericsWarning
 
-KERNELS: tuple[str, ...] = ("rbf-iso", "rbf-ard", "matern52-iso", "matern52-ard", "linear")
+KERNELS = names.KERNELS
 
 # BoTorch's lengthscale floor (botorch.models.utils.gpytorch_modules.MIN_INFERRED_NOISE_LEVEL is
 # for noise; this is the lengthscale one used by get_covar_module_with_dim_scaled_prior).
@@ -58,8 +59,7 @@ def make_kernel(name: str, dim: int, *, outputscale: bool = False) -> Kernel:
     Returns:
         A gpytorch kernel.
     """
-    if name not in KERNELS:
-        raise ValueError(f"Unknown kernel {name!r}; choose one of {list(KERNELS)}.")
+    names.check_kernel(name)
     if name == "linear":
         base: Kernel = LinearKernel(variance_prior=LogNormalPrior(0.0, 1.0))
     else:

@@ -68,6 +68,7 @@ from botorch.acquisition.analytic import _log_ei_helper
 from botorch.models import SingleTaskGP
 from botorch.utils.sampling import draw_sobol_normal_samples
 
+from orthobench.config import names
 from orthobench.exceptions import ModelFittingError, NumericsWarning
 from orthobench.surrogates.gp import (
     SQRT5,
@@ -81,7 +82,7 @@ from orthobench.surrogates.gp import (
     unpack_theta,
 )
 
-THETA_SAMPLING: tuple[str, ...] = ("iid", "antithetic", "qmc")
+THETA_SAMPLING = names.THETA_SAMPLING
 
 # Posterior variances below this are clamped, as in BoTorch's analytic acquisitions.
 _MIN_VARIANCE = 1e-12

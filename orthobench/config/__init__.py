@@ -1,0 +1,6 @@
+"""Configuration vocabulary that needs no model code: names, defaults and their parsers.
+
+Everything here imports neither torch nor BoTorch, so suites can be read and checked without them
+(docs/design.md, "Layers and data flow"). :mod:`orthobench.config.names` holds the kernel,
+estimator, point-set and sampling names and the estimator-name grammar.
+"""
