@@ -46,8 +46,8 @@ def run_cell(
     """Run one cell and return one record per evaluation (the columns of the results contract).
 
     ``regret`` is the best-so-far simple regret: the lowest noise-free value among the points
-    evaluated so far (``y_true`` where the task reports it, else ``y``) minus the known optimum;
-    None when the optimum is unknown. Evaluations with a non-finite ``y`` are recorded with
+    evaluated so far (:attr:`Evaluation.y_true` where the task reports it, else ``y``) minus the
+    known optimum; None when the optimum is unknown. Evaluations with a non-finite ``y`` are recorded with
     ``status="invalid"`` and not told to the optimizer.
     """
     device = torch.device(device)
@@ -77,7 +77,7 @@ def run_cell(
         eval_seconds = time.perf_counter() - t0
         y = float(evaluation.y)
         ok = math.isfinite(y)
-        y_true = evaluation.info.get("y_true")
+        y_true = evaluation.y_true
         if ok:
             best_y = min(best_y, y)
             best_true = min(best_true, float(y_true) if y_true is not None else y)
@@ -101,13 +101,7 @@ def run_cell(
                 "eval_seconds": eval_seconds,
                 "status": "ok" if ok else "invalid",
                 "fallback": step.get("fallback"),
-                "info": json.dumps(
-                    {
-                        **step.get("info", {}),
-                        **{k: v for k, v in evaluation.info.items() if k != "y_true"},
-                    },
-                    default=str,
-                ),
+                "info": json.dumps({**step.get("info", {}), **evaluation.info}, default=str),
             }
         )
         if on_evaluation is not None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from orthobench.loop import run_cell
+from orthobench.space import SearchSpace
 from orthobench.suite import Cell, ComponentSpec
+from orthobench.tasks.base import Evaluation, Task
 
 
 def cell(
@@ -77,6 +81,29 @@ def test_records_follow_the_results_contract_and_regret_is_exact():
     assert all(r["status"] == "ok" and r["eval_seconds"] >= 0 for r in records)
 
 
+class OffsetSphere(Task):
+    """``f(x) = |x|^2`` on [-1, 1]^2 observed as ``f(x) + 1`` (a known, constant corruption)."""
+
+    optimal_value = 0.0
+
+    def __init__(self) -> None:
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+
+    def evaluate(self, x, *, seed, device):
+        f = float(np.sum(np.asarray(x) ** 2))
+        return Evaluation(y=f + 1.0, y_true=f, info={"note": "extra"})
+
+
+def test_a_task_reporting_y_true_gets_its_regret_from_it():
+    records = run_cell(cell(task=f"{__name__}:OffsetSphere", n_init=4, budget=2))
+    y_true = np.array([r["y_true"] for r in records])
+    np.testing.assert_allclose([r["y"] for r in records], y_true + 1.0)
+    np.testing.assert_allclose([r["regret"] for r in records], np.minimum.accumulate(y_true))
+    np.testing.assert_allclose([r["best_y"] for r in records], np.minimum.accumulate(y_true + 1.0))
+    # The task's extras are stored as they are; y_true has its own column, not an info key.
+    assert all(json.loads(r["info"]) == {"note": "extra"} for r in records if r["phase"] == "init")
+
+
 def test_mixed_parameter_kinds_are_stored_in_native_units(plugin):
     records = run_cell(cell(task=f"{plugin}:Mixed", n_init=6, budget=4))
     xs = np.array([r["x"] for r in records])
@@ -91,8 +118,6 @@ def test_optimizer_error_propagates(plugin):
 
 
 def test_ensemble_weights_are_recorded_per_iteration():
-    import json
-
     params = {
         "kernel": ["linear", "matern52-iso"],
         "mc_samples": 8,

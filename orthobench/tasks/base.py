@@ -12,17 +12,20 @@ import torch
 from orthobench.space import SearchSpace
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Evaluation:
     """The outcome of one objective evaluation.
 
     Args:
         y: Observed objective value (to be minimized), noise included.
+        y_true: The noise-free value where the task knows it (synthetic functions); regret is
+            computed from it, else from ``y``.
         is_outlier: True when the task corrupted this evaluation on purpose (outlier injection).
-        info: JSON-serializable extras (e.g. the noise-free value, training accuracy).
+        info: JSON-serializable extras (e.g. training accuracy), stored with the record.
     """
 
     y: float
+    y_true: float | None = None
     is_outlier: bool = False
     info: dict[str, Any] = field(default_factory=dict)
 

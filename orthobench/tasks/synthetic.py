@@ -19,7 +19,7 @@ class SyntheticTask(Task):
     """A BoTorch synthetic test function as a :class:`Task`.
 
     ``y = f(x) + noise_std * eps``, ``eps ~ N(0, 1)`` drawn from the evaluation seed. The noise-free
-    value is stored as ``info["y_true"]`` so regret is exact even on noisy tasks.
+    value ``f(x)`` is reported as :attr:`Evaluation.y_true`, so regret is exact even on noisy tasks.
 
     Args:
         function: A noise-free, non-negated BoTorch ``SyntheticTestFunction``.
@@ -46,7 +46,7 @@ class SyntheticTask(Task):
             if self.noise_std
             else 0.0
         )
-        return Evaluation(y=y_true + noise, info={"y_true": y_true})
+        return Evaluation(y=y_true + noise, y_true=y_true)
 
 
 def hartmann6(noise_std: float = 0.0) -> SyntheticTask:

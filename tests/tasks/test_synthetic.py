@@ -36,7 +36,7 @@ def test_noise_is_seeded_and_has_the_requested_scale():
     cpu = torch.device("cpu")
     assert task.evaluate(x, seed=7, device=cpu).y == task.evaluate(x, seed=7, device=cpu).y
     draws = np.array([task.evaluate(x, seed=s, device=cpu) for s in range(2000)], dtype=object)
-    noise = np.array([e.y - e.info["y_true"] for e in draws])
+    noise = np.array([e.y - e.y_true for e in draws])
     assert abs(noise.mean()) < 4 * 0.5 / np.sqrt(2000)
     assert noise.std() == pytest.approx(0.5, rel=0.1)
 
