@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from orthobench.exceptions import RegistryError
+from orthobench.exceptions import RegistryError, UnknownNameError
 
 # Keyword arguments the loop passes to every optimizer factory itself.
 _OPTIMIZER_RESERVED = ("dim", "seed", "device", "dtype")
@@ -45,20 +45,24 @@ class Entry:
 def _import_path(path: str) -> Any:
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
-        raise RegistryError(f"Import path {path!r} must look like 'package.module:attribute'.")
+        raise RegistryError(
+            "name", f"Import path {path!r} must look like 'package.module:attribute'."
+        )
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as err:
-        raise RegistryError(f"Cannot import module {module_name!r} of {path!r}: {err}.") from err
+        raise RegistryError(
+            "name", f"Cannot import module {module_name!r} of {path!r}: {err}."
+        ) from err
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise RegistryError(
-                f"Module {module_name!r} has no attribute {attr!r} (from {path!r})."
+                "name", f"Module {module_name!r} has no attribute {attr!r} (from {path!r})."
             ) from None
     if not callable(obj):
-        raise RegistryError(f"{path!r} is not callable.")
+        raise RegistryError("name", f"{path!r} is not callable.")
     return obj
 
 
@@ -79,7 +83,7 @@ class Registry:
 
         def _add(f: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._builtins or name in self._registered:
-                raise RegistryError(f"A {self.kind} named {name!r} is already registered.")
+                raise RegistryError("name", f"A {self.kind} named {name!r} is already registered.")
             self._registered[name] = f
             return f
 
@@ -100,13 +104,23 @@ class Registry:
         for ep in entry_points(group=self.group):
             if ep.name == name:
                 return ep.load()
-        raise RegistryError(
-            f"Unknown {self.kind} {name!r}; known: {', '.join(self.names())}. Use a 'module:attr' "
-            f"import path or an entry point in group {self.group!r} for your own."
+        known = self.names()
+        raise UnknownNameError(
+            self.kind,
+            name,
+            known,
+            "name",
+            f"Unknown {self.kind} {name!r}; known: {', '.join(known)}. Use a 'module:attr' "
+            f"import path or an entry point in group {self.group!r} for your own.",
         )
 
     def resolve(self, name: str) -> Entry:
-        """Look up ``name``; raises :class:`RegistryError` listing the known names on a miss."""
+        """Look up ``name``.
+
+        Raises:
+            UnknownNameError: listing the known names (field ``name``) on a miss.
+            RegistryError: for an import path that does not import (field ``name``).
+        """
         factory = self._factory(name)
         params, accepts_any, annotations = _signature_params(factory, self._reserved)
         return Entry(
@@ -118,7 +132,12 @@ class Registry:
         )
 
     def check_params(self, name: str, params: Mapping[str, Any]) -> Entry:
-        """Resolve ``name`` and reject parameters its factory does not take or of the wrong type."""
+        """Resolve ``name`` and reject parameters its factory does not take or of the wrong type.
+
+        Raises:
+            RegistryError: as :meth:`resolve`, or for a parameter (field ``params.<key>``) or
+                missing required parameters (field ``params``).
+        """
         entry = self.resolve(name)
         for key, value in params.items():
             if key not in entry.params:
@@ -126,20 +145,24 @@ class Registry:
                     continue
                 allowed = ", ".join(entry.params) or "none"
                 raise RegistryError(
-                    f"{self.kind} {name!r} has no parameter {key!r}; allowed: {allowed}."
+                    f"params.{key}",
+                    f"{self.kind} {name!r} has no parameter {key!r}; allowed: {allowed}.",
                 )
             default = entry.params[key]
             list_allowed = isinstance(value, list) and "list" in entry.annotations.get(key, "")
             if not list_allowed and not _same_kind(default, value):
                 raise RegistryError(
+                    f"params.{key}",
                     f"{self.kind} {name!r} parameter {key!r} must be {type(default).__name__} "
-                    f"(default {default!r}), but got {value!r}."
+                    f"(default {default!r}), but got {value!r}.",
                 )
         missing = [
             k for k, d in entry.params.items() if d is inspect.Parameter.empty and k not in params
         ]
         if missing:
-            raise RegistryError(f"{self.kind} {name!r} needs parameter(s): {', '.join(missing)}.")
+            raise RegistryError(
+                "params", f"{self.kind} {name!r} needs parameter(s): {', '.join(missing)}."
+            )
         return entry
 
     def create(self, name: str, *args: Any, **params: Any) -> Any:
@@ -148,7 +171,7 @@ class Registry:
 
 def _signature_params(
     factory: Callable[..., Any], reserved: tuple[str, ...]
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[dict[str, Any], bool, dict[str, str]]:
     """Parameters a factory accepts: for a class, its ``__init__`` and those it forwards
     ``**kwargs`` to along the MRO (so a subclass's params include its bases' explicit ones)."""
     if inspect.isclass(factory):

@@ -7,7 +7,7 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from orthobench import registry as registry_module
-from orthobench.exceptions import RegistryError
+from orthobench.exceptions import RegistryError, UnknownNameError
 from orthobench.registry import OPTIMIZERS, TASKS, Registry
 
 
@@ -30,17 +30,43 @@ def test_entry_point_plugins_are_found(plugin, monkeypatch):
 
 
 def test_unknown_name_lists_known_names_and_how_to_register():
-    with pytest.raises(RegistryError) as info:
+    with pytest.raises(UnknownNameError) as info:
         TASKS.resolve("rosenbrock")
-    assert "hartmann6" in str(info.value) and "module:attr" in str(info.value)
+    err = info.value
+    assert (err.kind, err.name, err.field) == ("task", "rosenbrock", "name")
+    assert err.known == tuple(TASKS.names()) and "hartmann6" in err.known
+    assert "module:attr" in err.reason and isinstance(err, RegistryError)
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "fragment"),
+    [
+        ({"jiter": 1.0}, "params.jiter", "no parameter 'jiter'"),
+        ({"jitter": "big"}, "params.jitter", "must be float"),
+    ],
+)
+def test_parameter_errors_name_the_parameter_field(plugin, params, field, fragment):
+    with pytest.raises(RegistryError) as info:
+        OPTIMIZERS.check_params(f"{plugin}:CenterOptimizer", params)
+    assert info.value.field == field and fragment in info.value.reason
+    assert not isinstance(info.value, UnknownNameError)
+
+
+def test_missing_required_parameters_are_a_params_error():
+    reg = Registry("task", "orthobench.test-group", {})
+    reg.register("needs", lambda size, scale=1.0: None)
+    with pytest.raises(RegistryError, match=r"needs parameter\(s\): size") as info:
+        reg.check_params("needs", {"scale": 2.0})
+    assert info.value.field == "params"
 
 
 @pytest.mark.parametrize(
     "path", ["nosuchmodule_xyz:f", "orthobench.registry:nothing", "justaname:"]
 )
 def test_bad_import_paths_raise_registry_errors(path):
-    with pytest.raises(RegistryError):
+    with pytest.raises(RegistryError) as info:
         TASKS.resolve(path)
+    assert info.value.field == "name" and path in info.value.reason
 
 
 def test_duplicate_registration_is_rejected():
@@ -54,7 +80,7 @@ def test_duplicate_registration_is_rejected():
 
 def test_optimizer_params_include_forwarded_base_params():
     params = OPTIMIZERS.resolve("ucb").params
-    assert params["beta"] == 0.2 and params["mc_samples"] == 512
+    assert params["beta"] == 0.2 and params["function_samples"] == 512
     assert "seed" not in params and "dim" not in params
 
 

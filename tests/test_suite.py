@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from orthobench.exceptions import SuiteError
-from orthobench.suite import load_suite
+from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError
+from orthobench.registry import OPTIMIZERS
+from orthobench.suite import (
+    DEFAULT_STATE_OPTIMIZER,
+    Cell,
+    ComponentSpec,
+    ProbeSpec,
+    Suite,
+    load_suite,
+)
+
+PROBE = "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobol]\nprobe:\n  tasks: [levy16]\n"
 
 GOOD = """
 name: ok
@@ -13,7 +23,7 @@ seeds: [3, 5]
 n_init: 4
 budget: 2
 tasks: [hartmann6, {name: levy16, params: {noise_std: 0.1}, label: levy-noisy}]
-optimizers: [sobol, {name: qlogei, params: {mc_samples: 16}}]
+optimizers: [sobol, {name: qlogei, params: {function_samples: 16}}]
 """
 
 
@@ -58,12 +68,12 @@ def test_good_suite_expands_into_cells(write_suite):
         ),
         (
             "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [{name: qlogei, params: {mc_sample: 3}}]\n",
-            "optimizers[0].params",
+            "optimizers[0].params.mc_sample",
             "no parameter 'mc_sample'",
         ),
         (
             "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [{name: ucb, params: {beta: high}}]\n",
-            "optimizers[0].params",
+            "optimizers[0].params.beta",
             "must be float",
         ),
         (
@@ -82,6 +92,50 @@ def test_good_suite_expands_into_cells(write_suite):
             "used twice",
         ),
         ("name: x\nbudget: 1\ntasks: hartmann6\noptimizers: [sobol]\n", "tasks", "non-empty list"),
+        ("name: x\nbudget: 1\ntasks: []\noptimizers: [sobol]\n", "tasks", "must not be empty"),
+        (
+            "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [nosuchmodule_xyz:f]\n",
+            "optimizers[0].name",
+            "Cannot import module 'nosuchmodule_xyz'",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [{name: hartmann6, label: 'a b'}]\noptimizers: [sobol]\n",
+            "tasks[0].label",
+            "letters, digits",
+        ),
+        (
+            PROBE + "  kernels: [matern52-ard, cosine]\n",
+            "probe.kernels[1]",
+            "Unknown kernel 'cosine'; known: rbf-iso",
+        ),
+        (
+            PROBE + "  estimators: [mc, orth@sobol]\n",
+            "probe.estimators[1]",
+            "unknown sampling 'sobol' in 'orth@sobol'",
+        ),
+        (PROBE + "  estimators: []\n", "probe.estimators", "must not be empty"),
+        (PROBE + "  seeds: [2, 2]\n", "probe.seeds", "distinct"),
+        (PROBE + "  mc_samples: [8, 1]\n", "probe.mc_samples[1]", "must be >= 2, but got 1"),
+        (
+            PROBE + "  state_optimizer: qlogie\n",
+            "probe.state_optimizer.name",
+            "Unknown optimizer 'qlogie'",
+        ),
+        (
+            PROBE + "  state_optimizer: {name: orthobo, params: {theta_samples: many}}\n",
+            "probe.state_optimizer.params.theta_samples",
+            "must be int",
+        ),
+        (
+            PROBE + "  state_optimizer: sobol\n",
+            "probe.state_optimizer.name",
+            "takes no `kernel` parameter",
+        ),
+        (
+            PROBE + "  state_optimizer: {name: mc-ei, params: {kernel: rbf-iso}}\n",
+            "probe.state_optimizer.params.kernel",
+            "set by the probe",
+        ),
         (
             "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobol]\nprobe: {tasks: [levy16], rebuilds: 1}\n",
             "probe.rebuilds",
@@ -118,3 +172,141 @@ def test_suite_and_cells_pickle(write_suite):
     cell = suite.cells()[-1]
     clone = pickle.loads(pickle.dumps(cell))
     assert clone == cell and clone.config_hash == cell.config_hash
+
+
+# --- the dataclasses check themselves, however they are built --------------------------------
+
+HARTMANN = ComponentSpec(name="hartmann6", label="hartmann6")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "fragment"),
+    [
+        ({"rebuilds": 1}, "rebuilds", "must be >= 2, but got 1"),
+        ({"top_k": 2.5}, "top_k", "must be an integer >= 2"),
+        ({"mc_samples": [8, 32]}, "mc_samples", "must be a tuple of integers >= 2"),
+        ({"state_iterations": ()}, "state_iterations", "must not be empty"),
+        ({"seeds": (0, 1, 0)}, "seeds", "distinct"),
+        ({"estimators": ("mc", 3)}, "estimators[1]", "must be a string"),
+        ({"tasks": ()}, "tasks", "must not be empty"),
+        ({"tasks": (HARTMANN, HARTMANN)}, "tasks[1].label", "used twice"),
+        ({"state_optimizer": "mc-ei"}, "state_optimizer", "must be a ComponentSpec"),
+    ],
+)
+def test_probe_spec_built_in_code_is_validated(kwargs, field, fragment):
+    with pytest.raises(ConfigError) as info:
+        ProbeSpec(**{"tasks": (HARTMANN,), **kwargs})
+    assert info.value.field == field and fragment in info.value.reason
+    assert str(info.value) == f"{field}: {info.value.reason}"
+
+
+def test_unknown_names_in_code_raise_one_error_type_with_the_field():
+    with pytest.raises(UnknownNameError) as info:
+        ProbeSpec(tasks=(HARTMANN,), kernels=("matern52-ard", "cosine"))
+    assert (info.value.kind, info.value.name, info.value.field) == (
+        "kernel",
+        "cosine",
+        "kernels[1]",
+    )
+    with pytest.raises(UnknownNameError) as info:
+        ProbeSpec(tasks=(HARTMANN,), estimators=("mc", "nope+rb"))
+    assert (info.value.kind, info.value.name, info.value.field) == (
+        "estimator",
+        "nope",
+        "estimators[1]",
+    )
+    with pytest.raises(UnknownNameError) as info:
+        ProbeSpec(tasks=(ComponentSpec(name="rosenbrock", label="r"),))
+    assert (info.value.kind, info.value.name, info.value.field) == (
+        "task",
+        "rosenbrock",
+        "tasks[0].name",
+    )
+    assert "hartmann6" in info.value.known
+    with pytest.raises(UnknownNameError) as info:
+        Suite(
+            name="s",
+            budget=1,
+            tasks=(HARTMANN,),
+            optimizers=(ComponentSpec(name="qlogie", label="q"),),
+        )
+    assert (info.value.kind, info.value.field) == ("optimizer", "optimizers[0].name")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"name": ""}, "name"),
+        ({"params": {1: 2}}, "params"),
+        ({"label": "has space"}, "label"),
+    ],
+)
+def test_component_spec_checks_its_fields(kwargs, field):
+    with pytest.raises(ConfigError) as info:
+        ComponentSpec(**{"name": "sobol", "label": "sobol", **kwargs})
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"seed": -1}, "seed"),
+        ({"n_init": 0}, "n_init"),
+        ({"dtype": "float16"}, "dtype"),
+        ({"suite": "a/b"}, "suite"),
+    ],
+)
+def test_cell_checks_its_values(kwargs, field):
+    sobol = ComponentSpec(name="sobol", label="sobol")
+    base = {"suite": "s", "task": HARTMANN, "optimizer": sobol, "seed": 0, "n_init": 2, "budget": 1}
+    Cell(**base)
+    with pytest.raises(ConfigError) as info:
+        Cell(**{**base, **kwargs})
+    assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"budget": -1}, "budget"),
+        ({"device": "gpu"}, "device"),
+        ({"dtype": "half"}, "dtype"),
+        ({"seeds": ()}, "seeds"),
+        ({"probe": {"tasks": ["hartmann6"]}}, "probe"),
+    ],
+)
+def test_suite_built_in_code_is_validated(kwargs, field):
+    sobol = ComponentSpec(name="sobol", label="sobol")
+    with pytest.raises(ConfigError) as info:
+        Suite(**{"name": "s", "budget": 1, "tasks": (HARTMANN,), "optimizers": (sobol,), **kwargs})
+    assert info.value.field == field
+
+
+def test_state_optimizer_default_and_yaml_form(write_suite):
+    spec = ProbeSpec(tasks=(HARTMANN,))
+    assert spec.state_optimizer == DEFAULT_STATE_OPTIMIZER
+    assert (DEFAULT_STATE_OPTIMIZER.name, DEFAULT_STATE_OPTIMIZER.label) == ("mc-ei", "probe-state")
+    # The default is not checked against the registry at construction (that would import
+    # BoTorch); it is checked here, with the kernel the probe passes.
+    entry = OPTIMIZERS.check_params(
+        DEFAULT_STATE_OPTIMIZER.name, {**DEFAULT_STATE_OPTIMIZER.params, "kernel": "rbf-iso"}
+    )
+    assert "kernel" in entry.params
+    suite = load_suite(
+        write_suite(PROBE + "  state_optimizer: {name: orthobo, params: {theta_samples: 16}}\n")
+    )
+    assert suite.probe.state_optimizer == ComponentSpec(
+        name="orthobo", params={"theta_samples": 16}, label="orthobo"
+    )
+    assert load_suite(write_suite(PROBE)).probe.state_optimizer == DEFAULT_STATE_OPTIMIZER
+
+
+def test_probe_yaml_lists_become_tuples_and_one_kernel_needs_no_brackets(write_suite):
+    probe = load_suite(
+        write_suite(
+            PROBE
+            + "  kernels: rbf-iso\n  mc_samples: [8]\n  estimators: [sr3+rb, qlogei]\n  seeds: 2\n"
+        )
+    ).probe
+    assert probe.kernels == ("rbf-iso",) and probe.mc_samples == (8,)
+    assert probe.estimators == ("sr3+rb", "qlogei") and probe.seeds == (0, 1)
