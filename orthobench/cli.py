@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from orthobench.exceptions import OrthobenchError
+from orthobench.exceptions import OrthobenchError, SuiteError
 from orthobench.progress import Progress
 
 EXIT_USAGE = 2
@@ -140,8 +140,8 @@ def _probe_suite(suite_file: str, output: str | None, device: str | None, force:
 
     suite = load_suite(suite_file)
     if suite.probe is None:
-        raise OrthobenchError(
-            f"{suite_file}: probe: missing; `probe` and `check` need a probe section in the suite."
+        raise SuiteError(
+            suite_file, "probe", "missing; `probe` and `check` need a probe section in the suite."
         )
     resolved = resolve_device(device or suite.device)
     out_dir = Path(output) if output else Path("results") / suite.name
