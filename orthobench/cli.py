@@ -128,7 +128,7 @@ def run(
     if summary.failed:
         for outcome in summary.failed:
             click.echo(f"failed: {outcome.cell.id}: {outcome.error}", err=True)
-        click.echo(f"tracebacks are stored in {store.journal_path}", err=True)
+        click.echo(f"tracebacks are stored in {store.runs_journal.path}", err=True)
         sys.exit(1)
 
 

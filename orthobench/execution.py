@@ -22,7 +22,7 @@ import torch
 from orthobench.exceptions import OrthobenchError
 from orthobench.loop import ProgressCallback, run_cell
 from orthobench.progress import Progress
-from orthobench.results import ResultStore, run_metadata
+from orthobench.results import ResultStore, RunRecord, run_metadata
 from orthobench.suite import Cell, Suite
 
 EXECUTORS = ("inline", "process", "dask")
@@ -51,7 +51,7 @@ class RunSummary:
 
 def _execute(
     cell: Cell, device: str, on_evaluation: ProgressCallback | None = None
-) -> tuple[list[dict[str, Any]] | None, str | None, str, float]:
+) -> tuple[list[RunRecord] | None, str | None, str, float]:
     """Run a cell, catching its error: ``(records or None, error or None, traceback, seconds)``."""
     start = time.perf_counter()
     try:
@@ -112,7 +112,7 @@ def run_suite(
     metadata = run_metadata(str(device))
 
     def finish(
-        cell: Cell, records: list[dict[str, Any]] | None, error: str | None, tb: str, seconds: float
+        cell: Cell, records: list[RunRecord] | None, error: str | None, tb: str, seconds: float
     ) -> None:
         if records is not None:
             store.write_cell(cell, records, metadata, seconds)

@@ -23,6 +23,7 @@ import torch
 from torch.quasirandom import SobolEngine
 
 from orthobench.registry import OPTIMIZERS, TASKS
+from orthobench.results import RunRecord
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import Cell
 from orthobench.tasks.base import Task
@@ -42,13 +43,13 @@ def make_task(cell: Cell) -> Task:
 
 def run_cell(
     cell: Cell, device: torch.device | str = "cpu", on_evaluation: ProgressCallback | None = None
-) -> list[dict[str, Any]]:
-    """Run one cell and return one record per evaluation (the columns of the results contract).
+) -> list[RunRecord]:
+    """Run one cell and return one :class:`~orthobench.results.RunRecord` per evaluation.
 
     ``regret`` is the best-so-far simple regret: the lowest noise-free value among the points
     evaluated so far (:attr:`Evaluation.y_true` where the task reports it, else ``y``) minus the
-    known optimum; None when the optimum is unknown. Evaluations with a non-finite ``y`` are recorded with
-    ``status="invalid"`` and not told to the optimizer.
+    known optimum; None when the optimum is unknown. Evaluations with a non-finite ``y`` are
+    recorded with ``status="invalid"`` and not told to the optimizer.
     """
     device = torch.device(device)
     dtype = getattr(torch, cell.dtype)
@@ -62,7 +63,7 @@ def run_cell(
         dtype=dtype,
         **cell.optimizer.params,
     )
-    records: list[dict[str, Any]] = []
+    records: list[RunRecord] = []
     best_y = math.inf
     best_true = math.inf
 
@@ -82,27 +83,27 @@ def run_cell(
             best_y = min(best_y, y)
             best_true = min(best_true, float(y_true) if y_true is not None else y)
         records.append(
-            {
-                "suite": cell.suite,
-                "cell_id": cell.id,
-                "task": cell.task.label,
-                "optimizer": cell.optimizer.label,
-                "seed": cell.seed,
-                "iteration": iteration,
-                "phase": phase,
-                "x": [float(v) for v in x],
-                "y": y,
-                "y_true": None if y_true is None else float(y_true),
-                "best_y": best_y if math.isfinite(best_y) else None,
-                "regret": task.regret(best_true) if math.isfinite(best_true) else None,
-                "is_outlier": bool(evaluation.is_outlier),
-                "fit_seconds": step.get("fit_seconds", 0.0),
-                "acq_seconds": step.get("acq_seconds", 0.0),
-                "eval_seconds": eval_seconds,
-                "status": "ok" if ok else "invalid",
-                "fallback": step.get("fallback"),
-                "info": json.dumps({**step.get("info", {}), **evaluation.info}, default=str),
-            }
+            RunRecord(
+                suite=cell.suite,
+                cell_id=cell.id,
+                task=cell.task.label,
+                optimizer=cell.optimizer.label,
+                seed=cell.seed,
+                iteration=iteration,
+                phase=phase,
+                x=[float(v) for v in x],
+                y=y,
+                y_true=None if y_true is None else float(y_true),
+                best_y=best_y if math.isfinite(best_y) else None,
+                regret=task.regret(best_true) if math.isfinite(best_true) else None,
+                is_outlier=bool(evaluation.is_outlier),
+                fit_seconds=step.get("fit_seconds", 0.0),
+                acq_seconds=step.get("acq_seconds", 0.0),
+                eval_seconds=eval_seconds,
+                status="ok" if ok else "invalid",
+                fallback=step.get("fallback"),
+                info=json.dumps({**step.get("info", {}), **evaluation.info}, default=str),
+            )
         )
         if on_evaluation is not None:
             on_evaluation(1)

@@ -1,26 +1,39 @@
-"""Results store: one Parquet file per cell, written atomically, and a journal for resume.
+"""Results store: typed records, one Parquet file per unit written atomically, and journals.
+
+Two record types, one row each: :class:`RunRecord` (one evaluation of a cell) and
+:class:`ProbeRecord` (one probe summary of an (estimator, S) pair on a probe state, raw values
+included). Their fields generate the Arrow schemas (:func:`arrow_schema`) that every writer and
+reader uses, so a column cannot drift between the loop, the probe, the report and the check gate.
 
 Layout of a results directory ``DIR``::
 
-    DIR/runs/<cell id>.parquet   one row per evaluation (the results contract columns)
-    DIR/runs.jsonl               journal: one JSON line per finished or failed cell
-    DIR/report.html              written by ``orthobench run`` / ``orthobench report``
+    DIR/runs/<cell id>.parquet     RunRecord rows of one cell
+    DIR/runs.jsonl                 journal: one JSON line per finished or failed cell
+    DIR/probe/<state id>.parquet   ProbeRecord rows of one probe state
+    DIR/probe.jsonl                journal: one JSON line per finished probe state
+    DIR/report.html                written by ``orthobench run | probe | report``
 
-A cell file is written to a temporary name in the same directory, flushed, fsynced and renamed,
-so a crash leaves either the whole file or none. The journal is appended (with fsync) only after
-the rename; a torn last line from a crash is skipped on read. A cell counts as stored when the
-journal says ``ok`` for its id and config hash and its file exists, so re-running a suite skips it
-and a changed configuration reruns it.
+A file is written to a temporary name in the same directory, flushed, fsynced and renamed, so a
+crash leaves either the whole file or none. Its journal is appended (with fsync) only after the
+rename; a torn last line from a crash is skipped on read. A unit (cell or probe state) counts as
+stored when the last journal entry of its id says ``ok`` with its config hash and the current
+:data:`SCHEMA_VERSION`, and its file exists: re-running skips it, and a changed configuration or
+schema reruns it. Every Parquet file carries the schema version in its metadata; reading a file of
+another version raises :class:`~orthobench.exceptions.ResultsError`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
 import subprocess
 import time
-from collections.abc import Iterable
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -29,33 +42,143 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from orthobench.exceptions import ResultsError
 from orthobench.suite import Cell
 
 METADATA_KEY = b"orthobench"
+#: Version of the record schemas below; stored in every file's metadata and journal entry.
+#: Files written before schemas were versioned have none and read as a mismatch.
+SCHEMA_VERSION = 1
 
-RUN_SCHEMA = pa.schema(
-    [
-        ("suite", pa.string()),
-        ("cell_id", pa.string()),
-        ("task", pa.string()),
-        ("optimizer", pa.string()),
-        ("seed", pa.int64()),
-        ("iteration", pa.int64()),
-        ("phase", pa.string()),
-        ("x", pa.list_(pa.float64())),
-        ("y", pa.float64()),
-        ("y_true", pa.float64()),
-        ("best_y", pa.float64()),
-        ("regret", pa.float64()),
-        ("is_outlier", pa.bool_()),
-        ("fit_seconds", pa.float64()),
-        ("acq_seconds", pa.float64()),
-        ("eval_seconds", pa.float64()),
-        ("status", pa.string()),
-        ("fallback", pa.string()),
-        ("info", pa.string()),
-    ]
-)
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """One evaluation of a cell: a row of ``DIR/runs/<cell id>.parquet``.
+
+    Args:
+        phase: ``init`` (shared initial design) or ``bo``.
+        x: ``d`` values in native units (ints whole, log parameters unlogged).
+        y: Observed value, noise included (NaN where the evaluation failed: ``status="invalid"``).
+        y_true: Noise-free value where the task reports it.
+        best_y: Lowest finite ``y`` so far (None before the first).
+        regret: Best-so-far simple regret from ``y_true`` (else ``y``) minus the known optimum;
+            None when the optimum is unknown.
+        status: ``ok`` or ``invalid`` (a non-finite ``y``, not told to the optimizer).
+        fallback: What the optimizer fell back to in this step, if anything.
+        info: JSON object: the optimizer's step diagnostics and the task's extras.
+    """
+
+    suite: str
+    cell_id: str
+    task: str
+    optimizer: str
+    seed: int
+    iteration: int
+    phase: str
+    x: list[float]
+    y: float
+    y_true: float | None
+    best_y: float | None
+    regret: float | None
+    is_outlier: bool
+    fit_seconds: float
+    acq_seconds: float
+    eval_seconds: float
+    status: str
+    fallback: str | None
+    info: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProbeRecord:
+    """One estimator at one budget ``S`` on one probe state: a row of ``DIR/probe/<state>.parquet``.
+
+    Metrics are defined in :mod:`orthobench.probe.metrics`; ratios are baseline / estimator with
+    a 95% bootstrap CI (``*_low``, ``*_high``). Raw values are flattened row-major from
+    ``rebuilds x n_probes``.
+
+    Args:
+        kernel: GP kernel of the state, or ``tpe``.
+        mc_samples: The budget ``S`` of EI evaluations (theta draws, function samples or fits).
+        n_evaluations: EI evaluations behind one estimate (a point set's count within ``S``).
+        regret: Best-so-far regret of the state's history (None when the optimum is unknown).
+        baseline: The like-for-like baseline estimator of the ratios (``mc`` or ``mc-tpe``).
+        baseline_values_ei: Naive iid theta-MC values at ``n_evaluations`` draws when that count
+            differs from ``S``; empty when the ``baseline`` row's values are the baseline.
+        values_ei: Rebuild values on the EI scale (the GP's standardized outcome scale).
+        values_log: Rebuild values of the outer-log acquisition.
+        reference: ``n_probes`` high-precision reference values of the estimator's target.
+        info: JSON object: fit and Laplace diagnostics of the state.
+    """
+
+    suite: str
+    task: str
+    kernel: str
+    estimator: str
+    mc_samples: int
+    n_evaluations: int
+    state_iteration: int
+    seed: int
+    n_init: int
+    rebuilds: int
+    n_probes: int
+    probe_variance: float
+    probe_variance_log: float
+    bias_sq: float
+    mse: float
+    var_ratio: float
+    var_ratio_low: float
+    var_ratio_high: float
+    mse_ratio: float
+    mse_ratio_low: float
+    mse_ratio_high: float
+    median_point_var_ratio: float
+    median_point_mse_ratio: float
+    top1_agreement: float
+    flip_rate: float
+    regret: float | None
+    baseline: str
+    baseline_values_ei: list[float]
+    values_ei: list[float]
+    values_log: list[float]
+    reference: list[float]
+    info: str
+
+
+_ARROW_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+
+
+def _arrow_type(annotation: Any) -> pa.DataType:
+    if typing.get_origin(annotation) is list:
+        return pa.list_(_arrow_type(typing.get_args(annotation)[0]))
+    if annotation in _ARROW_TYPES:
+        return _ARROW_TYPES[annotation]
+    raise TypeError(f"No Arrow type for the field annotation {annotation!r}.")
+
+
+def arrow_schema(record_type: type) -> pa.Schema:
+    """The Arrow schema of a record dataclass: one column per field, in field order.
+
+    ``bool``, ``int``, ``float``, ``str`` map to ``bool``, ``int64``, ``float64``, ``string``;
+    ``list[T]`` to a list of ``T``; ``T | None`` to a nullable ``T`` (other fields are not null).
+    """
+    hints = typing.get_type_hints(record_type)
+    fields = []
+    for f in dataclasses.fields(record_type):
+        annotation = hints[f.name]
+        args = typing.get_args(annotation)
+        nullable = typing.get_origin(annotation) in (typing.Union, types.UnionType) and (
+            type(None) in args
+        )
+        if nullable:
+            (annotation,) = [a for a in args if a is not type(None)]
+        fields.append(pa.field(f.name, _arrow_type(annotation), nullable=nullable))
+    return pa.schema(fields)
+
+
+RUN_SCHEMA = arrow_schema(RunRecord)
+PROBE_SCHEMA = arrow_schema(ProbeRecord)
+_SCHEMAS = {RunRecord: RUN_SCHEMA, ProbeRecord: PROBE_SCHEMA}
 
 
 def _version(dist: str) -> str | None:
@@ -120,28 +243,73 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The orthobench metadata (versions, device, resolved config) of one Parquet file."""
+    """The orthobench metadata (schema version, versions, device, configuration) of one file."""
     meta = pq.read_schema(path).metadata or {}
     return json.loads(meta[METADATA_KEY]) if METADATA_KEY in meta else {}
 
 
-class ResultStore:
-    """The results directory of one suite run (see the module docstring for the layout)."""
+def read_records(path: str | Path, record_type: type) -> pd.DataFrame:
+    """Rows of one stored file as a frame with the columns of ``record_type``.
 
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-        self.runs_dir = self.root / "runs"
-        self.journal_path = self.root / "runs.jsonl"
+    Raises:
+        ResultsError: when the file was written with another :data:`SCHEMA_VERSION`.
+    """
+    found = read_metadata(path).get("schema_version")
+    if found != SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path}: results schema version {found if found is not None else '(none)'}, but this "
+            f"orthobench reads version {SCHEMA_VERSION}; "
+            "rerun its suite (orthobench run or probe) to rewrite it."
+        )
+    return pq.read_table(path, schema=_SCHEMAS[record_type]).to_pandas()
 
-    def cell_path(self, cell: Cell) -> Path:
-        return self.runs_dir / f"{cell.id}.parquet"
 
-    def journal(self) -> list[dict[str, Any]]:
-        """Journal entries in order; a torn (unparseable) line from a crash is skipped."""
-        if not self.journal_path.exists():
+def _load(dirs: Iterable[str | Path], subdir: str, record_type: type) -> pd.DataFrame:
+    files = [f for d in dirs for f in sorted((Path(d) / subdir).glob("*.parquet"))]
+    if not files:
+        return _SCHEMAS[record_type].empty_table().to_pandas()
+    return pd.concat([read_records(f, record_type) for f in files], ignore_index=True)
+
+
+def load_runs(dirs: Iterable[str | Path]) -> pd.DataFrame:
+    """The :class:`RunRecord` rows of every cell file under ``DIR/runs`` of each dir."""
+    return _load(dirs, "runs", RunRecord)
+
+
+def load_probe(dirs: Iterable[str | Path]) -> pd.DataFrame:
+    """The :class:`ProbeRecord` rows of every probe state file under ``DIR/probe`` of each dir."""
+    return _load(dirs, "probe", ProbeRecord)
+
+
+class Journal:
+    """An append-only JSON-lines file of unit entries (``{key: id, "config_hash": ..., ...}``).
+
+    Each entry is appended and fsynced; a torn (unparseable) line from a crash is skipped on read.
+
+    Args:
+        path: The journal file.
+        key: The entry field holding the unit id (``cell_id``, ``state_id``).
+        directory: Where the unit files ``<id>.parquet`` are.
+    """
+
+    def __init__(self, path: Path, key: str, directory: Path) -> None:
+        self.path = path
+        self.key = key
+        self.directory = directory
+
+    def append(self, entry: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(entry, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Entries in order, torn lines skipped."""
+        if not self.path.exists():
             return []
         entries = []
-        for line in self.journal_path.read_text().splitlines():
+        for line in self.path.read_text().splitlines():
             try:
                 entries.append(json.loads(line))
             except json.JSONDecodeError:
@@ -149,57 +317,98 @@ class ResultStore:
         return entries
 
     def stored(self) -> dict[str, str]:
-        """``cell id -> config hash`` of cells whose last journal entry is ``ok`` and whose file exists."""
-        last: dict[str, dict[str, Any]] = {}
-        for entry in self.journal():
-            last[entry["cell_id"]] = entry
+        """``id -> config hash`` of units whose last entry is ``ok`` at the current schema
+        version and whose file exists."""
+        last = {entry[self.key]: entry for entry in self.entries()}
         return {
-            cid: e["config_hash"]
-            for cid, e in last.items()
-            if e.get("status") == "ok" and (self.runs_dir / f"{cid}.parquet").exists()
+            uid: e["config_hash"]
+            for uid, e in last.items()
+            if e.get("status") == "ok"
+            and e.get("schema_version") == SCHEMA_VERSION
+            and (self.directory / f"{uid}.parquet").exists()
         }
+
+
+class ResultStore:
+    """The results directory of one suite (see the module docstring for the layout)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.runs_dir = self.root / "runs"
+        self.probe_dir = self.root / "probe"
+        self.runs_journal = Journal(self.root / "runs.jsonl", "cell_id", self.runs_dir)
+        self.probe_journal = Journal(self.root / "probe.jsonl", "state_id", self.probe_dir)
+
+    def cell_path(self, cell: Cell) -> Path:
+        return self.runs_dir / f"{cell.id}.parquet"
+
+    def probe_path(self, state_id: str) -> Path:
+        return self.probe_dir / f"{state_id}.parquet"
+
+    def stored(self) -> dict[str, str]:
+        """``cell id -> config hash`` of the stored cells."""
+        return self.runs_journal.stored()
 
     def is_stored(self, cell: Cell, stored: dict[str, str] | None = None) -> bool:
         stored = self.stored() if stored is None else stored
         return stored.get(cell.id) == cell.config_hash
 
-    def _append_journal(self, entry: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.journal_path, "a") as fh:
-            fh.write(json.dumps(entry, default=str) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    def write_cell(
-        self, cell: Cell, records: list[dict[str, Any]], metadata: dict[str, Any], seconds: float
+    def _write(
+        self,
+        path: Path,
+        journal: Journal,
+        uid: str,
+        config_hash: str,
+        records: Sequence[RunRecord] | Sequence[ProbeRecord],
+        record_type: type,
+        metadata: dict[str, Any],
+        seconds: float,
     ) -> Path:
-        """Store a finished cell atomically, then journal it."""
-        table = pa.Table.from_pylist(records, schema=RUN_SCHEMA)
-        meta = {
-            **metadata,
-            "cell": cell.config(),
-            "config_hash": cell.config_hash,
-            "seconds": seconds,
-        }
+        """Write the records with the schema of ``record_type`` atomically, then journal them."""
+        schema = _SCHEMAS[record_type]
+        table = pa.Table.from_pylist([dataclasses.asdict(r) for r in records], schema=schema)
+        # Arrow does not enforce `nullable=False` when building a table: check it here.
+        nulls = [f.name for f in schema if not f.nullable and table.column(f.name).null_count]
+        if nulls:
+            raise ValueError(
+                f"{record_type.__name__} fields {nulls} must not be None, but some records of "
+                f"{uid!r} have None there."
+            )
+        meta = {**metadata, "schema_version": SCHEMA_VERSION, "config_hash": config_hash}
         table = table.replace_schema_metadata(
             {METADATA_KEY: json.dumps(meta, default=str).encode()}
         )
-        path = self.cell_path(cell)
         write_parquet_atomic(table, path)
-        self._append_journal(
+        journal.append(
             {
-                "cell_id": cell.id,
-                "config_hash": cell.config_hash,
+                journal.key: uid,
+                "config_hash": config_hash,
                 "status": "ok",
+                "schema_version": SCHEMA_VERSION,
                 "seconds": seconds,
                 "rows": len(records),
             }
         )
         return path
 
+    def write_cell(
+        self, cell: Cell, records: Sequence[RunRecord], metadata: dict[str, Any], seconds: float
+    ) -> Path:
+        """Store a finished cell atomically (its configuration in the metadata), then journal it."""
+        return self._write(
+            self.cell_path(cell),
+            self.runs_journal,
+            cell.id,
+            cell.config_hash,
+            records,
+            RunRecord,
+            {**metadata, "cell": cell.config(), "seconds": seconds},
+            seconds,
+        )
+
     def record_failure(self, cell: Cell, error: str, traceback_text: str, seconds: float) -> None:
         """Journal a failed cell (its error and traceback); it is retried on the next run."""
-        self._append_journal(
+        self.runs_journal.append(
             {
                 "cell_id": cell.id,
                 "config_hash": cell.config_hash,
@@ -210,26 +419,25 @@ class ResultStore:
             }
         )
 
-    def load(self) -> pd.DataFrame:
-        return load_runs([self.root])
+    def write_probe_state(
+        self,
+        state_id: str,
+        config_hash: str,
+        records: Sequence[ProbeRecord],
+        metadata: dict[str, Any],
+        seconds: float,
+    ) -> Path:
+        """Store the rows of a probed state atomically, then journal it."""
+        return self._write(
+            self.probe_path(state_id),
+            self.probe_journal,
+            state_id,
+            config_hash,
+            records,
+            ProbeRecord,
+            {**metadata, "seconds": seconds},
+            seconds,
+        )
 
-
-def load_runs(dirs: Iterable[str | Path]) -> pd.DataFrame:
-    """Concatenate the per-evaluation rows of every cell file under ``DIR/runs`` of each dir."""
-    frames = []
-    for d in dirs:
-        files = sorted((Path(d) / "runs").glob("*.parquet"))
-        frames.extend(pq.read_table(f).to_pandas() for f in files)
-    if not frames:
-        return RUN_SCHEMA.empty_table().to_pandas()
-    return pd.concat(frames, ignore_index=True)
-
-
-def load_probe(dirs: Iterable[str | Path]) -> pd.DataFrame:
-    """All probe rows (summaries with raw per-rebuild values) under ``DIR/probe`` of each dir."""
-    files = [f for d in dirs for f in sorted((Path(d) / "probe").glob("*.parquet"))]
-    return (
-        pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
-        if files
-        else pd.DataFrame()
-    )
+    def read_probe_state(self, state_id: str) -> pd.DataFrame:
+        return read_records(self.probe_path(state_id), ProbeRecord)

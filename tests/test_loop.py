@@ -36,7 +36,7 @@ def cell(
 
 
 def init_rows(records):
-    return [(r["x"], r["y"]) for r in records if r["phase"] == "init"]
+    return [(r.x, r.y) for r in records if r.phase == "init"]
 
 
 def test_initial_design_is_shared_by_every_optimizer_of_a_seed(plugin):
@@ -45,7 +45,7 @@ def test_initial_design_is_shared_by_every_optimizer_of_a_seed(plugin):
     c = run_cell(cell(optimizer="sobol", seed=1))
     assert init_rows(a) == init_rows(b)
     assert init_rows(a) != init_rows(c)
-    assert [r["x"] for r in a if r["phase"] == "bo"] != [r["x"] for r in b if r["phase"] == "bo"]
+    assert [r.x for r in a if r.phase == "bo"] != [r.x for r in b if r.phase == "bo"]
 
 
 def test_noisy_initial_observations_are_shared_too(plugin):
@@ -60,25 +60,25 @@ def test_same_cell_twice_gives_the_same_values():
         optimizer="qlogei",
         n_init=4,
         budget=2,
-        opt_params={"mc_samples": 16, "raw_samples": 16, "num_restarts": 2},
+        opt_params={"function_samples": 16, "raw_samples": 16, "num_restarts": 2},
     )
     first, second = run_cell(spec), run_cell(spec)
-    assert [r["y"] for r in first] == [r["y"] for r in second]
-    assert [r["x"] for r in first] == [r["x"] for r in second]
+    assert [r.y for r in first] == [r.y for r in second]
+    assert [r.x for r in first] == [r.x for r in second]
 
 
 def test_records_follow_the_results_contract_and_regret_is_exact():
     records = run_cell(cell(task_params={"noise_std": 0.1}, n_init=4, budget=6))
-    assert [r["iteration"] for r in records] == list(range(10))
-    assert [r["phase"] for r in records] == ["init"] * 4 + ["bo"] * 6
+    assert [r.iteration for r in records] == list(range(10))
+    assert [r.phase for r in records] == ["init"] * 4 + ["bo"] * 6
     optimum = -3.32237
-    y_true = np.array([r["y_true"] for r in records])
-    regret = np.array([r["regret"] for r in records])
+    y_true = np.array([r.y_true for r in records])
+    regret = np.array([r.regret for r in records])
     np.testing.assert_allclose(regret, np.minimum.accumulate(y_true) - optimum)
     assert np.all(regret >= 0) and np.all(np.diff(regret) <= 0)
-    best_y = np.array([r["best_y"] for r in records])
-    np.testing.assert_allclose(best_y, np.minimum.accumulate([r["y"] for r in records]))
-    assert all(r["status"] == "ok" and r["eval_seconds"] >= 0 for r in records)
+    best_y = np.array([r.best_y for r in records])
+    np.testing.assert_allclose(best_y, np.minimum.accumulate([r.y for r in records]))
+    assert all(r.status == "ok" and r.eval_seconds >= 0 for r in records)
 
 
 class OffsetSphere(Task):
@@ -96,20 +96,20 @@ class OffsetSphere(Task):
 
 def test_a_task_reporting_y_true_gets_its_regret_from_it():
     records = run_cell(cell(task=f"{__name__}:OffsetSphere", n_init=4, budget=2))
-    y_true = np.array([r["y_true"] for r in records])
-    np.testing.assert_allclose([r["y"] for r in records], y_true + 1.0)
-    np.testing.assert_allclose([r["regret"] for r in records], np.minimum.accumulate(y_true))
-    np.testing.assert_allclose([r["best_y"] for r in records], np.minimum.accumulate(y_true + 1.0))
+    y_true = np.array([r.y_true for r in records])
+    np.testing.assert_allclose([r.y for r in records], y_true + 1.0)
+    np.testing.assert_allclose([r.regret for r in records], np.minimum.accumulate(y_true))
+    np.testing.assert_allclose([r.best_y for r in records], np.minimum.accumulate(y_true + 1.0))
     # The task's extras are stored as they are; y_true has its own column, not an info key.
-    assert all(json.loads(r["info"]) == {"note": "extra"} for r in records if r["phase"] == "init")
+    assert all(json.loads(r.info) == {"note": "extra"} for r in records if r.phase == "init")
 
 
 def test_mixed_parameter_kinds_are_stored_in_native_units(plugin):
     records = run_cell(cell(task=f"{plugin}:Mixed", n_init=6, budget=4))
-    xs = np.array([r["x"] for r in records])
+    xs = np.array([r.x for r in records])
     assert np.all((xs[:, 1] >= 1e-4) & (xs[:, 1] <= 1e-1))
     assert np.all(xs[:, 2] == np.round(xs[:, 2])) and set(xs[:, 2]) <= {1.0, 2.0, 3.0, 4.0}
-    assert all(r["regret"] is None for r in records)
+    assert all(r.regret is None for r in records)
 
 
 def test_optimizer_error_propagates(plugin):
@@ -120,12 +120,12 @@ def test_optimizer_error_propagates(plugin):
 def test_ensemble_weights_are_recorded_per_iteration():
     params = {
         "kernel": ["linear", "matern52-iso"],
-        "mc_samples": 8,
+        "theta_samples": 8,
         "raw_samples": 16,
         "num_restarts": 2,
     }
     records = run_cell(cell(optimizer="orthobo", n_init=6, budget=3, opt_params=params))
-    infos = [json.loads(r["info"]) for r in records if r["phase"] == "bo"]
+    infos = [json.loads(r.info) for r in records if r.phase == "bo"]
     assert len(infos) == 3
     for info in infos:
         assert info["ensemble_kernels"] == ["linear", "matern52-iso"]

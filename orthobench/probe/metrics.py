@@ -8,9 +8,10 @@ the same target (e.g. many scrambled-Sobol theta draws). Larger acquisition valu
 Definitions (each exactly as computed, also in the report glossary):
 
 - probe variance: :math:`\frac1N \sum_j \widehat{\mathrm{Var}}_r(v_{rj})`, the across-rebuild
-  sample variance (ddof 1) at each probe point, averaged over points (design pitfall 5: never the
-  per-sample residual variance). Computed on the EI scale and on the log scale (of the outer-log
-  acquisition) by the caller passing the matching values; names carry the scale.
+  sample variance (ddof 1) at each probe point, averaged over points, never the per-sample
+  residual variance (docs/design.md, "Probe variance is across rebuilds"). Computed on the EI
+  scale and on the log scale (of the outer-log acquisition) by the caller passing the matching
+  values; names carry the scale.
 - bias^2: :math:`\frac1N \sum_j (\bar v_j - \mathrm{ref}_j)^2` with :math:`\bar v_j` the rebuild mean.
 - MSE: :math:`\frac1N \sum_j \frac1R \sum_r (v_{rj} - \mathrm{ref}_j)^2`.
 - top-1 agreement: share of rebuilds whose best probe (argmax over j) is the reference's best.
@@ -25,6 +26,11 @@ Definitions (each exactly as computed, also in the report glossary):
 from __future__ import annotations
 
 import numpy as np
+
+#: Relative floor ``alpha`` of the outer-log acquisition ``log max(EI_hat, alpha * EI_hat_MC)``
+#: whose values the log-scale metrics take: OrthoBO's default
+#: (:class:`orthobench.acquisition.MarginalLogEI`; docs/design.md, "Relative outer-log floor").
+ALPHA = 1e-3
 
 
 def _check(values: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:

@@ -16,7 +16,6 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
     over states (its ratios are against naive MC at that count); ``bias_share`` is the mean over
     states of ``bias_sq / mse``: about ``1 / rebuilds`` for an unbiased estimator with an exact
     reference (the rebuild mean's own variance), plus the reference's squared error share.
-    Columns missing from older probe files are left out.
     """
     if frame.empty:
         return frame
@@ -42,8 +41,7 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
         "regret": ("regret", "mean"),
         "baseline": ("baseline", "first"),
     }
-    present = {k: v for k, v in columns.items() if v[0] in frame.columns}
-    return frame.groupby(_GROUP, sort=False).agg(**present).reset_index()
+    return frame.groupby(_GROUP, sort=False).agg(**columns).reset_index()
 
 
 def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -71,9 +69,7 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
                 "worst_cell": worst["cell"],
                 "worst_mse_ratio_low": group["mse_ratio_low"].min(),
                 "median_mse_ratio": group["mse_ratio"].median(),
-                "worst_point_mse_ratio": group.get(
-                    "median_point_mse_ratio", pd.Series([float("nan")])
-                ).min(),
+                "worst_point_mse_ratio": group["median_point_mse_ratio"].min(),
                 "max_bias_share": group["bias_share"].max(),
             }
         )
@@ -96,7 +92,6 @@ def format_summary(frame: pd.DataFrame) -> str:
     table = summary_table(frame)
     if table.empty:
         return "(no probe rows)"
-    point_mse = "median_point_mse_ratio" in table.columns
     lines = [
         f"{'task':<14} {'kernel':<13} {'S':>4} {'estimator':<18} {'n_ev':>4} {'probe var':>10} "
         f"{'var log':>8} {'var ratio [95% CI]':>22} {'MSE ratio [95% CI]':>24} {'pt MSE':>7} "
@@ -108,7 +103,7 @@ def format_summary(frame: pd.DataFrame) -> str:
             f"{r.probe_variance:>10.3g} {r.probe_variance_log:>8.3g} "
             f"{_ci(r.var_ratio, r.var_ratio_low, r.var_ratio_high):>22} "
             f"{_ci(r.mse_ratio, r.mse_ratio_low, r.mse_ratio_high):>24} "
-            f"{(r.median_point_mse_ratio if point_mse else float('nan')):>7.2f} "
+            f"{r.median_point_mse_ratio:>7.2f} "
             f"{r.bias_share:>8.3f} {r.top1_agreement:>6.3f} {r.flip_rate:>6.3f} {r.regret:>8.3g}"
         )
     ranking = ranking_table(frame)

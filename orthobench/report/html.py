@@ -32,7 +32,7 @@ def _probe_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             "task": r.task,
             "kernel": r.kernel,
             "S": str(r.mc_samples),
-            "n_evaluations": str(getattr(r, "n_evaluations", r.mc_samples)),
+            "n_evaluations": str(r.n_evaluations),
             "estimator": r.estimator,
             "states": str(r.states),
             "probe_variance": _fmt(r.probe_variance),
@@ -79,19 +79,17 @@ def build_report(dirs: Iterable[str | Path], out: str | Path, title: str | None 
         for r in table.itertuples()
     ]
     if title is None:
-        suites = set(frame["suite"]) | (set(probe_rows["suite"]) if len(probe_rows) else set())
+        suites = set(frame["suite"]) | set(probe_rows["suite"])
         title = "orthobench report" + (": " + ", ".join(sorted(suites)) if suites else "")
     page = _ENV.get_template("report.html").render(
         title=title,
         sources=[str(d) for d in dirs],
         figures=[{"task": t, "svg": regret_curve_svg(curves, t)} for t in tasks],
         rows=rows,
-        probe_rows=_probe_rows(probe) if len(probe) else [],
+        probe_rows=_probe_rows(probe),
         probe_figures=[
             {"task": t, "svg": ratio_svg(probe, t)} for t in sorted(probe["task"].unique())
-        ]
-        if len(probe)
-        else [],
+        ],
         metadata=metadata,
         n_cells=int(frame["cell_id"].nunique()) if len(frame) else 0,
         n_rows=len(frame),

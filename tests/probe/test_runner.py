@@ -8,7 +8,7 @@ import torch
 
 from orthobench.exceptions import OrthobenchWarning
 from orthobench.pointsets import point_count
-from orthobench.probe.runner import parse_estimator, run_probe
+from orthobench.probe.runner import run_probe
 from orthobench.results import load_probe
 from orthobench.suite import ComponentSpec, ProbeSpec
 
@@ -65,12 +65,6 @@ def test_same_spec_gives_the_same_numbers_and_stored_states_are_reused(probed, t
     )
     assert seen == ["stored", "stored"]
     assert len(load_probe([out])) == len(frame)
-
-
-@pytest.mark.parametrize("name", ["nope", "orth@sobol", "qlogei@qmc", "sr3@qmc", "qlogei+rb"])
-def test_unknown_estimators_are_rejected(name):
-    with pytest.raises(ValueError):
-        parse_estimator(name)
 
 
 def test_report_shows_probe_tables_and_glossary(probed, tmp_path):

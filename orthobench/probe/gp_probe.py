@@ -1,0 +1,168 @@
+r"""The GP probe: rebuild values of the theta estimators and of qLogEI on one probe state.
+
+The surrogate is fitted once (MAP + Laplace ``q(theta)``, docs/design.md, "Laplace posterior on
+log-parameters") and kept fixed; only the draws change between rebuilds (docs/design.md, "Probe
+variance is across rebuilds").
+
+References of the targets:
+
+- theta estimators: the marginal EI over ``reference_samples`` scrambled-Sobol theta draws;
+- ``qlogei``: the analytic EI at the MAP hyperparameters (its MC noise is over function samples).
+
+Estimators with the same draws (equal-weight sampling, or the same rule; RB or not) share them in
+a rebuild (common random numbers), so every ratio against naive iid theta-MC (``mc``) is paired.
+A point set uses the largest evaluation count its rule allows within the budget ``S``; when that
+count differs from ``S``, its baseline is naive iid theta-MC with exactly that many draws in the
+same rebuild (docs/design.md, "Like-for-like baseline"). Values are on the GP's standardized
+outcome scale; the log values are the outer-log acquisition
+``log max(EI_hat, alpha * EI_hat_MC)`` (docs/design.md, "Relative outer-log floor").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from botorch.acquisition import LogExpectedImprovement, qLogExpectedImprovement
+from botorch.sampling import SobolQMCNormalSampler
+
+from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, parse_estimator
+from orthobench.probe.metrics import ALPHA
+from orthobench.probe.states import ProbeState
+from orthobench.seeding import derive_seed, torch_seed
+from orthobench.suite import ProbeSpec
+from orthobench.surrogates.gp import fit_model
+from orthobench.surrogates.laplace import ThetaSampledGP, laplace_posterior
+from orthobench.theta_estimators import ThetaDraws, draw_thetas, estimate
+
+#: Theta draws per batch of the reference (bounds the ``S x N`` memory of one batch).
+_REFERENCE_CHUNK = 512
+
+
+def _outer_log(log_top: torch.Tensor, est: torch.Tensor, mc: torch.Tensor) -> torch.Tensor:
+    """``log max(EI_hat, alpha * EI_hat_MC)`` from values scaled by ``exp(-log_top)``."""
+    return log_top + torch.maximum(est, ALPHA * mc).log()
+
+
+def _scaled_values(
+    model: Any, draws: ThetaDraws, X: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(top, values)``: per-probe max log-EI ``N`` and ``exp(log_ei - top)`` ``S x N``."""
+    with torch.no_grad():
+        log_ei = draws.gp(model).log_ei(X)  # S x N
+    top = log_ei.max(dim=0).values
+    return top, (log_ei - top).exp()
+
+
+def gp_values(
+    spec: ProbeSpec,
+    state: ProbeState,
+    names: list[str],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    probes: torch.Tensor,
+) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[str, np.ndarray], dict[str, Any]]:
+    """Rebuild values of the GP estimators ``names`` and their references on one state.
+
+    Args:
+        x: ``t x d`` history in the unit cube.
+        y: ``t`` observed values (minimized; the GP is fitted to ``-y``).
+        probes: ``N x d`` probe points.
+
+    Returns:
+        ``{(name, S): {"ei": R x N, "log": R x N, "n_evaluations": int, "baseline": R x N |
+        None}}`` (``baseline``: naive iid theta-MC at ``n_evaluations`` draws when that differs
+        from ``S``; None: the ``mc`` values at ``S`` are the baseline), the references
+        ``{"theta": N, "map": N}`` and the fit and Laplace diagnostics.
+    """
+    with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
+        model, fit_info = fit_model(x, -y, state.surrogate)
+    laplace = laplace_posterior(model)
+    X = probes.unsqueeze(-2)  # N x 1 x d
+
+    # Reference of the theta-marginal target: many scrambled-Sobol theta draws (chunked).
+    z_ref = laplace.sample_whitened(
+        spec.reference_samples, "qmc", seed=derive_seed(state.seed, "probe-reference", state.id)
+    )
+    log_ei_ref = torch.cat(
+        [
+            ThetaSampledGP.from_model(model, laplace.theta(z)).log_ei(X)
+            for z in z_ref.split(_REFERENCE_CHUNK)
+        ]
+    )
+    reference = {"theta": torch.logsumexp(log_ei_ref, dim=0) - math.log(log_ei_ref.shape[0])}
+    # qLogEI's target: EI at the MAP hyperparameters. BoTorch returns it in original outcome
+    # units; the theta estimators work on the model's standardized scale, so qLogEI values are
+    # divided by the outcome std to be comparable.
+    log_std = float(model.outcome_transform.stdvs.squeeze().log())
+    with torch.no_grad():
+        reference["map"] = LogExpectedImprovement(model, best_f=(-y).max())(X) - log_std
+
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    parsed = {n: parse_estimator(n) for n in names}
+    # RB draws are the first p - 1 coordinates of the plain ones, so RB or not share a group.
+    groups: dict[tuple[bool, str, bool], list[str]] = {}
+    for n in names:
+        if n not in FUNCTION_SAMPLE_ESTIMATORS:
+            e = parsed[n]
+            groups.setdefault((e.point_set, e.sampling, e.rb), []).append(n)
+    for s in spec.mc_samples:
+        ei: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        log: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        counts = dict.fromkeys(names, s)
+        naive: dict[int, list[np.ndarray]] = {}  # count != S -> naive iid MC values per rebuild
+        for r in range(spec.rebuilds):
+            for (is_rule, sampling, _), members in groups.items():
+                keys = ("rule", sampling) if is_rule else (sampling,)
+                draws = draw_thetas(
+                    laplace,
+                    parsed[members[0]],
+                    s,
+                    seed=derive_seed(state.seed, "probe-rebuild", state.id, s, r, *keys),
+                )
+                top, values = _scaled_values(model, draws, X)
+                mc = values.mean(dim=0)
+                for name in members:
+                    est = estimate(values, draws, parsed[name])
+                    ei[name].append((top.exp() * est).cpu().numpy())
+                    log[name].append(_outer_log(top, est, mc).cpu().numpy())
+                    counts[name] = draws.n_evaluations
+            for count in sorted(set(counts.values()) - {s}):
+                # Naive iid theta-MC at the rule's count; the seed is the one `mc` would use with
+                # a budget of `count`, so the same state probed at S = count pairs with it.
+                draws = draw_thetas(
+                    laplace,
+                    "mc",
+                    count,
+                    seed=derive_seed(state.seed, "probe-rebuild", state.id, count, r, "iid"),
+                )
+                top, values = _scaled_values(model, draws, X)
+                naive.setdefault(count, []).append((top.exp() * values.mean(dim=0)).cpu().numpy())
+            if "qlogei" in ei:
+                sampler = SobolQMCNormalSampler(
+                    torch.Size([s]),
+                    seed=derive_seed(state.seed, "probe-qlogei", state.id, s, r) % (2**31),
+                )
+                with torch.no_grad():
+                    log_value = (
+                        qLogExpectedImprovement(model, best_f=(-y).max(), sampler=sampler)(X)
+                        - log_std
+                    )
+                ei["qlogei"].append(log_value.exp().cpu().numpy())
+                log["qlogei"].append(log_value.cpu().numpy())
+        for name in names:
+            out[(name, s)] = {
+                "ei": np.stack(ei[name]),
+                "log": np.stack(log[name]),
+                "n_evaluations": counts[name],
+                "baseline": np.stack(naive[counts[name]]) if counts[name] != s else None,
+            }
+    refs = {k: v.exp().cpu().numpy() for k, v in reference.items()}
+    info = {
+        "p": laplace.p,
+        "fit_fallback": fit_info["fallback"],
+        **{f"laplace_{k}": v for k, v in laplace.info().items()},
+    }
+    return out, refs, info

@@ -1,0 +1,92 @@
+"""Probe states: the fixed BO history and probe points that every estimator is compared on.
+
+A state is (task, surrogate, seed, state iteration). Its history is what ``orthobench run`` would
+produce for that seed: the shared Sobol initial design of ``n_init`` points, then
+``state_iteration`` steps of the probe section's ``state_optimizer``
+(:data:`orthobench.suite.DEFAULT_STATE_OPTIMIZER`: ``mc-ei``), run with the state's GP kernel as
+its ``kernel`` parameter (``matern52-ard`` for a TPE state). Its probe
+points are ``n_probes`` scrambled-Sobol points seeded by the seed and the task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.quasirandom import SobolEngine
+
+from orthobench.loop import make_task, run_cell
+from orthobench.seeding import derive_seed
+from orthobench.suite import Cell, ComponentSpec, ProbeSpec
+
+#: The GP kernel that builds the history of a TPE state (TPE has no kernel of its own).
+TPE_STATE_KERNEL = "matern52-ard"
+
+
+@dataclass(frozen=True)
+class ProbeState:
+    """Identity of one probe state (one output file)."""
+
+    suite: str
+    task: ComponentSpec
+    surrogate: str  # GP kernel name, or "tpe"
+    seed: int
+    state_iteration: int
+    n_init: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.task.label}__{self.surrogate}__seed{self.seed}__it{self.state_iteration}"
+
+    @property
+    def kernel(self) -> str:
+        """The GP kernel that builds the history: the surrogate's, or :data:`TPE_STATE_KERNEL`."""
+        return TPE_STATE_KERNEL if self.surrogate == "tpe" else self.surrogate
+
+
+def state_cell(state: ProbeState, spec: ProbeSpec, dtype: torch.dtype) -> Cell:
+    """The cell whose run is the state's history: ``n_init`` shared initial points, then
+    ``state_iteration`` steps of the state optimizer with the state's kernel.
+
+    The optimizer label is ``probe-<kernel>`` whatever the optimizer, so its seeds (derived from
+    the label, :mod:`orthobench.loop`) do not depend on how the optimizer is named.
+    """
+    optimizer = spec.state_optimizer
+    return Cell(
+        suite=state.suite,
+        task=state.task,
+        optimizer=ComponentSpec(
+            name=optimizer.name,
+            params={**optimizer.params, "kernel": state.kernel},
+            label=f"probe-{state.kernel}",
+        ),
+        seed=state.seed,
+        n_init=state.n_init,
+        budget=state.state_iteration,
+        dtype=str(dtype).removeprefix("torch."),
+    )
+
+
+def build_history(
+    state: ProbeState, spec: ProbeSpec, device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, float | None]:
+    """The state's valid history in the unit cube, ``x`` (``t x d``) and ``y`` (``t``), and the
+    best-so-far regret of its last evaluation (None when the optimum is unknown)."""
+    cell = state_cell(state, spec, dtype)
+    records = [r for r in run_cell(cell, device) if r.status == "ok"]
+    space = make_task(cell).space
+    x = torch.as_tensor(space.to_unit(np.array([r.x for r in records])), dtype=dtype, device=device)
+    y = torch.as_tensor([r.y for r in records], dtype=dtype, device=device)
+    return x, y, records[-1].regret
+
+
+def probe_points(
+    state: ProbeState, spec: ProbeSpec, dim: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """``n_probes x d`` scrambled-Sobol probe points in the unit cube (the same for every
+    surrogate and state iteration of a seed and task)."""
+    engine = SobolEngine(
+        dim, scramble=True, seed=derive_seed(state.seed, "probe-points", state.task.label) % (2**31)
+    )
+    return engine.draw(spec.n_probes, dtype=dtype).to(device)
