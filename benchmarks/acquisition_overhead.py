@@ -41,7 +41,7 @@ def main() -> None:
         x0 = SobolEngine(d, scramble=True, seed=0).draw(32).double()
         y0 = function(low + (high - low) * x0).numpy()
         for s in (32, 512):
-            opt = OrthoBO(d, seed=0, mc_samples=s, estimator="mc")
+            opt = OrthoBO(d, seed=0, theta_samples=s, estimator="mc")
             opt.tell(x0.numpy(), y0)
             acqf = opt.acquisition()
             X = torch.rand(

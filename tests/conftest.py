@@ -94,14 +94,15 @@ def make_sphere(dim: int = 2, delay: float = 0.0, fail_at: float = -1.0) -> Sphe
 class CenterOptimizer(Optimizer):
     """Always proposes the centre of the cube, jittered."""
 
+    min_observations = 0
+
     def __init__(self, dim, *, jitter: float = 0.1, **kwargs):
         super().__init__(dim, **kwargs)
-        self.rng = np.random.default_rng(self.seed)
         self.jitter = jitter
 
-    def ask(self, n=1):
-        self._asks += 1
-        return Suggestion(x=np.clip(0.5 + self.jitter * self.rng.standard_normal((n, self.dim)), 0, 1))
+    def _ask(self, n):
+        rng = np.random.default_rng(self._step_seed("center"))
+        return Suggestion(x=np.clip(0.5 + self.jitter * rng.standard_normal((n, self.dim)), 0, 1))
 '''
 
 

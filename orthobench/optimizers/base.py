@@ -1,18 +1,40 @@
-"""The :class:`Optimizer` base class: ask/tell in the unit cube.
+"""The :class:`Optimizer` base class: ask/tell in the unit cube, with a template ``ask``.
 
 Call order (enforced by :func:`orthobench.loop.run_cell`): construct, ``tell`` the shared initial
 design, then alternate ``ask`` and ``tell``. Objectives are minimized; an optimizer that builds on
 BoTorch (which maximizes) negates internally.
+
+As Optuna's ``BaseSampler`` keeps its template methods concrete, :meth:`Optimizer.ask` is the same
+for every optimizer: it checks ``n`` and the history, counts the ask (which keys every seed of the
+step, :meth:`Optimizer._step_seed`), times the step and checks the shape and bounds of what the
+subclass's :meth:`Optimizer._ask` proposes.
+
+Resume. An optimizer is a function of its seed, its history and the small state that
+:meth:`Optimizer.state_dict` returns (the ask counter, and what a subclass keeps beyond its
+observations: ensemble weights, trust-region counters, positions in a point sequence). To continue a
+cell from stored evaluations::
+
+    optimizer = build_optimizer(...)           # same name, params and seed
+    optimizer.tell(stored_x, stored_y)         # the history, in the order it was told
+    optimizer.load_state_dict(stored_state)    # saved after the last tell
+
+and the next ``ask`` returns what the uninterrupted optimizer would have returned.
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
+
+from orthobench.seeding import derive_seed
+
+# A proposal may leave the unit cube by float round-off (it is clipped); by more, it is a bug.
+_BOUNDS_ATOL = 1e-9
 
 
 def check_at_least(minimum: float, **values: float) -> None:
@@ -29,7 +51,8 @@ class Suggestion:
     Args:
         x: ``n x d`` points in the unit cube.
         fit_seconds: Wall time spent fitting the surrogate for this step (incl. Hessians).
-        acq_seconds: Wall time spent building and optimizing the acquisition for this step.
+        acq_seconds: Wall time spent building and optimizing the acquisition for this step (for an
+            optimizer that does not time its own parts: the whole proposal).
         info: JSON-serializable diagnostics stored in the results (ensemble weights, fallbacks).
     """
 
@@ -48,9 +71,14 @@ class Optimizer(ABC):
         device: Torch device for surrogate and acquisition computations.
         dtype: Torch dtype (float64 by default: GP fits in float32 are fragile).
 
-    Subclasses implement :meth:`ask`; they read the history from :attr:`train_x` (``t x d``, unit
-    cube) and :attr:`train_y` (``t``, minimization) and may override :meth:`_on_tell`.
+    Subclasses implement :meth:`_ask`; they read the history from :attr:`train_x` (``t x d``, unit
+    cube) and :attr:`train_y` (``t``, minimization), draw randomness only from
+    :meth:`_step_seed`, may override :meth:`_on_tell`, and extend :meth:`state_dict` /
+    :meth:`load_state_dict` with whatever else their next proposal depends on.
     """
+
+    #: Observations :meth:`ask` needs in the history.
+    min_observations: int = 1
 
     def __init__(
         self,
@@ -70,9 +98,51 @@ class Optimizer(ABC):
         self.train_y = torch.empty(0, device=self.device, dtype=dtype)
         self._asks = 0
 
-    @abstractmethod
+    @property
+    def max_batch(self) -> int | None:
+        """The most points one :meth:`ask` may propose (None: no limit)."""
+        return None
+
     def ask(self, n: int = 1) -> Suggestion:
-        """Propose ``n`` points (``n x d``, unit cube) from the current history."""
+        """Propose ``n`` points (``n x d``, unit cube) from the current history.
+
+        Raises:
+            ValueError: if ``n`` is outside ``[1, max_batch]`` or the history holds fewer than
+                :attr:`min_observations` points.
+        """
+        limit = self.max_batch
+        if n < 1 or (limit is not None and n > limit):
+            raise ValueError(
+                f"{type(self).__name__} proposes between 1 and {limit or 'any number of'} points "
+                f"per ask, but got {n=}."
+            )
+        t = self.train_y.shape[0]
+        if t < self.min_observations:
+            raise ValueError(
+                f"{type(self).__name__} needs at least {self.min_observations} observation(s) "
+                f"before ask() (tell the initial design first), but has {t}."
+            )
+        self._asks += 1
+        start = time.perf_counter()
+        suggestion = self._ask(n)
+        elapsed = time.perf_counter() - start
+        x = np.asarray(suggestion.x, dtype=np.float64)
+        if x.shape != (n, self.dim):
+            raise RuntimeError(
+                f"{type(self).__name__}._ask({n}) returned x of shape {x.shape}, expected {(n, self.dim)}."
+            )
+        if not np.isfinite(x).all() or (x < -_BOUNDS_ATOL).any() or (x > 1 + _BOUNDS_ATOL).any():
+            raise RuntimeError(
+                f"{type(self).__name__}._ask({n}) proposed points outside the unit cube: {x.tolist()}."
+            )
+        suggestion.x = np.clip(x, 0.0, 1.0)
+        if suggestion.fit_seconds == 0.0 and suggestion.acq_seconds == 0.0:
+            suggestion.acq_seconds = elapsed
+        return suggestion
+
+    @abstractmethod
+    def _ask(self, n: int) -> Suggestion:
+        """Propose ``n`` points (``n x d``) from the history; ``n`` and the history are checked."""
 
     def tell(self, x: np.ndarray, y: np.ndarray) -> None:
         """Add evaluated points (``n x d`` unit cube) with their objective values (``n``)."""
@@ -93,6 +163,25 @@ class Optimizer(ABC):
 
     def _step_seed(self, *keys: object) -> int:
         """A seed for the current ask, distinct per ask and per purpose."""
-        from orthobench.seeding import derive_seed
-
         return derive_seed(self.seed, self._asks, *keys)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The JSON-serializable state beyond the history, taken between steps (after a ``tell``).
+
+        A suggestion asked but not yet told is not part of the state: the next ``ask`` replaces it.
+        Subclasses extend the dict (call ``super().state_dict()``).
+        """
+        return {"asks": self._asks, "n_observations": int(self.train_y.shape[0])}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` after the same history has been told again.
+
+        Raises:
+            ValueError: if the history told so far is not the one the state was saved with.
+        """
+        if state["n_observations"] != self.train_y.shape[0]:
+            raise ValueError(
+                f"The state was saved with {state['n_observations']} observations, but the rebuilt "
+                f"{type(self).__name__} has {self.train_y.shape[0]}: tell the stored history first."
+            )
+        self._asks = int(state["asks"])

@@ -18,33 +18,22 @@ from abc import abstractmethod
 import torch
 from botorch.acquisition import AcquisitionFunction, qLogExpectedImprovement, qUpperConfidenceBound
 from botorch.models import SingleTaskGP
-from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 
-from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
+from orthobench.optimizers.base import Suggestion, check_at_least
+from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.gp import fit_model
 
 
-class _GPAcquisitionOptimizer(Optimizer):
-    """Fit a GP on ``-y`` (BoTorch maximizes), build an acquisition, maximize it by multistart."""
+class _GPAcquisitionOptimizer(GPOptimizer):
+    """Fit a GP on ``-y`` (BoTorch maximizes), build an MC acquisition, maximize it by multistart."""
 
-    def __init__(
-        self,
-        dim: int,
-        *,
-        kernel: str,
-        mc_samples: int,
-        raw_samples: int,
-        num_restarts: int,
-        **kwargs,
-    ) -> None:
+    def __init__(self, dim: int, *, kernel: str, function_samples: int, **kwargs) -> None:
         super().__init__(dim, **kwargs)
-        check_at_least(1, mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts)
+        check_at_least(1, function_samples=function_samples)
         self.kernel = kernel
-        self.mc_samples = mc_samples
-        self.raw_samples = raw_samples
-        self.num_restarts = num_restarts
+        self.function_samples = function_samples
 
     @abstractmethod
     def _acquisition(
@@ -52,24 +41,13 @@ class _GPAcquisitionOptimizer(Optimizer):
     ) -> AcquisitionFunction:
         """The acquisition to maximize on the fitted model."""
 
-    def ask(self, n: int = 1) -> Suggestion:
-        self._asks += 1
+    def _ask(self, n: int) -> Suggestion:
         with torch_seed(self._step_seed("fit")):
             t0 = time.perf_counter()
             model, fit_info = fit_model(self.train_x, -self.train_y, self.kernel)
             t1 = time.perf_counter()
-        sampler = SobolQMCNormalSampler(
-            sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31)
-        )
-        bounds = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(self.train_x)
-        with torch_seed(self._step_seed("acq")):
-            candidate, _ = optimize_acqf(
-                self._acquisition(model, sampler),
-                bounds=bounds,
-                q=n,
-                num_restarts=self.num_restarts,
-                raw_samples=self.raw_samples,
-            )
+        acqf = self._acquisition(model, self._sampler(self.function_samples))
+        candidate = self._maximize(acqf, q=n)
         t2 = time.perf_counter()
         return Suggestion(
             x=candidate.detach().cpu().numpy(),
@@ -85,7 +63,7 @@ class QLogEI(_GPAcquisitionOptimizer):
     Args:
         dim: Number of search dimensions.
         kernel: GP kernel name (see :data:`orthobench.surrogates.gp.KERNELS`).
-        mc_samples: QMC function samples of the acquisition (paper: 512).
+        function_samples: QMC function samples of the acquisition (paper: 512).
         raw_samples: Raw samples for the multistart initialization (paper: 512).
         num_restarts: Restarts of the gradient-based acquisition optimization (paper: 8).
     """
@@ -95,7 +73,7 @@ class QLogEI(_GPAcquisitionOptimizer):
         dim: int,
         *,
         kernel: str = "matern52-ard",
-        mc_samples: int = 512,
+        function_samples: int = 512,
         raw_samples: int = 512,
         num_restarts: int = 8,
         **kwargs,
@@ -103,7 +81,7 @@ class QLogEI(_GPAcquisitionOptimizer):
         super().__init__(
             dim,
             kernel=kernel,
-            mc_samples=mc_samples,
+            function_samples=function_samples,
             raw_samples=raw_samples,
             num_restarts=num_restarts,
             **kwargs,
@@ -122,7 +100,7 @@ class QUCB(_GPAcquisitionOptimizer):
         dim: Number of search dimensions.
         beta: Exploration weight.
         kernel: GP kernel name (see :data:`orthobench.surrogates.gp.KERNELS`).
-        mc_samples: QMC function samples of the acquisition.
+        function_samples: QMC function samples of the acquisition.
         raw_samples: Raw samples for the multistart initialization.
         num_restarts: Restarts of the gradient-based acquisition optimization.
     """
@@ -133,7 +111,7 @@ class QUCB(_GPAcquisitionOptimizer):
         *,
         beta: float = 0.2,
         kernel: str = "matern52-ard",
-        mc_samples: int = 512,
+        function_samples: int = 512,
         raw_samples: int = 512,
         num_restarts: int = 8,
         **kwargs,
@@ -143,7 +121,7 @@ class QUCB(_GPAcquisitionOptimizer):
         super().__init__(
             dim,
             kernel=kernel,
-            mc_samples=mc_samples,
+            function_samples=function_samples,
             raw_samples=raw_samples,
             num_restarts=num_restarts,
             **kwargs,

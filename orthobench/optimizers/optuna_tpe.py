@@ -10,6 +10,10 @@ minimizes. How our ask/tell maps onto the study:
   ``study.add_trial(create_trial(...))``, so Optuna models exactly the points that were evaluated.
 - Pending trials not told by the next :meth:`ask` (the loop drops non-finite evaluations) are
   marked FAIL, which TPE ignores.
+- Each :meth:`ask` gives the study a new ``TPESampler`` seeded by ``(seed, ask)``, as every other
+  optimizer seeds its steps: the sampler's random state is then a function of the ask count,
+  and a study rebuilt from the stored trials continues exactly where the original stood (the
+  resume contract of :class:`~orthobench.optimizers.base.Optimizer`).
 
 ``multivariate`` is passed explicitly: Optuna 5 defaults to the multivariate TPE for
 single-objective studies, while the paper's TPE and most published baselines are univariate
@@ -32,7 +36,6 @@ from optuna.trial import Trial, TrialState, create_trial
 from torch import Tensor
 
 from orthobench.optimizers.base import Optimizer, Suggestion
-from orthobench.seeding import derive_seed
 
 # A told point is the pending trial's point if they differ by no more than float round-off
 # of the unit-cube -> native -> unit-cube round trip.
@@ -52,6 +55,8 @@ class OptunaTPE(Optimizer):
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`; the sampler
             is seeded from ``seed``.
     """
+
+    min_observations = 0
 
     def __init__(
         self,
@@ -74,27 +79,27 @@ class OptunaTPE(Optimizer):
         self.n_ei_candidates = n_ei_candidates
         self._names = [f"x{j}" for j in range(dim)]
         self._distributions = {name: FloatDistribution(0.0, 1.0) for name in self._names}
-        sampler = optuna.samplers.TPESampler(
-            multivariate=multivariate,
-            n_startup_trials=n_startup_trials,
-            n_ei_candidates=n_ei_candidates,
-            # NumPy's RandomState (inside Optuna) takes 32-bit seeds.
-            seed=derive_seed(self.seed, "optuna-tpe") % (2**32),
-        )
         # Optuna logs "A new study created" at INFO for every study (one per cell); silence that
         # line only, restoring the user's verbosity.
         verbosity = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         try:
-            self.study = optuna.create_study(direction="minimize", sampler=sampler)
+            self.study = optuna.create_study(direction="minimize", sampler=self._sampler())
         finally:
             optuna.logging.set_verbosity(verbosity)
         self._pending: list[tuple[Trial, np.ndarray]] = []
 
-    def ask(self, n: int = 1) -> Suggestion:
-        if n < 1:
-            raise ValueError(f"`n` must be >= 1, but got {n=}.")
-        self._asks += 1
+    def _sampler(self) -> optuna.samplers.TPESampler:
+        return optuna.samplers.TPESampler(
+            multivariate=self.multivariate,
+            n_startup_trials=self.n_startup_trials,
+            n_ei_candidates=self.n_ei_candidates,
+            # NumPy's RandomState (inside Optuna) takes 32-bit seeds.
+            seed=self._step_seed("optuna-tpe") % (2**32),
+        )
+
+    def _ask(self, n: int) -> Suggestion:
+        self.study.sampler = self._sampler()
         for trial, _ in self._pending:
             self.study.tell(trial, state=TrialState.FAIL)
         failed = len(self._pending)

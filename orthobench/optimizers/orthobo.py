@@ -17,12 +17,13 @@ own points.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
-from botorch.optim import optimize_acqf
 
 from orthobench.acquisition import MarginalLogEI
-from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
+from orthobench.optimizers.base import Suggestion, check_at_least
+from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble
 from orthobench.surrogates.laplace import THETA_SAMPLING, ThetaSampledGP
@@ -39,15 +40,16 @@ from orthobench.theta_estimators import (
 _RAW_CHUNK_ENTRIES = 2**18
 
 
-class OrthoBO(Optimizer):
+class OrthoBO(GPOptimizer):
     r"""Orthogonalized marginal-EI Bayesian optimization with a GP ensemble (paper Alg. 1).
 
     Args:
         dim: Number of search dimensions ``d``.
         kernel: GP kernel name, or a list of names for an ensemble (one member each; see
             :data:`orthobench.surrogates.gp.KERNELS`).
-        mc_samples: Hyperparameter draws ``S`` per member and step; for a point-set estimator the
-            budget of EI evaluations (the rule uses the largest count it allows within it).
+        theta_samples: Hyperparameter draws ``S`` per member and step, i.e. EI evaluations per
+            candidate and member; for a point-set estimator the budget of EI evaluations (the
+            rule uses the largest count it allows within it).
         estimator: Estimator name ``<base>[+rb][@sampling]`` (:mod:`orthobench.theta_estimators`):
             a control-variate estimator of :data:`orthobench.estimators.ESTIMATORS` (``orth`` is
             the paper's), or a point set (``sr3``, ``radial-cross``, ``qmc-owen``, ...) whose
@@ -71,14 +73,18 @@ class OrthoBO(Optimizer):
     eigenvalue, the Laplace re-centring shift and the draws that needed Cholesky jitter, and a
     ``fallback`` string when a fallback was taken (GP fit kept its initialization, Hessian not
     positive definite, re-centring stalled, Cholesky jitter).
+
+    State beyond the history (:meth:`state_dict`): the ensemble weights.
     """
+
+    min_observations = 2
 
     def __init__(
         self,
         dim: int,
         *,
         kernel: str | list[str] = "matern52-ard",
-        mc_samples: int = 512,
+        theta_samples: int = 512,
         estimator: str = DEFAULT_THETA_ESTIMATOR,
         theta_sampling: str = "iid",
         rb: bool = False,
@@ -91,32 +97,39 @@ class OrthoBO(Optimizer):
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
     ) -> None:
-        super().__init__(dim, seed=seed, device=device, dtype=dtype)
-        check_at_least(1, mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts)
-        if mc_samples < 4:
+        super().__init__(
+            dim,
+            raw_samples=raw_samples,
+            num_restarts=num_restarts,
+            seed=seed,
+            device=device,
+            dtype=dtype,
+        )
+        check_at_least(1, theta_samples=theta_samples)
+        if theta_samples < 4:
             raise ValueError(
-                f"`mc_samples` must be >= 4 (cross-fitting needs 2 draws per fold), but got {mc_samples=}."
+                f"`theta_samples` must be >= 4 (cross-fitting needs 2 draws per fold), but got {theta_samples=}."
             )
         if theta_sampling not in THETA_SAMPLING:
             raise ValueError(
                 f"`theta_sampling` must be one of {THETA_SAMPLING}, but got {theta_sampling!r}."
             )
         self.theta_estimator = _resolve_estimator(estimator, theta_sampling, rb)
-        if self.theta_estimator.sampling == "antithetic" and mc_samples % 2:
-            raise ValueError(f"Antithetic draws need an even `mc_samples`, but got {mc_samples=}.")
+        if self.theta_estimator.sampling == "antithetic" and theta_samples % 2:
+            raise ValueError(
+                f"Antithetic draws need an even `theta_samples`, but got {theta_samples=}."
+            )
         if not 0 < alpha <= 1:
             raise ValueError(
                 f"`alpha` is relative to the naive estimate and must be in (0, 1], but got {alpha=}."
             )
         kernels = [kernel] if isinstance(kernel, str) else list(kernel)
         self.ensemble = SurrogateEnsemble(kernels, tau=tau, delta=delta)
-        self.mc_samples = mc_samples
+        self.theta_samples = theta_samples
         self.estimator = estimator
         self.theta_sampling = theta_sampling
         self.rb = self.theta_estimator.rb
         self.alpha = alpha
-        self.raw_samples = raw_samples
-        self.num_restarts = num_restarts
         # The previous step's members, kept to score the observation that follows them.
         self._previous: list[ThetaSampledGP] = []
 
@@ -150,7 +163,7 @@ class OrthoBO(Optimizer):
             draws = draw_thetas(
                 member.laplace,
                 self.theta_estimator,
-                self.mc_samples,
+                self.theta_samples,
                 seed=self._step_seed("theta", i),
             )
             gps.append(draws.gp(member.model))
@@ -167,31 +180,18 @@ class OrthoBO(Optimizer):
             point_weights=point_weights,
         )
 
-    def ask(self, n: int = 1) -> Suggestion:
-        if n != 1:
-            raise ValueError(
-                f"{type(self).__name__} proposes one point per ask (marginal EI is a q=1 acquisition), but got {n=}."
-            )
-        if self.train_x.shape[0] < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs at least 2 observations before ask(), but has {self.train_x.shape[0]}."
-            )
-        self._asks += 1
+    @property
+    def max_batch(self) -> int:
+        """One point per ask: marginal EI is a ``q = 1`` acquisition."""
+        return 1
+
+    def _ask(self, n: int) -> Suggestion:
         start = time.perf_counter()
         members = self._fit()
         fitted = time.perf_counter()
         acqf = self._build_acquisition(members)
-        bounds = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(self.train_x)
-        chunk = max(1, _RAW_CHUNK_ENTRIES // (self.mc_samples * self.train_x.shape[0]))
-        with torch_seed(self._step_seed("acq")):
-            candidate, _ = optimize_acqf(
-                acqf,
-                bounds=bounds,
-                q=1,
-                num_restarts=self.num_restarts,
-                raw_samples=self.raw_samples,
-                options={"init_batch_limit": chunk},
-            )
+        chunk = max(1, _RAW_CHUNK_ENTRIES // (self.theta_samples * self.train_x.shape[0]))
+        candidate = self._maximize(acqf, options={"init_batch_limit": chunk})
         end = time.perf_counter()
         self._previous = acqf.members if len(acqf.members) > 1 else []
         return Suggestion(
@@ -200,6 +200,19 @@ class OrthoBO(Optimizer):
             acq_seconds=end - fitted,
             info=self._info(acqf),
         )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "ensemble_weights": self.ensemble.weights.tolist()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        weights = torch.tensor(state["ensemble_weights"], dtype=self.ensemble.weights.dtype)
+        if weights.shape != self.ensemble.weights.shape:
+            raise ValueError(
+                f"The state has {weights.shape[0]} ensemble weights, but the ensemble has "
+                f"{self.ensemble.weights.shape[0]} members."
+            )
+        self.ensemble.weights = weights
 
     def _info(self, acqf: MarginalLogEI) -> dict[str, object]:
         members = self.ensemble.members
@@ -223,7 +236,7 @@ class OrthoBO(Optimizer):
             "estimator": self.estimator,
             "theta_sampling": self.theta_sampling,
             "rb": self.rb,
-            "mc_samples": self.mc_samples,
+            "theta_samples": self.theta_samples,
             "n_evaluations": [gp.num_samples for gp in acqf.members],
             **self.ensemble.info(),
             "eig_floored": [m.laplace.floored for m in members],
@@ -266,7 +279,7 @@ class MCEI(OrthoBO):
         dim: int,
         *,
         kernel: str | list[str] = "matern52-ard",
-        mc_samples: int = 512,
+        theta_samples: int = 512,
         theta_sampling: str = "iid",
         tau: float = 1.0,
         delta: float = 0.001,
@@ -279,7 +292,7 @@ class MCEI(OrthoBO):
         super().__init__(
             dim,
             kernel=kernel,
-            mc_samples=mc_samples,
+            theta_samples=theta_samples,
             estimator="mc",
             theta_sampling=theta_sampling,
             alpha=1.0,

@@ -37,13 +37,12 @@ from botorch.models.robust_relevance_pursuit_model import (
 )
 from botorch.models.transforms.outcome import Standardize
 from botorch.models.utils.gpytorch_modules import get_gaussian_likelihood_with_lognormal_prior
-from botorch.optim import optimize_acqf
-from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
 from orthobench.exceptions import ModelFittingError, NumericsWarning
-from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
+from orthobench.optimizers.base import Suggestion, check_at_least
+from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.gp import make_kernel
 
@@ -95,7 +94,7 @@ def fit_robust_gp(
     return model, {"fallback": fallback, "outliers": outliers}
 
 
-class RPR(Optimizer):
+class RPR(GPOptimizer):
     """Robust GP by Relevance Pursuit (BoTorch) + qLogNoisyExpectedImprovement.
 
     Args:
@@ -108,11 +107,13 @@ class RPR(Optimizer):
             (kept as a float here, so a short history does not get a zero-mean prior).
         convex_parameterization: BoTorch's convex parameterization of the outlier variances
             (its default, recommended there).
-        mc_samples: QMC function samples of qLogNEI (as the ``qlogei`` baseline: 512).
+        function_samples: QMC function samples of qLogNEI (as the ``qlogei`` baseline: 512).
         raw_samples: Raw samples of the multistart initialization (512).
         num_restarts: Restarts of the gradient-based acquisition optimization (8).
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
     """
+
+    min_observations = 2
 
     def __init__(
         self,
@@ -122,15 +123,22 @@ class RPR(Optimizer):
         fractions_of_outliers: tuple[float, ...] = tuple(FRACTIONS_OF_OUTLIERS),
         prior_outlier_fraction: float = 0.2,
         convex_parameterization: bool = True,
-        mc_samples: int = 512,
+        function_samples: int = 512,
         raw_samples: int = 512,
         num_restarts: int = 8,
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
     ) -> None:
-        super().__init__(dim, seed=seed, device=device, dtype=dtype)
-        check_at_least(1, mc_samples=mc_samples, raw_samples=raw_samples, num_restarts=num_restarts)
+        super().__init__(
+            dim,
+            raw_samples=raw_samples,
+            num_restarts=num_restarts,
+            seed=seed,
+            device=device,
+            dtype=dtype,
+        )
+        check_at_least(1, function_samples=function_samples)
         if not fractions_of_outliers or not all(0.0 <= f <= 1.0 for f in fractions_of_outliers):
             raise ValueError(
                 f"`fractions_of_outliers` must be a non-empty list of values in [0, 1], but got {fractions_of_outliers=}."
@@ -144,16 +152,9 @@ class RPR(Optimizer):
         self.fractions_of_outliers = tuple(float(f) for f in fractions_of_outliers)
         self.prior_outlier_fraction = prior_outlier_fraction
         self.convex_parameterization = convex_parameterization
-        self.mc_samples = mc_samples
-        self.raw_samples = raw_samples
-        self.num_restarts = num_restarts
+        self.function_samples = function_samples
 
-    def ask(self, n: int = 1) -> Suggestion:
-        if self.train_y.shape[0] < 2:
-            raise ValueError(
-                f"RPR needs at least 2 observations before ask(), but got {self.train_y.shape[0]}."
-            )
-        self._asks += 1
+    def _ask(self, n: int) -> Suggestion:
         t0 = time.perf_counter()
         with torch_seed(self._step_seed("fit")):
             model, fit_info = fit_robust_gp(
@@ -165,20 +166,13 @@ class RPR(Optimizer):
                 convex_parameterization=self.convex_parameterization,
             )
         t1 = time.perf_counter()
-        sampler = SobolQMCNormalSampler(
-            sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31)
+        sampler = self._sampler(self.function_samples)
+        # Built inside the seeded block: pruning the baseline draws posterior samples from the
+        # global generator.
+        x = self._maximize(
+            lambda: qLogNoisyExpectedImprovement(model, X_baseline=self.train_x, sampler=sampler),
+            q=n,
         )
-        bounds = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(self.train_x)
-        # Inside the seeded block: pruning the baseline draws posterior samples from the global RNG.
-        with torch_seed(self._step_seed("acq")):
-            acqf = qLogNoisyExpectedImprovement(model, X_baseline=self.train_x, sampler=sampler)
-            x, _ = optimize_acqf(
-                acqf,
-                bounds=bounds,
-                q=n,
-                num_restarts=self.num_restarts,
-                raw_samples=self.raw_samples,
-            )
         t2 = time.perf_counter()
         info: dict[str, Any] = {
             "n_outliers": len(fit_info["outliers"]),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch.quasirandom import SobolEngine
 
 from orthobench.optimizers.base import Optimizer, Suggestion
@@ -12,15 +14,25 @@ class SobolSearch(Optimizer):
     """Proposes the next points of one scrambled Sobol sequence (seeded by the optimizer seed).
 
     The sequence is independent of the shared initial design, so it continues as a fresh
-    space-filling design rather than repeating the initial points.
+    space-filling design rather than repeating the initial points. Its state is the number of
+    points drawn so far.
     """
+
+    min_observations = 0
 
     def __init__(self, dim: int, **kwargs) -> None:
         super().__init__(dim, **kwargs)
-        self._engine = SobolEngine(
-            dim, scramble=True, seed=derive_seed(self.seed, "sobol") % (2**31)
-        )
+        self._engine = self._new_engine()
 
-    def ask(self, n: int = 1) -> Suggestion:
-        self._asks += 1
+    def _new_engine(self) -> SobolEngine:
+        return SobolEngine(self.dim, scramble=True, seed=derive_seed(self.seed, "sobol") % (2**31))
+
+    def _ask(self, n: int) -> Suggestion:
         return Suggestion(x=self._engine.draw(n, dtype=self.dtype).numpy())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "drawn": int(self._engine.num_generated)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._engine = self._new_engine().fast_forward(int(state["drawn"]))

@@ -75,7 +75,7 @@ class MCTPE(Optimizer):
 
     Args:
         dim: Number of search dimensions ``d``.
-        mc_samples: Bootstrap fits ``S`` per step (paper: 32).
+        bootstrap_fits: Bootstrap fits ``S`` per step (paper: 32).
         gamma: Good-set quantile; ``ceil(gamma t)`` of ``t`` points are good (paper: 0.2).
         acquisition: ``"ratio"`` (``l / g``, the paper's) or ``"log-ratio"`` (``log l - log g``).
         min_bandwidth: Absolute floor of Scott's-rule bandwidths (unit-cube units): a resample
@@ -101,11 +101,13 @@ class MCTPE(Optimizer):
         (1, 2)
     """
 
+    min_observations = 2
+
     def __init__(
         self,
         dim: int,
         *,
-        mc_samples: int = 32,
+        bootstrap_fits: int = 32,
         gamma: float = 0.2,
         acquisition: str = "ratio",
         min_bandwidth: float = 0.01,
@@ -118,8 +120,8 @@ class MCTPE(Optimizer):
         dtype: torch.dtype = torch.float64,
     ) -> None:
         super().__init__(dim, seed=seed, device=device, dtype=dtype)
-        if mc_samples < 2:
-            raise ValueError(f"`mc_samples` must be >= 2, but got {mc_samples=}.")
+        if bootstrap_fits < 2:
+            raise ValueError(f"`bootstrap_fits` must be >= 2, but got {bootstrap_fits=}.")
         if acquisition not in ACQUISITIONS:
             raise ValueError(
                 f"`acquisition` must be one of {ACQUISITIONS}, but got {acquisition=}."
@@ -137,7 +139,7 @@ class MCTPE(Optimizer):
                 f"Candidate counts must be >= 0 with a positive sum, but got {n_good_candidates=}, {n_sobol_candidates=}."
             )
         split_sizes(2, gamma)  # validates gamma
-        self.mc_samples = mc_samples
+        self.bootstrap_fits = bootstrap_fits
         self.gamma = gamma
         self.acquisition = acquisition
         self.min_bandwidth = min_bandwidth
@@ -166,7 +168,7 @@ class MCTPE(Optimizer):
         t = self.train_y.shape[0]
         # CPU generators throughout: the same seed gives the same resamples on every device.
         gen = torch_generator(self.seed, self._asks, rebuild, "tpe-bootstrap")
-        return BootstrapDraw(self._fit(bootstrap_indices(t, self.mc_samples, gen, self.device)))
+        return BootstrapDraw(self._fit(bootstrap_indices(t, self.bootstrap_fits, gen, self.device)))
 
     def values(self, draw: BootstrapDraw, x: Tensor) -> Tensor:
         """Per-fit acquisition ``h(x; theta^(s))`` of ``N x d`` points -> ``S x N``."""
@@ -193,17 +195,12 @@ class MCTPE(Optimizer):
             [good, sobol.draw(self.n_sobol_candidates, dtype=self.dtype).to(self.device)]
         )
 
-    def ask(self, n: int = 1) -> Suggestion:
-        t = self.train_y.shape[0]
-        if t < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs at least 2 observations before ask(), but got {t}."
-            )
-        if not 1 <= n <= self.n_good_candidates + self.n_sobol_candidates:
-            raise ValueError(
-                f"`n` must lie in [1, {self.n_good_candidates + self.n_sobol_candidates}] (the candidate count), but got {n=}."
-            )
-        self._asks += 1
+    @property
+    def max_batch(self) -> int:
+        """The candidate count: the ``n`` best candidates are proposed."""
+        return self.n_good_candidates + self.n_sobol_candidates
+
+    def _ask(self, n: int) -> Suggestion:
         t0 = time.perf_counter()
         draw = self.draw()
         t1 = time.perf_counter()
@@ -231,7 +228,7 @@ class MCTPE(Optimizer):
             for est in (fits.good, fits.bad)
         ]
         return {
-            "mc_samples": self.mc_samples,
+            "bootstrap_fits": self.bootstrap_fits,
             "n_good": fits.good.centers.shape[1],
             "threshold_mean": fits.threshold.mean().item(),
             # Shares of bandwidths at the floor: floored bandwidths are constant controls.
@@ -266,7 +263,7 @@ class OrthoBOTPE(MCTPE):
             the estimate equals MC-TPE's (design notes, pitfall 2; exactly so for every estimator
             but the cross-fitted one, whose folds have their own means); kept to reproduce the
             paper.
-        mc_samples, gamma, acquisition, min_bandwidth, magic_clip, prior_weight, n_good_candidates,
+        bootstrap_fits, gamma, acquisition, min_bandwidth, magic_clip, prior_weight, n_good_candidates,
             n_sobol_candidates, seed, device, dtype: See :class:`MCTPE`.
     """
 
@@ -274,7 +271,7 @@ class OrthoBOTPE(MCTPE):
         self,
         dim: int,
         *,
-        mc_samples: int = 32,
+        bootstrap_fits: int = 32,
         gamma: float = 0.2,
         acquisition: str = "ratio",
         min_bandwidth: float = 0.01,
@@ -291,7 +288,7 @@ class OrthoBOTPE(MCTPE):
     ) -> None:
         super().__init__(
             dim,
-            mc_samples=mc_samples,
+            bootstrap_fits=bootstrap_fits,
             gamma=gamma,
             acquisition=acquisition,
             min_bandwidth=min_bandwidth,

@@ -34,19 +34,18 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 from botorch.acquisition import qLogExpectedImprovement
 from botorch.generation import MaxPosteriorSampling
 from botorch.models import SingleTaskGP
-from botorch.optim import optimize_acqf
-from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
+from orthobench.optimizers.base import Suggestion, check_at_least
+from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
 from orthobench.surrogates.gp import KERNELS, fit_model
 
@@ -97,7 +96,7 @@ class TrustRegionState:
         self.restart_triggered = self.length < self.length_min
 
 
-class TuRBO(Optimizer):
+class TuRBO(GPOptimizer):
     """TuRBO-1: a GP in one trust region that resizes on success/failure and restarts on collapse.
 
     Args:
@@ -113,10 +112,14 @@ class TuRBO(Optimizer):
         min_improvement: Relative improvement of the run's best that counts as a success.
         n_candidates: Thompson-sampling candidates; 0 (default) uses the paper's code's
             ``min(5000, max(2000, 200 d))``.
-        mc_samples: QMC samples of qLogEI (as the ``qlogei`` baseline: 512).
+        function_samples: QMC function samples of qLogEI (as the ``qlogei`` baseline: 512).
         raw_samples: Raw samples of qLogEI's multistart initialization (512).
         num_restarts: Gradient restarts of qLogEI's optimization (8).
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
+
+    State beyond the history (:meth:`state_dict`): the trust region (length, counters, best
+    value), the restart count, where the current run begins and how many restart-design points
+    were drawn.
     """
 
     def __init__(
@@ -132,14 +135,21 @@ class TuRBO(Optimizer):
         failure_tolerance: int = 0,
         min_improvement: float = 1e-3,
         n_candidates: int = 0,
-        mc_samples: int = 512,
+        function_samples: int = 512,
         raw_samples: int = 512,
         num_restarts: int = 8,
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
     ) -> None:
-        super().__init__(dim, seed=seed, device=device, dtype=dtype)
+        super().__init__(
+            dim,
+            raw_samples=raw_samples,
+            num_restarts=num_restarts,
+            seed=seed,
+            device=device,
+            dtype=dtype,
+        )
         if acquisition not in ACQUISITIONS:
             raise ValueError(
                 f"`acquisition` must be one of {ACQUISITIONS}, but got {acquisition=}."
@@ -155,9 +165,7 @@ class TuRBO(Optimizer):
         check_at_least(
             1,
             success_tolerance=success_tolerance,
-            mc_samples=mc_samples,
-            raw_samples=raw_samples,
-            num_restarts=num_restarts,
+            function_samples=function_samples,
         )
         check_at_least(
             0,
@@ -174,9 +182,7 @@ class TuRBO(Optimizer):
         self.failure_tolerance = failure_tolerance
         self.min_improvement = min_improvement
         self.n_candidates = n_candidates or min(5000, max(2000, 200 * dim))
-        self.mc_samples = mc_samples
-        self.raw_samples = raw_samples
-        self.num_restarts = num_restarts
+        self.function_samples = function_samples
         self.state = self._new_state()
         self.restarts = 0
         self._run_start = 0  # index in the history where the current run begins
@@ -212,11 +218,14 @@ class TuRBO(Optimizer):
             self.restarts += 1
             self._run_start = self.train_y.shape[0] + y.shape[0]
             self.state = self._new_state()
-            self._restart_design = SobolEngine(
-                self.dim,
-                scramble=True,
-                seed=derive_seed(self.seed, "turbo-restart", self.restarts) % (2**31),
-            )
+            self._restart_design = self._new_restart_design()
+
+    def _new_restart_design(self) -> SobolEngine:
+        return SobolEngine(
+            self.dim,
+            scramble=True,
+            seed=derive_seed(self.seed, "turbo-restart", self.restarts) % (2**31),
+        )
 
     def _info(self, phase: str) -> dict[str, Any]:
         return {
@@ -227,12 +236,29 @@ class TuRBO(Optimizer):
             "failure_counter": self.state.failure_counter,
         }
 
-    def ask(self, n: int = 1) -> Suggestion:
-        if self.train_y.shape[0] == 0:
-            raise ValueError(
-                "TuRBO needs the initial design told before ask(), but the history is empty."
-            )
-        self._asks += 1
+    def state_dict(self) -> dict[str, Any]:
+        design = self._restart_design
+        return {
+            **super().state_dict(),
+            "trust_region": asdict(self.state),
+            "restarts": self.restarts,
+            "run_start": self._run_start,
+            "design_size": self._design_size,
+            "restart_design_drawn": None if design is None else int(design.num_generated),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.state = TrustRegionState(**state["trust_region"])
+        self.restarts = int(state["restarts"])
+        self._run_start = int(state["run_start"])
+        self._design_size = int(state["design_size"])
+        drawn = state["restart_design_drawn"]
+        self._restart_design = (
+            None if drawn is None else self._new_restart_design().fast_forward(int(drawn))
+        )
+
+    def _ask(self, n: int) -> Suggestion:
         if self._restart_design is not None and self._run_size < self._design_size:
             x = self._restart_design.draw(n, dtype=self.dtype)
             return Suggestion(x=x.numpy(), info=self._info("restart-design"))
@@ -290,16 +316,7 @@ class TuRBO(Optimizer):
         self, model: SingleTaskGP, y_run: Tensor, lower: Tensor, upper: Tensor, n: int
     ) -> Tensor:
         """qLogEI of ``-f`` over the run's best, maximized inside the region -> ``n x d``."""
-        sampler = SobolQMCNormalSampler(
-            sample_shape=torch.Size([self.mc_samples]), seed=self._step_seed("sampler") % (2**31)
+        acqf = qLogExpectedImprovement(
+            model, best_f=(-y_run).max(), sampler=self._sampler(self.function_samples)
         )
-        with torch_seed(self._step_seed("acq")):
-            acqf = qLogExpectedImprovement(model, best_f=(-y_run).max(), sampler=sampler)
-            x, _ = optimize_acqf(
-                acqf,
-                bounds=torch.stack([lower, upper]),
-                q=n,
-                num_restarts=self.num_restarts,
-                raw_samples=self.raw_samples,
-            )
-        return x
+        return self._maximize(acqf, q=n, bounds=torch.stack([lower, upper]))

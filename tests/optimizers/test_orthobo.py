@@ -17,7 +17,7 @@ from orthobench.registry import OPTIMIZERS
 from orthobench.theta_estimators import DEFAULT_THETA_ESTIMATOR
 from tests.helpers import drive
 
-SMALL = dict(mc_samples=16, raw_samples=32, num_restarts=2)
+SMALL = dict(theta_samples=16, raw_samples=32, num_restarts=2)
 
 
 def branin01(x: np.ndarray) -> float:
@@ -120,7 +120,7 @@ def test_point_set_estimators_run(estimator: str, rb: bool, rule: str, dims: int
     assert np.isfinite(ys).all()
     for s in suggestions:
         assert s.info["estimator"] == estimator and s.info["rb"] == (rb or "+rb" in estimator)
-        assert s.info["n_evaluations"] == [point_count(rule, dims, SMALL["mc_samples"])]
+        assert s.info["n_evaluations"] == [point_count(rule, dims, SMALL["theta_samples"])]
 
 
 def test_rb_draws_integrate_the_constant_mean_out() -> None:
@@ -142,8 +142,8 @@ def test_invalid_arguments_raise_with_values() -> None:
         OrthoBO(2, seed=0, estimator="sr3", theta_sampling="qmc")
     with pytest.raises(ValueError, match="'orth@qmc' and `theta_sampling` 'antithetic'"):
         OrthoBO(2, seed=0, estimator="orth@qmc", theta_sampling="antithetic")
-    with pytest.raises(ValueError, match="mc_samples=15"):
-        OrthoBO(2, seed=0, mc_samples=15, estimator="orth", theta_sampling="antithetic")
+    with pytest.raises(ValueError, match="theta_samples=15"):
+        OrthoBO(2, seed=0, theta_samples=15, estimator="orth", theta_sampling="antithetic")
     with pytest.raises(ValueError, match="alpha=2.0"):
         OrthoBO(2, seed=0, alpha=2.0)
     with pytest.raises(ValueError, match="'cosine'"):
@@ -160,7 +160,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
     ortho = OPTIMIZERS.resolve("orthobo").params
     assert ortho == {
         "kernel": "matern52-ard",
-        "mc_samples": 512,
+        "theta_samples": 512,
         "estimator": DEFAULT_THETA_ESTIMATOR,
         "theta_sampling": "iid",
         "rb": False,
@@ -173,5 +173,5 @@ def test_registry_exposes_the_suite_parameters() -> None:
     naive = OPTIMIZERS.resolve("mc-ei").params
     assert set(naive) == set(ortho) - {"estimator", "alpha", "rb"}
     OPTIMIZERS.check_params(
-        "orthobo", {"mc_samples": 32, "estimator": "orth-crossfit", "alpha": 0.01}
+        "orthobo", {"theta_samples": 32, "estimator": "orth-crossfit", "alpha": 0.01}
     )

@@ -10,7 +10,7 @@ from orthobench.optimizers.rpr import RPR, fit_robust_gp
 from orthobench.registry import OPTIMIZERS
 from tests.helpers import drive, record_infos
 
-TINY = dict(mc_samples=16, raw_samples=16, num_restarts=2)
+TINY = dict(function_samples=16, raw_samples=16, num_restarts=2)
 
 
 def sphere(x: np.ndarray) -> float:

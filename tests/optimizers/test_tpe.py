@@ -20,7 +20,7 @@ from orthobench.surrogates.tpe import (
 )
 from tests.helpers import drive
 
-SMALL = dict(mc_samples=8, n_good_candidates=32, n_sobol_candidates=32)
+SMALL = dict(bootstrap_fits=8, n_good_candidates=32, n_sobol_candidates=32)
 
 
 def sphere(x: np.ndarray) -> float:
@@ -161,7 +161,7 @@ def test_control_mean_draws_are_independent_of_the_fits() -> None:
             3,
             seed=0,
             control_mean_draws=64,
-            mc_samples=16,
+            bootstrap_fits=16,
             n_good_candidates=32,
             n_sobol_candidates=32,
         )
@@ -180,7 +180,7 @@ def test_bootstrap_indices_resample_with_replacement() -> None:
     ("kwargs", "match"),
     [
         (dict(acquisition="ei"), "acquisition="),
-        (dict(mc_samples=1), "mc_samples=1"),
+        (dict(bootstrap_fits=1), "bootstrap_fits=1"),
         (dict(gamma=1.0), "gamma=1.0"),
         (dict(prior_weight=0.0), "prior_weight=0.0"),
         (dict(n_good_candidates=0, n_sobol_candidates=0), "n_good_candidates=0"),
@@ -194,14 +194,14 @@ def test_bad_params_raise_with_the_value(kwargs: dict, match: str) -> None:
 def test_ask_needs_two_observations() -> None:
     opt = MCTPE(2, seed=0)
     opt.tell(np.full((1, 2), 0.5), np.array([1.0]))
-    with pytest.raises(ValueError, match="got 1"):
+    with pytest.raises(ValueError, match="has 1"):
         opt.ask(1)
 
 
 def test_registered_params_have_typed_defaults() -> None:
     params = OPTIMIZERS.resolve("orthobo-tpe").params
     assert (
-        params["mc_samples"] == 32
+        params["bootstrap_fits"] == 32
         and params["gamma"] == 0.2
         and params["centering"] == "independent"
     )

@@ -15,7 +15,7 @@ from orthobench.surrogates.gp import fit_model
 from tests.helpers import drive, record_infos
 
 TINY_TS = dict(n_candidates=64)
-TINY_EI = dict(acquisition="qlogei", mc_samples=16, raw_samples=16, num_restarts=2)
+TINY_EI = dict(acquisition="qlogei", function_samples=16, raw_samples=16, num_restarts=2)
 
 
 def sphere(x: np.ndarray) -> float:
