@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 
-import torch
 from botorch.acquisition import AcquisitionFunction, qLogExpectedImprovement, qUpperConfidenceBound
 from botorch.models import SingleTaskGP
 from botorch.sampling import SobolQMCNormalSampler

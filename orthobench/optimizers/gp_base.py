@@ -32,7 +32,9 @@ class GPOptimizer(Optimizer):
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
     """
 
-    def __init__(self, dim: int, *, raw_samples: int = 512, num_restarts: int = 8, **kwargs) -> None:
+    def __init__(
+        self, dim: int, *, raw_samples: int = 512, num_restarts: int = 8, **kwargs
+    ) -> None:
         super().__init__(dim, **kwargs)
         check_at_least(1, raw_samples=raw_samples, num_restarts=num_restarts)
         self.raw_samples = raw_samples

@@ -72,7 +72,9 @@ def test_optimizer_contract(name, device):
 
 def _resume_cases() -> list:
     cases = [pytest.param(name, {}, id=name) for name in OPTIMIZERS.names()]
-    cases += [pytest.param(name, params, id=case) for case, (name, params) in STATEFUL_PARAMS.items()]
+    cases += [
+        pytest.param(name, params, id=case) for case, (name, params) in STATEFUL_PARAMS.items()
+    ]
     return cases
 
 
