@@ -21,11 +21,12 @@ carries the rule's weights ``w_{m,s}`` instead, and ``hat EI_m = sum_s w_{m,s} e
 the same values, positive by construction (a rule's estimate can be negative: sr3's centre weight
 is).
 
-Stability (numerical fact 3). ``EI`` under a draw underflows far from the data, so each member
+Stability. ``EI`` under a draw underflows far from the data, so each member
 works on ``exp(l - max_s l)`` (every estimator is linear in the values) and members are combined
 in log space: ``L = A + log max(sum_m exp(A_m - A) e_m, alpha sum_m exp(A_m - A) mc_m)`` with
 ``A_m = log pi_m + max_s l_{m,s}`` and ``A = max_m A_m``. The naive term is at least ``1/S`` for
-the leading member, so ``L`` is finite wherever log-EI is (down to about ``-1e100`` in double).
+the leading member, so ``L`` is finite wherever log-EI is (down to about ``-1e100`` in double;
+docs/design.md, "EI in log space").
 
 What ``alpha`` means. In the paper ``alpha`` is an absolute floor that only keeps the log defined.
 Far from the data every draw's EI is far below any fixed ``alpha`` (log-EI of -100 and less), and

@@ -17,12 +17,13 @@ the intercept of the least-squares regression of ``h`` on ``c`` evaluated at ``c
 Properties shared by every estimator here:
 
 * **Linear in values per candidate.** ``est(a * values) = a * est(values)`` for a positive
-  per-candidate factor ``a`` (``1 x N``). Far from the data EI underflows (numerical fact 3), so
-  callers pass ``exp(log_ei - max_s log_ei)`` and add the maximum back in log space.
+  per-candidate factor ``a`` (``1 x N``). Far from the data EI underflows, so callers pass
+  ``exp(log_ei - max_s log_ei)`` and add the maximum back in log space
+  (docs/design.md, "EI in log space").
 * **Differentiable in values.** Controls enter only through factorizations that need no gradient.
 * **The control mean must be known.** Centring controls by their own sample mean makes
-  ``bar c - mu_c`` zero and the estimate equal to :func:`mc_mean` (design notes, pitfall 2). For
-  TPE bootstrap statistics estimate ``mu_c`` from independent draws.
+  ``bar c - mu_c`` zero and the estimate equal to :func:`mc_mean`. For TPE bootstrap statistics
+  estimate ``mu_c`` from independent draws (docs/design.md, "Controls need a known mean").
 
 Variants (all selectable by name through :data:`ESTIMATORS`):
 
@@ -33,7 +34,8 @@ Variants (all selectable by name through :data:`ESTIMATORS`):
   :func:`mc_mean` is its equal-weight case. Names and draws: :mod:`orthobench.theta_estimators`.
 * ``"orth"``: :func:`orthogonal_mean`, the paper's plug-in with the sample covariance. With ``S``
   at or below ``K`` the sample covariance is singular and ``gamma`` interpolates the noise: the
-  paper's own Table 7 shows 8x the MC variance at ``S = 8`` on Hartmann6 (pitfall 1).
+  paper's own Table 7 shows 8x the MC variance at ``S = 8`` on Hartmann6
+  (docs/design.md, "Never worse than naive MC").
 * ``"orth-ridge"``: ridge-shrunk ``gamma`` in standardized control coordinates, ``K``
   pseudo-samples pulling ``gamma`` to zero (MC).
 * ``"orth-crossfit"``: :func:`crossfit_mean`, 2-fold cross-fitting (paper footnote 2): ``gamma``
@@ -161,7 +163,8 @@ def orthogonal_mean(
         values: ``S x N`` values ``h(x_n; theta_s)`` (any positive per-candidate scaling).
         controls: ``S x K`` controls ``c(theta_s)``, e.g. the GP score or TPE bootstrap statistics.
         control_mean: ``K`` known mean ``E[c]`` (zero when None, as for a score). It must not be
-            the mean of these ``S`` controls: then the correction vanishes (pitfall 2).
+            the mean of these ``S`` controls: then the correction vanishes
+            (docs/design.md, "Controls need a known mean").
         ridge: Shrinkage of ``gamma`` toward zero in pseudo-samples:
             ``gamma = (C^T C + ridge I)^{-1} C^T H`` with ``C`` the centred controls standardized
             to unit root-mean-square (so ``C^T C ~ S I``). 0 is the paper's plug-in, ``-> inf``

@@ -144,11 +144,12 @@ def fit_model(
 # ---------------------------------------------------------------------------------------------
 # Unconstrained hyperparameters theta and the closed-form GP algebra as a function of theta.
 #
-# NOTE: BoTorch's constraints use ``transform=None`` (numerical fact 7), so a raw lengthscale or
-# noise *is* the value; a Gaussian over raw values would put mass on negative lengthscales. Every
-# positive parameter is therefore represented by its logarithm. The kernels are written out in
-# closed form (rather than called through gpytorch) because gpytorch's ``RBFKernel`` autograd
-# function has wrong second derivatives (numerical fact 9) and because the same code evaluates S
+# NOTE: BoTorch's constraints use ``transform=None``, so a raw lengthscale or noise *is* the value;
+# a Gaussian over raw values would put mass on negative lengthscales. Every positive parameter is
+# therefore represented by its logarithm (docs/design.md, "Laplace posterior on log-parameters").
+# The kernels are written out in closed form (rather than called through gpytorch) because the
+# autograd functions of gpytorch's isotropic RBF and Matern kernels have wrong second derivatives
+# (docs/design.md, "Exact second derivatives") and because the same code evaluates S
 # hyperparameter samples in one batch.
 # ---------------------------------------------------------------------------------------------
 
@@ -363,7 +364,8 @@ def kernel_matrix(hp: GPHyperparameters, x1: torch.Tensor, x2: torch.Tensor) -> 
     ``rbf``: ``exp(-r^2 / 2)``; ``matern52``: ``(1 + sqrt5 r + 5 r^2 / 3) exp(-sqrt5 r)`` with
     ``r^2`` from :func:`scaled_sq_dist`; ``linear``: ``v x1^T x2``; all times the outputscale.
     These equal gpytorch's ``RBFKernel``, ``MaternKernel(nu=2.5)`` and ``LinearKernel``, and are
-    twice differentiable by autograd in the hyperparameters (unlike gpytorch's RBF; fact 9).
+    twice differentiable by autograd in the hyperparameters (unlike gpytorch's isotropic kernels;
+    docs/design.md, "Exact second derivatives").
 
     Args:
         hp: Hyperparameters of ``S`` samples.
@@ -398,7 +400,8 @@ def log_marginal_likelihood(
 
     ``log p(y | theta) = -1/2 r^T K_y^{-1} r - 1/2 log|K_y| - n/2 log(2 pi)`` with
     ``K_y = K + sigma_n^2 I`` and ``r = y - m``. This is ``n`` times gpytorch's
-    ``ExactMarginalLogLikelihood`` without the priors (numerical fact 8).
+    ``ExactMarginalLogLikelihood`` without the priors
+    (docs/design.md, "Unnormalized log posterior").
 
     Args:
         theta: ``S x p`` unconstrained hyperparameters.

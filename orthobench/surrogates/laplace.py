@@ -9,9 +9,10 @@ approximated by
     H = -\nabla^2_\theta \log p(\theta \mid \mathcal{D}) \big|_{\hat\theta},
 
 on the unconstrained parameterization of :class:`~orthobench.surrogates.gp.ThetaLayout` (log of
-every positive parameter; numerical fact 7), with the *unnormalized* log posterior
-``log p(y | theta) + log p(theta)`` (not gpytorch's per-datum ``ExactMarginalLogLikelihood``;
-numerical fact 8). Its score (paper Sec. 4.2, the control variate of Eq. (17)) is
+every positive parameter; docs/design.md, "Laplace posterior on log-parameters"), with the
+*unnormalized* log posterior ``log p(y | theta) + log p(theta)`` (not gpytorch's per-datum
+``ExactMarginalLogLikelihood``; docs/design.md, "Unnormalized log posterior"). Its score (paper
+Sec. 4.2, the control variate of Eq. (17)) is
 
 .. math::
 
@@ -36,20 +37,23 @@ Choices (each one changes the reported variances, so they are fixed and document
   ``exp(loc - scale^2)``: on Levy16 with 8 points the ARD lengthscales move from about 0.8 to
   about 17 (a shift of 11.7 in theta), a different model rather than an uncertainty around it.
 * **Hessian.** Computed by autograd through the closed-form kernels of
-  :func:`orthobench.surrogates.gp.kernel_matrix`; gpytorch's ``RBFKernel`` autograd function
-  has wrong second derivatives (numerical fact 9). Tested against finite differences of
+  :func:`orthobench.surrogates.gp.kernel_matrix`; the autograd functions of gpytorch's isotropic
+  RBF and Matern kernels have wrong second derivatives
+  (docs/design.md, "Exact second derivatives"). Tested against finite differences of
   ``n * ExactMarginalLogLikelihood`` for every kernel.
 * **Eigenvalue floor.** Eigenvalues of ``H`` below ``eig_floor`` are raised to it and
   :attr:`LaplacePosterior.floored` records that. The default floor is the smallest prior
   precision ``min 1 / scale^2``: no direction of ``q`` is wider than the widest prior direction.
   It also binds for positive-definite Hessians where the likelihood curves the wrong way (e.g.
   unidentified ARD lengthscales on Hartmann6 with 32 points: eigenvalue 0.16 < 1/3), which is
-  routine and only recorded. ``H`` that is not positive definite at all (numerical fact 4) is a
-  fallback: :attr:`LaplacePosterior.indefinite`, warned about.
+  routine and only recorded. ``H`` that is not positive definite at all is a fallback:
+  :attr:`LaplacePosterior.indefinite`, warned about
+  (docs/design.md, "Indefinite Hessians and the eigenvalue floor").
 
-:class:`ThetaSampledGP` evaluates the GP's marginal posteriors (numerical fact 10) under ``S``
-fixed theta samples in one batch (no Python loop over samples), with the Cholesky factor of each
-sample computed once, and log-EI from BoTorch's ``_log_ei_helper`` (numerical fact 11).
+:class:`ThetaSampledGP` evaluates the GP's marginal posteriors
+(docs/design.md, "Marginal posteriors only") under ``S`` fixed theta samples in one batch (no
+Python loop over samples), with the Cholesky factor of each sample computed once, and log-EI from
+BoTorch's ``_log_ei_helper`` (docs/design.md, "EI in log space").
 
 References:
     .. [Ament2023logei] S. Ament, S. Daulton, D. Eriksson, M. Balandat, E. Bakshy. Unexpected
@@ -125,12 +129,18 @@ class LaplacePosterior:
 
     @property
     def floored(self) -> bool:
-        """Whether any Hessian eigenvalue was raised to the floor (numerical fact 4)."""
+        """Whether any Hessian eigenvalue was raised to the floor.
+
+        (docs/design.md, "Indefinite Hessians and the eigenvalue floor")
+        """
         return bool((self.raw_eigenvalues < self.eig_floor).any())
 
     @property
     def indefinite(self) -> bool:
-        """Whether the raw Hessian was not positive definite (numerical fact 4; a fallback)."""
+        """Whether the raw Hessian was not positive definite (a fallback).
+
+        (docs/design.md, "Indefinite Hessians and the eigenvalue floor")
+        """
         return bool(self.raw_eigenvalues[0] <= 0)
 
     @property
@@ -561,8 +571,8 @@ class ThetaSampledGP:
     def mean_and_variance(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Marginal posterior means and variances of ``f``: ``batch x 1 x d`` -> two ``S x batch``.
 
-        Only the marginals are computed (numerical fact 10): the cost is linear in the number of
-        candidates. Variances are clamped at ``1e-12`` like BoTorch's.
+        Only the marginals are computed (docs/design.md, "Marginal posteriors only"): the cost is
+        linear in the number of candidates. Variances are clamped at ``1e-12`` like BoTorch's.
         """
         if X.shape[-2] != 1:
             raise ValueError(
