@@ -3,7 +3,7 @@
 Both fit a ``SingleTaskGP`` (kernel by name, :mod:`orthobench.surrogates.gp`) on the history,
 then maximize a Monte Carlo acquisition with ``optimize_acqf``. Their MC noise comes from
 function samples (a ``SobolQMCNormalSampler`` re-seeded each step), not from surrogate-parameter
-samples as OrthoBO's does (design note, pitfall 6).
+samples as OrthoBO's does (docs/design.md, "Like-for-like baseline").
 
 References:
     .. [Ament2023logei] S. Ament, S. Daulton, D. Eriksson, M. Balandat, E. Bakshy. Unexpected

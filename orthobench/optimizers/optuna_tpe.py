@@ -17,7 +17,7 @@ minimizes. How our ask/tell maps onto the study:
 
 ``multivariate`` is passed explicitly: Optuna 5 defaults to the multivariate TPE for
 single-objective studies, while the paper's TPE and most published baselines are univariate
-(design notes, fact 13).
+(docs/design.md, "Univariate TPE by default").
 
 References:
     .. [Watanabe2023tpe] S. Watanabe. Tree-Structured Parzen Estimator: Understanding Its

@@ -13,9 +13,10 @@ estimators, :mod:`orthobench.surrogates.tpe`), and the acquisition of a candidat
 MC-TPE estimates ``E_q[h(x; theta)]`` by the naive mean ``(1/S) sum_s h(x; theta^(s))``.
 OrthoBO-TPE subtracts ``gamma(x)^T (mean_s phi(theta^(s)) - E_q[phi])`` with the statistics
 ``phi = [log s_good (d), log s_bad (d), y*]`` of the appendix. The appendix centers ``phi`` by its
-own sample mean, which makes the correction vanish identically (design notes, pitfall 2); here
-``E_q[phi]`` is estimated from ``control_mean_draws`` *independent* bootstrap fits (they need no
-acquisition evaluation, so they are cheap).
+own sample mean, which makes the correction vanish identically
+(docs/design.md, "Controls need a known mean"); here ``E_q[phi]`` is estimated from
+``control_mean_draws`` *independent* bootstrap fits (they need no acquisition evaluation, so they
+are cheap).
 
 Candidates (``N = n_good_candidates + n_sobol_candidates``, 24 + 8 by default): draws from the
 good densities ``l_theta^(s)`` of uniformly chosen fits (where the ratio is large, as in
@@ -255,14 +256,15 @@ class OrthoBOTPE(MCTPE):
             (``"orth-shrink"``, OrthoBO's) is, for TPE's statistics with no known covariance,
             the plug-in of :func:`~orthobench.estimators.orthogonal_mean` with ``4K`` ridge
             pseudo-samples: ``S = 32`` is at or below ``K = 2d + 1`` from ``d = 16`` (Levy16),
-            where the plain plug-in ``"orth"`` (the paper's) interpolates noise (pitfall 1).
+            where the plain plug-in ``"orth"`` (the paper's) interpolates noise
+            (docs/design.md, "Never worse than naive MC").
             ``"orth-quadratic"`` needs a known control covariance and is rejected.
         control_mean_draws: Independent bootstrap fits that estimate ``E_q[phi]``.
         centering: ``"independent"`` (the above) or ``"sample"``: ``bar phi`` is the mean over the
             same ``S`` fits, as in the paper's appendix. The correction is then exactly zero and
-            the estimate equals MC-TPE's (design notes, pitfall 2; exactly so for every estimator
-            but the cross-fitted one, whose folds have their own means); kept to reproduce the
-            paper.
+            the estimate equals MC-TPE's (docs/design.md, "Controls need a known mean";
+            exactly so for every estimator but the cross-fitted one, whose folds have their own
+            means); kept to reproduce the paper.
         bootstrap_fits, gamma, acquisition, min_bandwidth, magic_clip, prior_weight, n_good_candidates,
             n_sobol_candidates, seed, device, dtype: See :class:`MCTPE`.
     """
