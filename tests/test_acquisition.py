@@ -99,8 +99,8 @@ def test_relative_floor_binds_where_the_estimate_is_not_positive(small_states) -
 
 
 def test_far_from_the_data_the_log_acquisition_is_finite_and_ranks() -> None:
-    """Pitfall 3: every draw's log-EI is below -100 here. An absolute floor (log max(EI, 1e-10))
-    is flat: no ranking, no gradient. The relative floor keeps both."""
+    """Every draw's log-EI is below -100 here. An absolute floor (log max(EI, 1e-10)) is flat: no
+    ranking, no gradient. The relative floor keeps both (docs/design.md, "Relative outer-log floor")."""
     x = torch.cat(
         [torch.linspace(0, 0.5, 30, dtype=DTYPE), torch.tensor([1.0], dtype=DTYPE)]
     ).unsqueeze(-1)
@@ -175,7 +175,9 @@ def _rebuild_estimates(
 def test_default_is_never_worse_than_mc_with_more_hyperparameters_than_draws(
     hartmann_state,
 ) -> None:
-    """Pitfall 1 at S = 8 = K (Hartmann6, Matern ARD): macro variance over 200 rebuilds.
+    """At S = 8 = K (Hartmann6, Matern ARD): macro variance over 200 rebuilds.
+
+    (docs/design.md, "Never worse than naive MC")
 
     Margin: the default's worst case when the controls are uninformative is 1 + 1/16 of MC's
     (estimators module); on this state it is well below 1 (0.76 in a 300-rebuild run). The
@@ -204,7 +206,7 @@ def test_unbiased_estimators_match_a_high_precision_reference(
     Probes sit within ~0.02 of the incumbent, where EI under most draws is comparable (effective
     sample size above a third of S). At random probes the per-draw EI spans hundreds of orders
     of magnitude, the mean is carried by rare draws and a standard error over rebuilds is not a
-    meaningful yardstick (see design notes, fact 12).
+    meaningful yardstick (docs/design.md, "Ratios: CIs and several states").
     """
     model, lap = small_states[0]
     best = model.train_inputs[0][model.train_targets.argmax()]

@@ -69,7 +69,10 @@ def test_plugin_residuals_are_orthogonal_to_controls_in_sample() -> None:
 
 
 def test_self_centred_controls_reduce_to_mc() -> None:
-    """Pitfall 2 (the TPE recipe): centring controls by their own mean removes the correction."""
+    """Centring controls by their own mean removes the correction (the TPE recipe).
+
+    (docs/design.md, "Controls need a known mean")
+    """
     values, controls = _arrays()
     trap = orthogonal_mean(values, controls, control_mean=controls.mean(0))
     torch.testing.assert_close(trap, mc_mean(values), rtol=1e-12, atol=1e-12)

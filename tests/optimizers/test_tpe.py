@@ -1,4 +1,7 @@
-"""Bootstrap TPE: Parzen estimators, MC-TPE and OrthoBO-TPE (control variates, pitfall 2)."""
+"""Bootstrap TPE: Parzen estimators, MC-TPE and OrthoBO-TPE.
+
+OrthoBO-TPE's controls need a known mean (docs/design.md, "Controls need a known mean").
+"""
 
 from __future__ import annotations
 
@@ -125,7 +128,8 @@ def test_orthobo_tpe_estimate_differs_from_mc_and_equals_it_when_centered_by_the
     values = mc.values(mc_draw, x)
     mc_est = mc.estimate(mc_draw, values)
     assert not torch.allclose(orth.estimate(orth_draw, values), mc_est, rtol=1e-6, atol=0.0)
-    # Pitfall 2: controls centered by their own sample mean cancel exactly.
+    # Controls centered by their own sample mean cancel exactly
+    # (docs/design.md, "Controls need a known mean").
     torch.testing.assert_close(naive.estimate(naive_draw, values), mc_est, rtol=1e-10, atol=1e-12)
     mc_x, naive_x = mc.ask(1).x, naive.ask(1).x
     np.testing.assert_array_equal(mc_x, naive_x)

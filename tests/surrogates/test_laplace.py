@@ -64,7 +64,10 @@ def _gpytorch_neg_log_posterior(model, theta: torch.Tensor) -> float:
 def test_closed_form_log_posterior_is_n_times_gpytorch_mll_plus_jacobian(
     kernel: str, outputscale: bool
 ) -> None:
-    """Numerical fact 8: gpytorch divides by n. Up to its jitter the closed form is n * mll."""
+    """gpytorch divides by n. Up to its jitter the closed form is n * mll.
+
+    (docs/design.md, "Unnormalized log posterior")
+    """
     model, _ = _fitted(kernel, outputscale)
     theta = get_theta(model)
     layout = theta_layout(model)
@@ -77,7 +80,9 @@ def test_closed_form_log_posterior_is_n_times_gpytorch_mll_plus_jacobian(
 def test_hessian_matches_finite_differences_of_unnormalized_log_posterior(
     kernel: str, outputscale: bool
 ) -> None:
-    """Facts 8 and 9: ||H - H_fd||_F / ||H||_F < 1e-5 for every kernel (observed ~1e-7).
+    """||H - H_fd||_F / ||H||_F < 1e-5 for every kernel (observed ~1e-7).
+
+    (docs/design.md, "Unnormalized log posterior"; docs/design.md, "Exact second derivatives")
 
     ``H_fd`` is a central second difference (step 1e-4) of ``n * ExactMarginalLogLikelihood``
     plus the Jacobian, evaluated by gpytorch's default path (including its RBF autograd function,
@@ -117,7 +122,10 @@ def test_eigenvalue_floor_is_applied_and_recorded() -> None:
 
 
 def test_indefinite_hessian_is_floored_warned_and_recorded() -> None:
-    """Numerical fact 4: away from the optimum the Hessian can have negative eigenvalues."""
+    """Away from the optimum the Hessian can have negative eigenvalues.
+
+    (docs/design.md, "Indefinite Hessians and the eigenvalue floor")
+    """
     model, _ = _fitted("rbf-iso")
     set_theta(model, torch.tensor([0.0, -2.0, 2.0], dtype=DTYPE))
     with pytest.warns(NumericsWarning, match="not positive definite"):
