@@ -100,7 +100,10 @@ def test_relative_floor_binds_where_the_estimate_is_not_positive(small_states) -
 
 def test_far_from_the_data_the_log_acquisition_is_finite_and_ranks() -> None:
     """Every draw's log-EI is below -100 here. An absolute floor (log max(EI, 1e-10)) is flat: no
-    ranking, no gradient. The relative floor keeps both (docs/design.md, "Relative outer-log floor")."""
+    ranking, no gradient. The relative floor keeps both.
+
+    (docs/design.md, "Relative outer-log floor")
+    """
     x = torch.cat(
         [torch.linspace(0, 0.5, 30, dtype=DTYPE), torch.tensor([1.0], dtype=DTYPE)]
     ).unsqueeze(-1)

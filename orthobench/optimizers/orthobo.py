@@ -10,8 +10,8 @@ arrives, ensemble weights are updated from each member's predictive log score
 :class:`MCEI` runs the same pipeline with the same seeds and the naive mean of iid theta draws:
 the like-for-like baseline of every comparison (docs/design.md, "Like-for-like baseline"). With
 a control-variate estimator on iid draws (``orth``, ``orth-shrink``, ...) OrthoBO uses exactly
-MCEI's draws and only the estimator differs; the default (``qmc-owen+rb``, :mod:`orthobench.theta_estimators`) draws its
-own points.
+MCEI's draws and only the estimator differs; the default (``qmc-owen+rb``,
+:mod:`orthobench.theta_estimators`) draws its own points.
 """
 
 from __future__ import annotations
