@@ -3,7 +3,9 @@ suite-file writer."""
 
 from __future__ import annotations
 
+import copy
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,29 @@ def device(request: pytest.FixtureRequest) -> torch.device:
     CPU case is the reference another device's results are compared with.
     """
     return torch.device(request.param)
+
+
+@pytest.fixture(scope="module")
+def to_device(device: torch.device):
+    """Move a ``(model, laplace)`` GP state fitted on the CPU to ``device``.
+
+    Returns a function of the CPU state: on the CPU the state itself; elsewhere a copy of the
+    model on ``device`` and its Laplace posterior computed there. Fits stay on the CPU (a MAP fit
+    on another device can land elsewhere), so the CPU state is the reference for the same fit.
+    """
+
+    def move(state):
+        if device.type == "cpu":
+            return state
+        from orthobench.exceptions import NumericsWarning
+        from orthobench.surrogates.laplace import laplace_posterior
+
+        model = copy.deepcopy(state[0]).to(device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NumericsWarning)  # tests of the warning run on the CPU
+            return model, laplace_posterior(model)
+
+    return move
 
 
 @pytest.fixture(

@@ -1,7 +1,9 @@
 """Estimators on hand-built arrays and synthetic integrands with a known mean.
 
-Statistical tests use fixed seeds; tolerances are stated in standard errors (SE) of the quantity
-tested, computed from the same rebuilds.
+Hand-built arrays are drawn in double on the CPU and moved to each available ``device`` (the
+``device`` fixture), so every device sees the same numbers. Statistical tests use fixed seeds and
+run on the CPU; tolerances are stated in standard errors (SE) of the quantity tested, computed
+from the same rebuilds.
 """
 
 from __future__ import annotations
@@ -25,24 +27,54 @@ from orthobench.estimators import (
 )
 
 DTYPE = torch.float64
+# Agreement of a device/dtype result with the CPU double result. Single precision: the
+# estimators solve least-squares problems (SVD) with condition numbers of a few tens here.
+TOLERANCES = {
+    torch.float64: {"rtol": 1e-9, "atol": 1e-12},
+    torch.float32: {"rtol": 1e-4, "atol": 1e-6},
+}
 
 
 def _arrays(
-    n_draws: int = 40, n_controls: int = 5, n_candidates: int = 7, seed: int = 0
+    n_draws: int = 40,
+    n_controls: int = 5,
+    n_candidates: int = 7,
+    seed: int = 0,
+    *,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = DTYPE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``S x N`` positive values correlated with ``S x K`` controls, drawn in double on the CPU."""
     gen = torch.Generator().manual_seed(seed)
     controls = torch.randn(n_draws, n_controls, generator=gen, dtype=DTYPE)
     loadings = torch.randn(n_controls, n_candidates, generator=gen, dtype=DTYPE) * 0.5
     noise = torch.randn(n_draws, n_candidates, generator=gen, dtype=DTYPE) * 0.3
-    return (controls @ loadings + noise).exp(), controls
+    values = (controls @ loadings + noise).exp()
+    return values.to(device=device, dtype=dtype), controls.to(device=device, dtype=dtype)
 
 
-def test_mc_mean_is_the_column_mean() -> None:
-    values, _ = _arrays()
-    torch.testing.assert_close(mc_mean(values), values.mean(0))
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_every_estimator_on_the_device_and_dtype_matches_the_cpu_double_result(
+    name: str, device: torch.device, dtype: torch.dtype
+) -> None:
+    """The same draws on ``device`` in ``dtype``: the estimate stays there and agrees with the
+    CPU double estimate within the dtype's tolerance."""
+    estimate = get_estimator(name)
+    values, controls = _arrays()
+    expected = estimate(values, controls, None, torch.eye(controls.shape[1], dtype=DTYPE))
+    values, controls = _arrays(device=device, dtype=dtype)
+    eye = torch.eye(controls.shape[1], dtype=dtype, device=device)
+    result = estimate(values, controls, None, eye)
+    assert result.device.type == device.type and result.dtype == dtype
+    torch.testing.assert_close(result.cpu().double(), expected, **TOLERANCES[dtype])
 
 
-def test_orthogonal_mean_equals_closed_form() -> None:
+def test_mc_mean_is_the_column_mean(device: torch.device) -> None:
+    values, _ = _arrays(device=device)
+    torch.testing.assert_close(mc_mean(values), values.sum(0) / values.shape[0])
+
+
+def test_orthogonal_mean_equals_closed_form(device: torch.device) -> None:
     """est = mean(h) - gamma^T (mean(c) - mu_c), gamma by an independent least-squares solve."""
     values, controls = _arrays()
     mu = torch.full((controls.shape[1],), 0.1, dtype=DTYPE)
@@ -50,13 +82,12 @@ def test_orthogonal_mean_equals_closed_form() -> None:
     centred_h = (values - values.mean(0)).numpy()
     gamma = np.linalg.lstsq(centred_c, centred_h, rcond=None)[0]
     expected = values.mean(0).numpy() - (controls.mean(0) - mu).numpy() @ gamma
-    np.testing.assert_allclose(
-        orthogonal_mean(values, controls, control_mean=mu).numpy(), expected, rtol=1e-10
-    )
+    result = orthogonal_mean(values.to(device), controls.to(device), control_mean=mu.to(device))
+    np.testing.assert_allclose(result.cpu().numpy(), expected, rtol=1e-10)
 
 
-def test_plugin_residuals_are_orthogonal_to_controls_in_sample() -> None:
-    values, controls = _arrays()
+def test_plugin_residuals_are_orthogonal_to_controls_in_sample(device: torch.device) -> None:
+    values, controls = _arrays(device=device)
     centred_c = controls - controls.mean(0)
     centred_h = values - values.mean(0)
     # The plug-in estimate is the regression intercept at mu; recover gamma from two control means.
@@ -68,12 +99,12 @@ def test_plugin_residuals_are_orthogonal_to_controls_in_sample() -> None:
     torch.testing.assert_close(orthogonal_mean(values, controls), corrected.mean(0))
 
 
-def test_self_centred_controls_reduce_to_mc() -> None:
+def test_self_centred_controls_reduce_to_mc(device: torch.device) -> None:
     """Centring controls by their own mean removes the correction (the TPE recipe).
 
     (docs/design.md, "Controls need a known mean")
     """
-    values, controls = _arrays()
+    values, controls = _arrays(device=device)
     trap = orthogonal_mean(values, controls, control_mean=controls.mean(0))
     torch.testing.assert_close(trap, mc_mean(values), rtol=1e-12, atol=1e-12)
     # With the true mean (zero here) the correction is not zero.
@@ -91,11 +122,13 @@ def test_tpe_call_signature_with_estimated_control_mean() -> None:
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
-def test_every_estimator_is_linear_in_per_candidate_scale_and_differentiable(name: str) -> None:
-    values, controls = _arrays(n_draws=48, n_controls=4)
-    eye = torch.eye(controls.shape[1], dtype=DTYPE)
+def test_every_estimator_is_linear_in_per_candidate_scale_and_differentiable(
+    name: str, device: torch.device
+) -> None:
+    values, controls = _arrays(n_draws=48, n_controls=4, device=device)
+    eye = torch.eye(controls.shape[1], dtype=DTYPE, device=device)
     estimate = get_estimator(name)
-    scale = torch.logspace(-30, 3, values.shape[1], dtype=DTYPE)
+    scale = torch.logspace(-30, 3, values.shape[1], dtype=DTYPE, device=device)
     torch.testing.assert_close(
         estimate(values * scale, controls, None, eye) / scale,
         estimate(values, controls, None, eye),
@@ -107,8 +140,8 @@ def test_every_estimator_is_linear_in_per_candidate_scale_and_differentiable(nam
     assert torch.isfinite(grad).all() and grad.abs().sum() > 0
 
 
-def test_ridge_interpolates_between_plugin_and_mc() -> None:
-    values, controls = _arrays()
+def test_ridge_interpolates_between_plugin_and_mc(device: torch.device) -> None:
+    values, controls = _arrays(device=device)
     torch.testing.assert_close(
         orthogonal_mean(values, controls, ridge=0.0), orthogonal_mean(values, controls)
     )
@@ -117,9 +150,9 @@ def test_ridge_interpolates_between_plugin_and_mc() -> None:
     )
 
 
-def test_crossfit_matches_manual_folds() -> None:
-    values, controls = _arrays(n_draws=41)
-    mu = torch.zeros(controls.shape[1], dtype=DTYPE)
+def test_crossfit_matches_manual_folds(device: torch.device) -> None:
+    values, controls = _arrays(n_draws=41, device=device)
+    mu = torch.zeros(controls.shape[1], dtype=DTYPE, device=device)
     first, second = slice(0, 21), slice(21, 41)
 
     def gamma(rows: slice) -> torch.Tensor:
@@ -133,16 +166,18 @@ def test_crossfit_matches_manual_folds() -> None:
     )
 
 
-def test_shrunk_mean_closed_form_and_known_covariance() -> None:
-    values, controls = _arrays(n_draws=24, n_controls=3)
+def test_shrunk_mean_closed_form_and_known_covariance(device: torch.device) -> None:
+    values, controls = _arrays(n_draws=24, n_controls=3, device=device)
     n_draws, k = controls.shape
-    eye = torch.eye(k, dtype=DTYPE)
+    eye = torch.eye(k, dtype=DTYPE, device=device)
     kappa = (n_draws - 1) / (n_draws - 1 + SHRINK_PER_CONTROL * k)
     gamma = controls.T @ (values - values.mean(0)) / (n_draws - 1)
     expected = values.mean(0) - kappa * controls.mean(0) @ gamma
     torch.testing.assert_close(shrunk_mean(values, controls, None, eye), expected)
     # A known non-identity covariance is whitened first.
-    mixing = torch.tensor([[2.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.3, -0.2, 0.7]], dtype=DTYPE)
+    mixing = torch.tensor(
+        [[2.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.3, -0.2, 0.7]], dtype=DTYPE, device=device
+    )
     torch.testing.assert_close(
         shrunk_mean(values, controls @ mixing.T, None, mixing @ mixing.T), expected
     )
@@ -153,16 +188,17 @@ def test_shrunk_mean_closed_form_and_known_covariance() -> None:
     )
 
 
-def test_quadratic_controls_have_zero_mean_and_identity_covariance() -> None:
+def test_quadratic_controls_have_zero_mean_and_identity_covariance(device: torch.device) -> None:
     gen = torch.Generator().manual_seed(1)
     n, k = 200_000, 3
-    feats = quadratic_controls(torch.randn(n, k, generator=gen, dtype=DTYPE))
+    feats = quadratic_controls(torch.randn(n, k, generator=gen, dtype=DTYPE).to(device))
     assert feats.shape == (n, 2 * k + k * (k - 1) // 2)
     # SE of a mean of a unit-variance feature: 1/sqrt(n); of a covariance entry: at most
     # sqrt(E[f^2 g^2]) / sqrt(n) <= sqrt(15)/sqrt(n) for these degree-2 features.
     assert feats.mean(0).abs().max() < 4.0 / math.sqrt(n)
     cov = feats.T @ feats / n
-    assert (cov - torch.eye(feats.shape[1], dtype=DTYPE)).abs().max() < 4.0 * math.sqrt(15.0 / n)
+    eye = torch.eye(feats.shape[1], dtype=DTYPE, device=device)
+    assert (cov - eye).abs().max() < 4.0 * math.sqrt(15.0 / n)
 
 
 def test_quadratic_needs_a_known_covariance() -> None:

@@ -1,4 +1,5 @@
-"""Point sets for E[f(z)], z ~ N(0, I_p): exactness, unbiasedness, Haar rotations, budgets, seeds."""
+"""Point sets for E[f(z)], z ~ N(0, I_p): exactness, unbiasedness, Haar rotations, budgets, seeds,
+devices and dtypes."""
 
 from __future__ import annotations
 
@@ -64,11 +65,14 @@ def _gaussian_moments(alphas: torch.Tensor) -> torch.Tensor:
 
 
 def _moment_errors(ps: PointSet, alphas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """|estimate - exact| per monomial and a rounding tolerance (scaled by sum_s |w_s m(z_s)|)."""
+    """|estimate - exact| per monomial and a rounding tolerance (scaled by sum_s |w_s m(z_s)|),
+    computed on the device of the points."""
+    alphas = alphas.to(ps.z.device)
     values = (ps.z[:, None, :] ** alphas[None]).prod(-1)  # S x M
     estimate = ps.integrate(values)
     scale = ps.weights.abs() @ values.abs()
-    return (estimate - _gaussian_moments(alphas)).abs(), 1e-10 * (1.0 + scale)
+    exact = _gaussian_moments(alphas).to(estimate.device)
+    return (estimate - exact).abs(), 1e-10 * (1.0 + scale)
 
 
 def _assert_exact(ps: PointSet, alphas: torch.Tensor) -> None:
@@ -321,6 +325,37 @@ def test_shapes_weights_and_flags(name: str, p: int) -> None:
     assert torch.allclose(ps32.z.double(), ps.z, atol=1e-5, rtol=1e-5)
     values = torch.ones(ps.n_points, 2)
     assert ps.integrate(values).shape == (2,)
+
+
+@pytest.mark.parametrize("name", sorted(POINT_SETS))
+def test_points_on_the_device_and_dtype_are_the_cpu_points(
+    name: str, device: torch.device, dtype: torch.dtype
+) -> None:
+    """A CPU generator draws the same points whatever the output device and dtype: the rule is
+    built in double and cast at the end, so only that cast differs."""
+    reference = point_set(name, 4, 40, _gen(17))
+    ps = point_set(name, 4, 40, _gen(17), dtype=dtype, device=device)
+    for tensor in (ps.z, ps.weights):
+        assert tensor.device.type == device.type and tensor.dtype == dtype
+    assert torch.equal(ps.z.cpu(), reference.z.to(dtype))
+    assert torch.equal(ps.weights.cpu(), reference.weights.to(dtype))
+    a = torch.tensor([0.6, -0.3, 0.5, 0.1], dtype=torch.float64)
+    estimate = ps.integrate(_exp_integrand(ps.z, a.to(device=device, dtype=dtype)))
+    expected = reference.integrate(_exp_integrand(reference.z, a))
+    rtol = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(estimate.cpu().double(), expected, rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(POINT_SETS))
+def test_a_generator_on_the_device_draws_there_with_the_rule_exactness(
+    name: str, device: torch.device
+) -> None:
+    """Drawn by a generator on ``device``: the points stay there, the weights sum to 1 and every
+    monomial up to the rule's ``exact_degree`` is integrated exactly."""
+    ps = point_set(name, 3, 40, torch.Generator(device=device).manual_seed(0))
+    assert ps.z.device.type == device.type and ps.weights.device.type == device.type
+    assert float(ps.weights.sum()) == pytest.approx(1.0, abs=1e-12)
+    _assert_exact(ps, _multi_indices(3, range(0, ps.exact_degree + 1)))
 
 
 def test_mc_and_qmc_weights_are_uniform() -> None:

@@ -1,4 +1,9 @@
-"""Estimators of E_q[EI] by name: grammar, draws and counts, weighted rules, Rao-Blackwellization."""
+"""Estimators of E_q[EI] by name: grammar, draws and counts, weighted rules, Rao-Blackwellization.
+
+The ``fitted`` states are fitted on the CPU and moved to each available ``device``; draws are made
+on the CPU and moved (:func:`~orthobench.theta_estimators.draw_thetas`), so every device
+evaluates the same thetas.
+"""
 
 from __future__ import annotations
 
@@ -36,12 +41,13 @@ def _fitted(kernel: str, n: int = 10, d: int = 2, seed: int = 0):
 
 
 @pytest.fixture(scope="module", params=["matern52-ard", "rbf-iso"])
-def fitted(request):
-    return _fitted(request.param)
+def fitted(request, to_device):
+    return to_device(_fitted(request.param))
 
 
-def _candidates(d: int = 2, n: int = 9) -> torch.Tensor:
-    return torch.rand(n, 1, d, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
+def _candidates(d: int = 2, n: int = 9, device: torch.device | str = "cpu") -> torch.Tensor:
+    x = torch.rand(n, 1, d, generator=torch.Generator().manual_seed(7), dtype=DTYPE)
+    return x.to(device)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -100,11 +106,11 @@ def test_point_set_draws_have_the_rule_count_and_weights(fitted, name: str, rb: 
     assert (draws.constant_mean_variance > 0) == rb
 
 
-def test_weighted_rule_with_equal_iid_weights_is_plain_mc(fitted) -> None:
+def test_weighted_rule_with_equal_iid_weights_is_plain_mc(fitted, device: torch.device) -> None:
     model, lap = fitted
     draws = draw_thetas(lap, "iid", 24, seed=0)
-    torch.testing.assert_close(draws.weights, torch.full((24,), 1 / 24, dtype=DTYPE))
-    values = draws.gp(model).log_ei(_candidates()).exp()
+    torch.testing.assert_close(draws.weights, torch.full((24,), 1 / 24, dtype=DTYPE, device=device))
+    values = draws.gp(model).log_ei(_candidates(device=device)).exp()
     torch.testing.assert_close(estimate(values, draws), mc_mean(values), rtol=1e-14, atol=0)
     torch.testing.assert_close(
         weighted_mean(values, draws.weights), values.mean(0), rtol=1e-14, atol=0
@@ -112,7 +118,7 @@ def test_weighted_rule_with_equal_iid_weights_is_plain_mc(fitted) -> None:
     # `mc` on equal-weight draws of the same count and seed is the same estimate.
     mc = draw_thetas(lap, "mc", 24, seed=0)
     assert mc.weights is None
-    mc_values = mc.gp(model).log_ei(_candidates()).exp()
+    mc_values = mc.gp(model).log_ei(_candidates(device=device)).exp()
     torch.testing.assert_close(estimate(mc_values, mc), mc_values.mean(0))
 
 
@@ -127,17 +133,17 @@ def test_equal_weight_draws_are_those_of_sample_whitened_and_rb_keeps_p_minus_1(
         torch.testing.assert_close(rb.z, z[:, : lap.p - 1])
 
 
-def test_estimate_refuses_mismatched_draws(fitted) -> None:
+def test_estimate_refuses_mismatched_draws(fitted, device: torch.device) -> None:
     _, lap = fitted
     rule = draw_thetas(lap, "sr3", 30, seed=0)
     plain = draw_thetas(lap, "mc", 30, seed=0)
-    values = torch.rand(rule.n_evaluations, 3, dtype=DTYPE)
+    values = torch.rand(rule.n_evaluations, 3, dtype=DTYPE, device=device)
     with pytest.raises(ValueError, match="needs equal-weight draws"):
         estimate(values, rule, parse_theta_estimator("orth"))
     with pytest.raises(ValueError, match="needs its own draws"):
-        estimate(torch.rand(30, 3, dtype=DTYPE), plain, parse_theta_estimator("sr3"))
+        estimate(torch.rand(30, 3, dtype=DTYPE, device=device), plain, parse_theta_estimator("sr3"))
     with pytest.raises(ValueError, match="one row per draw"):
-        estimate(torch.rand(4, 3, dtype=DTYPE), plain)
+        estimate(torch.rand(4, 3, dtype=DTYPE, device=device), plain)
 
 
 def test_weighted_mean_checks_its_weights() -> None:
@@ -160,15 +166,18 @@ def test_conditional_factor_reproduces_the_laplace_covariance(fitted) -> None:
     assert variance == pytest.approx(1.0 / float(lap.hessian[0, 0]))
 
 
-def test_rao_blackwellized_ei_equals_gauss_hermite_integration_over_the_mean(fitted) -> None:
+def test_rao_blackwellized_ei_equals_gauss_hermite_integration_over_the_mean(
+    fitted, device: torch.device
+) -> None:
     """EI_RB(x; phi) = E_{m | phi}[EI(x; m, phi)]: 120-node Gauss-Hermite over the constant mean,
     each node a plain GP evaluation, agrees to rounding (log scale, down to log-EI ~ -1e3)."""
     model, lap = fitted
     draws = draw_thetas(lap, "mc+rb", 6, seed=1)
-    X = _candidates()
+    X = _candidates(device=device)
     rb = draws.gp(model).log_ei(X)  # S x N
     nodes, w = np.polynomial.hermite_e.hermegauss(120)  # weight exp(-t^2 / 2)
-    nodes, log_w = torch.tensor(nodes, dtype=DTYPE), torch.tensor(np.log(w / w.sum()), dtype=DTYPE)
+    nodes = torch.tensor(nodes, dtype=DTYPE, device=device)
+    log_w = torch.tensor(np.log(w / w.sum()), dtype=DTYPE, device=device)
     theta = draws.theta.repeat_interleave(nodes.numel(), 0).clone()
     theta[:, 0] += math.sqrt(draws.constant_mean_variance) * nodes.repeat(draws.n_evaluations)
     log_ei = ThetaSampledGP.from_model(model, theta).log_ei(X).reshape(6, nodes.numel(), -1)
@@ -184,10 +193,10 @@ def test_rao_blackwellized_ei_equals_gauss_hermite_integration_over_the_mean(fit
     torch.testing.assert_close(var, plain_var + draws.constant_mean_variance * slope.square())
 
 
-def test_rao_blackwellized_gp_passes_gradcheck(fitted) -> None:
+def test_rao_blackwellized_gp_passes_gradcheck(fitted, device: torch.device) -> None:
     model, lap = fitted
     gp = draw_thetas(lap, "mc+rb", 4, seed=2).gp(model)
-    x = _candidates(n=3).requires_grad_(True)
+    x = _candidates(n=3, device=device).requires_grad_(True)
     assert torch.autograd.gradcheck(gp.mean_and_variance, (x,))
     assert torch.autograd.gradcheck(gp.log_ei, (x,))
 

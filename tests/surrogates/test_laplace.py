@@ -1,4 +1,8 @@
-"""Laplace posterior over GP hyperparameters, its score and samples, and the batched GP."""
+"""Laplace posterior over GP hyperparameters, its score and samples, and the batched GP.
+
+GPs are fitted on the CPU; on another ``device`` the fitted model is moved there and the Laplace
+posterior and batched GP are computed there, so the CPU results are the reference for the same fit.
+"""
 
 from __future__ import annotations
 
@@ -41,13 +45,43 @@ def _data(n: int = 14, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.T
     return x, y
 
 
-def _fitted(kernel: str, outputscale: bool = False, **data_kwargs):
-    x, y = _data(**data_kwargs)
+def _fitted(kernel: str, outputscale: bool = False):
+    x, y = _data()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericsWarning)
         model, _ = fit_model(x, y, kernel, outputscale=outputscale)
         lap = laplace_posterior(model)
     return model, lap
+
+
+@pytest.mark.parametrize(("kernel", "outputscale"), CASES)
+def test_laplace_posterior_and_batched_gp_on_the_device_equal_the_cpu_ones(
+    kernel: str, outputscale: bool, device: torch.device, to_device
+) -> None:
+    """Same fit: centre, Hessian (autograd through the closed-form kernels), covariance and the
+    batched GP's moments, log-EI and gradient agree with the CPU's to rounding."""
+    if device.type == "cpu":
+        pytest.skip("the CPU results are the reference")
+    cpu_model, cpu_lap = _fitted(kernel, outputscale)
+    model, lap = to_device((cpu_model, cpu_lap))
+    assert lap.theta_hat.device.type == device.type == lap.hessian.device.type
+    torch.testing.assert_close(lap.theta_hat.cpu(), cpu_lap.theta_hat, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(lap.hessian.cpu(), cpu_lap.hessian, rtol=1e-8, atol=1e-8)
+    covariance = lap.cov_factor @ lap.cov_factor.T
+    cpu_covariance = cpu_lap.cov_factor @ cpu_lap.cov_factor.T
+    torch.testing.assert_close(covariance.cpu(), cpu_covariance, rtol=1e-8, atol=1e-10)
+    theta = cpu_lap.theta(cpu_lap.sample_whitened(5, "iid", seed=0))
+    x = torch.rand(9, 1, 3, generator=torch.Generator().manual_seed(9), dtype=DTYPE)
+    outputs = []
+    for m, where in ((cpu_model, torch.device("cpu")), (model, device)):
+        gp = ThetaSampledGP.from_model(m, theta.to(where))
+        leaf = x.to(where).requires_grad_(True)
+        mean, var = gp.mean_and_variance(leaf)
+        log_ei = gp.log_ei(leaf)
+        (grad,) = torch.autograd.grad(log_ei.sum(), leaf)
+        outputs.append([t.detach().cpu() for t in (mean, var, log_ei, grad)])
+    for ours, reference in zip(outputs[1], outputs[0], strict=True):
+        torch.testing.assert_close(ours, reference, rtol=1e-7, atol=1e-9)
 
 
 def _gpytorch_neg_log_posterior(model, theta: torch.Tensor) -> float:
@@ -156,8 +190,8 @@ def test_recentering_reaches_the_theta_density_mode() -> None:
     assert float(grad @ torch.linalg.solve(lap.hessian, grad)) < 1e-8
 
 
-def test_score_equals_autograd_of_log_q() -> None:
-    _, lap = _fitted("matern52-ard", outputscale=True)
+def test_score_equals_autograd_of_log_q(to_device) -> None:
+    _, lap = to_device(_fitted("matern52-ard", outputscale=True))
     theta = lap.theta(lap.sample_whitened(16, "iid", seed=0)).requires_grad_(True)
     (grad,) = torch.autograd.grad(lap.log_prob(theta).sum(), theta)
     torch.testing.assert_close(lap.score(theta.detach()), grad)
@@ -177,8 +211,8 @@ def test_score_has_mean_zero_and_covariance_h() -> None:
     assert ((cov - lap.hessian).abs() < 5 * cov_se).all()
 
 
-def test_whitening_inverts_the_sample_map() -> None:
-    _, lap = _fitted("matern52-iso")
+def test_whitening_inverts_the_sample_map(to_device) -> None:
+    _, lap = to_device(_fitted("matern52-iso"))
     z = lap.sample_whitened(8, "iid", seed=2)
     torch.testing.assert_close(lap.whiten(lap.theta(z)), z)
     # Score in whitened coordinates: g = -A^{-T} z (the controls z span the score's space).
@@ -187,10 +221,10 @@ def test_whitening_inverts_the_sample_map() -> None:
 
 
 @pytest.mark.parametrize("method", ["iid", "antithetic", "qmc"])
-def test_sampling_is_seeded_and_shaped(method: str) -> None:
-    _, lap = _fitted("rbf-iso")
+def test_sampling_is_seeded_and_shaped(method: str, device: torch.device, to_device) -> None:
+    _, lap = to_device(_fitted("rbf-iso"))
     a = lap.sample_whitened(16, method, seed=3)
-    assert a.shape == (16, lap.p) and a.dtype == DTYPE
+    assert a.shape == (16, lap.p) and a.dtype == DTYPE and a.device.type == device.type
     torch.testing.assert_close(lap.sample_whitened(16, method, seed=3), a)
     assert not torch.equal(lap.sample_whitened(16, method, seed=4), a)
     if method == "antithetic":
@@ -215,17 +249,17 @@ def test_qmc_draws_are_more_balanced_than_iid() -> None:
 
 @pytest.mark.parametrize(("kernel", "outputscale"), CASES)
 def test_batched_theta_evaluation_equals_single_model_evaluations(
-    kernel: str, outputscale: bool
+    kernel: str, outputscale: bool, device: torch.device, to_device
 ) -> None:
     """One batched call over S draws == S BoTorch models with those hyperparameters.
 
     Relative tolerance 1e-6: gpytorch computes distances as ``||a||^2 + ||b||^2 - 2 a.b``, ours
     from differences, which differ by rounding amplified where EI is small.
     """
-    model, lap = _fitted(kernel, outputscale)
+    model, lap = to_device(_fitted(kernel, outputscale))
     theta = lap.theta(lap.sample_whitened(5, "iid", seed=0))
     gp = ThetaSampledGP.from_model(model, theta)
-    x = torch.rand(9, 1, 3, generator=torch.Generator().manual_seed(9), dtype=DTYPE)
+    x = torch.rand(9, 1, 3, generator=torch.Generator().manual_seed(9), dtype=DTYPE).to(device)
     mean, var = gp.mean_and_variance(x)
     log_ei = gp.log_ei(x)
     y_std = float(model.outcome_transform.stdvs.squeeze())
@@ -247,17 +281,18 @@ def test_batched_theta_evaluation_equals_single_model_evaluations(
 
 
 @pytest.mark.parametrize(("kernel", "outputscale"), CASES)
-def test_batched_gradient_passes_gradcheck(kernel: str, outputscale: bool) -> None:
-    model, lap = _fitted(kernel, outputscale)
+def test_batched_gradient_passes_gradcheck(
+    kernel: str, outputscale: bool, device: torch.device, to_device
+) -> None:
+    model, lap = to_device(_fitted(kernel, outputscale))
     gp = ThetaSampledGP.from_model(model, lap.theta(lap.sample_whitened(4, "iid", seed=0)))
-    x = torch.rand(
-        3, 1, 3, generator=torch.Generator().manual_seed(1), dtype=DTYPE, requires_grad=True
-    )
+    x = torch.rand(3, 1, 3, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    x = x.to(device).requires_grad_(True)
     assert torch.autograd.gradcheck(gp.mean_and_variance, (x,))
     assert torch.autograd.gradcheck(gp.log_ei, (x,))
 
 
-def test_log_ei_far_below_underflow_is_finite_with_gradients() -> None:
+def test_log_ei_far_below_underflow_is_finite_with_gradients(device: torch.device) -> None:
     """Candidates between dense, poor observations: EI ~ exp(-1e3) and below, log-EI finite."""
     x = torch.linspace(0, 0.5, 30, dtype=DTYPE).unsqueeze(-1)
     y = torch.cat([torch.zeros(30, dtype=DTYPE)])
@@ -266,9 +301,11 @@ def test_log_ei_far_below_underflow_is_finite_with_gradients() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericsWarning)
         model, _ = fit_model(x, y, "matern52-iso")
+        model = model.to(device)
         lap = laplace_posterior(model)
     gp = ThetaSampledGP.from_model(model, lap.theta(lap.sample_whitened(8, "iid", seed=0)))
-    cand = torch.linspace(0.05, 0.45, 7, dtype=DTYPE).reshape(-1, 1, 1).requires_grad_(True)
+    cand = torch.linspace(0.05, 0.45, 7, dtype=DTYPE, device=device).reshape(-1, 1, 1)
+    cand.requires_grad_(True)
     log_ei = gp.log_ei(cand)
     assert torch.isfinite(log_ei).all() and log_ei.max() < -100
     (grad,) = torch.autograd.grad(log_ei.sum(), cand)
@@ -292,7 +329,7 @@ def test_log_predictive_density_matches_botorch_for_one_draw() -> None:
     torch.testing.assert_close(gp.log_predictive_density(x, y), ref, rtol=1e-8, atol=1e-8)
 
 
-def test_cholesky_jitter_is_used_warned_and_counted() -> None:
+def test_cholesky_jitter_is_used_warned_and_counted(device: torch.device) -> None:
     x = torch.tensor(
         [[0.2, 0.2, 0.2], [0.2, 0.2, 0.2], [0.7, 0.1, 0.5], [0.9, 0.8, 0.3]], dtype=DTYPE
     )
@@ -300,10 +337,11 @@ def test_cholesky_jitter_is_used_warned_and_counted() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericsWarning)
         model, _ = fit_model(x, y, "rbf-iso")
+        model = model.to(device)
         lap = laplace_posterior(model)
     theta = lap.theta_hat.repeat(2, 1)
     theta[0, 1] = -80.0  # noise e^-80: duplicated inputs make K_y singular
     with pytest.warns(NumericsWarning, match="1 theta sample"):
         gp = ThetaSampledGP.from_model(model, theta)
     assert gp.n_jittered == 1
-    assert torch.isfinite(gp.log_ei(torch.rand(4, 1, 3, dtype=DTYPE))).all()
+    assert torch.isfinite(gp.log_ei(torch.rand(4, 1, 3, dtype=DTYPE, device=device))).all()
