@@ -45,7 +45,6 @@ EI is on each model's standardized outcome scale (:class:`ThetaSampledGP
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -55,21 +54,6 @@ from torch import Tensor
 
 from orthobench.estimators import DEFAULT_ESTIMATOR, get_estimator, weighted_mean
 from orthobench.surrogates.laplace import ThetaSampledGP
-
-
-@dataclass(frozen=True)
-class MemberSamples:
-    """Per-draw values of one ensemble member at ``N`` candidates, for probes.
-
-    Args:
-        log_ei: ``S x N`` per-draw log-EI (standardized scale).
-        controls: ``S x K`` whitened draws ``z`` (known mean 0, covariance I).
-        weight: The member's ensemble weight.
-    """
-
-    log_ei: Tensor
-    controls: Tensor
-    weight: float
 
 
 class MarginalLogEI(AcquisitionFunction):
@@ -93,8 +77,21 @@ class MarginalLogEI(AcquisitionFunction):
             :func:`~orthobench.estimators.weighted_mean`, whatever ``estimator`` says.
 
     Example:
+        >>> from botorch.optim import optimize_acqf
+        >>> from orthobench.surrogates.gp import fit_model
+        >>> from orthobench.surrogates.laplace import laplace_posterior
+        >>> x = torch.rand(10, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        >>> model, _ = fit_model(x, -(x - 0.5).square().sum(-1), "matern52-ard")
+        >>> lap = laplace_posterior(model)
+        >>> z = lap.sample_whitened(16, "qmc", seed=0)  # S x K = 16 x 4
+        >>> gp = ThetaSampledGP.from_model(model, lap.theta(z))
         >>> acqf = MarginalLogEI(model, [gp], [z], [1.0])
-        >>> candidate, value = optimize_acqf(acqf, bounds, q=1, num_restarts=8, raw_samples=512)
+        >>> acqf(x[:3].unsqueeze(-2)).shape
+        torch.Size([3])
+        >>> bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+        >>> candidate, value = optimize_acqf(acqf, bounds, q=1, num_restarts=2, raw_samples=32)
+        >>> candidate.shape
+        torch.Size([1, 2])
     """
 
     _log = True
@@ -153,14 +150,6 @@ class MarginalLogEI(AcquisitionFunction):
         # covariance use).
         self._identity = [
             torch.eye(z.shape[-1], dtype=z.dtype, device=z.device) for z in self.controls
-        ]
-
-    def member_samples(self, X: Tensor) -> list[MemberSamples]:
-        """Per-draw log-EI and controls of every member at ``N x 1 x d`` candidates (for probes)."""
-        weights = self.log_weights.exp().tolist()
-        return [
-            MemberSamples(log_ei=gp.log_ei(X), controls=z, weight=w)
-            for gp, z, w in zip(self.members, self.controls, weights, strict=True)
         ]
 
     def scaled_estimates(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
@@ -159,8 +158,3 @@ def format_results(results: list[CheckResult]) -> str:
             f"{r.mc_samples:>4} {r.state:<16} {r.value:>10.4g}  {r.threshold.bound()}"
         )
     return "\n".join(lines)
-
-
-def summarize(results: list[CheckResult]) -> dict[str, Any]:
-    failed = [r for r in results if not r.passed]
-    return {"checked": len(results), "failed": len(failed)}

@@ -487,10 +487,14 @@ class ThetaSampledGP:
             ``theta``, integrated out analytically (0: the constant mean is fixed at ``theta``).
 
     Example:
+        >>> from orthobench.surrogates.gp import fit_model
+        >>> x = torch.rand(10, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        >>> model, _ = fit_model(x, torch.sin(6 * x[:, 0]), "rbf-iso")
         >>> lap = laplace_posterior(model)
         >>> z = lap.sample_whitened(512, "qmc", seed=0)
         >>> gp = ThetaSampledGP.from_model(model, lap.theta(z))
-        >>> log_ei = gp.log_ei(X)  # S x b for X of shape b x 1 x d
+        >>> gp.log_ei(x[:5].unsqueeze(-2)).shape  # S x b for X of shape b x 1 x d
+        torch.Size([512, 5])
     """
 
     def __init__(
