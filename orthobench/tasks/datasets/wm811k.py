@@ -1,0 +1,537 @@
+r"""WM811K wafer maps: convert the public ``LSWMD.pkl`` into a safe ``.npz``, and read it back.
+
+The public WM811K file [Wu2015wafer]_ [MIRWM811K]_ is a pandas pickle of 811,457 wafer maps, and
+unpickling runs code from the file. It is therefore read only by the explicit command
+``orthobench data convert-wm811k PATH/LSWMD.pkl`` (:func:`convert_wm811k`), with a warning, and
+converted into a NumPy ``.npz`` that every later run reads with ``allow_pickle=False``:
+
+- only labelled maps are kept (the public file labels 172,950 of its 811,457 maps: 25,519 with
+  one of the 8 failure types, 147,431 ``none``); the converter prints the counts it found;
+- each map (2-D, values ``{0, 1, 2}``: off-wafer, passing die, failing die; sizes vary from
+  file to file) is resized to ``48 x 48`` by nearest-neighbour sampling, which keeps the three
+  values (:func:`resize_nearest`);
+- labels are indices into :data:`WAFER_CLASSES` (the 8 failure types, then ``none``);
+- an 80/20 split stratified on the label, drawn from a stored seed (:func:`split_indices`);
+- the SHA-256 of the source file and of the converted arrays (the dataset checksum that keys the
+  feature cache, :mod:`orthobench.tasks.datasets.features`).
+
+The maps are stored as ``uint8`` (400 MB for the labelled public maps before compression);
+:meth:`WM811K.pixels` turns them into model inputs as in the paper's appendix: ``v / 2`` in
+``[0, 1]``, the single channel repeated three times, then normalized with the ImageNet mean and
+standard deviation (:data:`IMAGENET_MEAN`, :data:`IMAGENET_STD`, both stored in the file).
+
+Example:
+    >>> import numpy as np
+    >>> resize_nearest(np.array([[0, 1], [2, 1]], dtype=np.uint8), 4)
+    array([[0, 0, 1, 1],
+           [0, 0, 1, 1],
+           [2, 2, 1, 1],
+           [2, 2, 1, 1]], dtype=uint8)
+    >>> wafer_label(np.array([["Edge-Ring"]], dtype=object)), wafer_label(np.zeros((0, 0)))
+    ('Edge-Ring', None)
+
+References:
+    .. [Wu2015wafer] M.-J. Wu, J.-S. R. Jang and J.-L. Chen, "Wafer Map Failure Pattern
+       Recognition and Similarity Ranking for Large-Scale Data Sets", IEEE Transactions on
+       Semiconductor Manufacturing 28(1), 1-12, 2015. doi:10.1109/TSM.2014.2364237
+    .. [MIRWM811K] MIR-WM811K: Dataset for wafer map failure pattern recognition, 2015,
+       http://mirlab.org/dataset/public/ (redistribution and use must cite both references).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+import numpy as np
+
+from orthobench.exceptions import DatasetMissingError, OrthobenchError, OrthobenchWarning
+from orthobench.tasks.datasets.readers import HELD_OUT_FRACTION, SPLIT_SEED
+from orthobench.tasks.datasets.store import data_dir, sha256_of
+from orthobench.tasks.datasets.synthetic_wafers import WAFER_CLASSES
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
+
+__all__ = [
+    "CONVERT_COMMAND",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "MAP_SIZE",
+    "WAFER_CLASSES",
+    "WM811K",
+    "ConversionSummary",
+    "convert_lswmd",
+    "convert_wm811k",
+    "load_wm811k",
+    "read_lswmd",
+    "require_wm811k",
+    "resize_nearest",
+    "split_indices",
+    "wafer_label",
+    "wm811k_path",
+]
+
+#: Side length of the converted maps (the paper's appendix).
+MAP_SIZE = 48
+#: Per-channel ImageNet statistics of ``[0, 1]`` RGB images.
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+#: The command that creates the converted file (named by every missing-dataset error).
+CONVERT_COMMAND = "orthobench data convert-wm811k PATH/LSWMD.pkl"
+#: Path of the converted file relative to the data directory.
+CONVERTED_NAME = Path("wm811k") / "wm811k.npz"
+_FORMAT_VERSION = 1
+_REQUIRED_COLUMNS = ("waferMap", "failureType")
+
+
+def wm811k_path(directory: str | Path | None = None) -> Path:
+    """Where the converted file lives: ``<data directory>/wm811k/wm811k.npz``.
+
+    Args:
+        directory: The data directory; default :func:`orthobench.tasks.datasets.store.data_dir`
+            (``ORTHOBENCH_DATA_DIR``, else ``data/``).
+    """
+    return Path(directory if directory is not None else data_dir()) / CONVERTED_NAME
+
+
+def require_wm811k(path: str | Path | None = None) -> Path:
+    """The converted file's path, after a cheap presence check (no read).
+
+    Args:
+        path: An explicit ``.npz`` path; default :func:`wm811k_path`.
+
+    Raises:
+        DatasetMissingError: when the file is not there; the message names the command that
+            creates it.
+    """
+    resolved = Path(path) if path is not None else wm811k_path()
+    if not resolved.is_file():
+        raise DatasetMissingError(
+            f"WM811K is not converted: {resolved} does not exist; download LSWMD.pkl "
+            f"(http://mirlab.org/dataset/public/) and run `{CONVERT_COMMAND}`."
+        )
+    return resolved
+
+
+def resize_nearest(wafer: np.ndarray, size: int = MAP_SIZE) -> np.ndarray:
+    """Resize a 2-D map to ``size x size`` by nearest-neighbour sampling.
+
+    Output pixel ``(i, j)`` takes the input die under its centre: row
+    ``floor((i + 1/2) H / size)``, column ``floor((j + 1/2) W / size)`` for an ``H x W`` input.
+    No value is interpolated, so a ``{0, 1, 2}`` map stays one.
+
+    Args:
+        wafer: ``H x W`` array.
+        size: Output side length.
+
+    Returns:
+        ``size x size`` array of ``wafer``'s dtype.
+    """
+    wafer = np.asarray(wafer)
+    if wafer.ndim != 2 or min(wafer.shape) < 1:
+        raise ValueError(f"Expected a non-empty 2-D wafer map, but got shape {wafer.shape}.")
+    rows = ((np.arange(size) + 0.5) * wafer.shape[0] / size).astype(np.int64)
+    cols = ((np.arange(size) + 0.5) * wafer.shape[1] / size).astype(np.int64)
+    return wafer[np.ix_(rows, cols)]
+
+
+def wafer_label(value: Any) -> str | None:
+    """The class name in an LSWMD label cell, or None for an unlabelled map.
+
+    The public file stores labels as nested arrays (``[['Center']]``) and leaves unlabelled maps
+    with an empty array (``[]``); plain strings are accepted too.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value or None
+    flat = np.asarray(value, dtype=object).ravel()
+    if flat.size == 0:
+        return None
+    if flat.size > 1:
+        raise OrthobenchError(f"Expected one label per wafer map, but got {value!r}.")
+    return str(flat[0])
+
+
+def split_indices(
+    labels: np.ndarray, test_fraction: float = HELD_OUT_FRACTION, seed: int = SPLIT_SEED
+) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded train / test split that keeps every class's share in both parts.
+
+    scikit-learn's stratified ``train_test_split`` (as the other image datasets use,
+    :func:`orthobench.tasks.datasets.readers.stratified_split`), applied to the indices.
+
+    Args:
+        labels: ``N`` integer labels.
+        test_fraction: Share of the maps in the test part, in ``(0, 1)``.
+        seed: The split's ``random_state``.
+
+    Returns:
+        ``(train_index, test_index)``: sorted ``int64`` indices into ``labels``, disjoint, together
+        ``0 .. N-1``.
+
+    Raises:
+        OrthobenchError: when a class has fewer than 2 maps or the test part cannot hold one map
+            per class (scikit-learn's conditions for a stratified split).
+    """
+    from sklearn.model_selection import train_test_split
+
+    if not 0.0 < test_fraction < 1.0:
+        raise OrthobenchError(f"`test_fraction` must be in (0, 1), but got {test_fraction=}.")
+    labels = np.asarray(labels)
+    try:
+        train, test = train_test_split(
+            np.arange(labels.size), test_size=test_fraction, stratify=labels, random_state=seed
+        )
+    except ValueError as err:
+        counts = dict(zip(*np.unique(labels, return_counts=True), strict=True))
+        raise OrthobenchError(
+            f"cannot split {labels.size} maps with class counts {counts} stratified "
+            f"({test_fraction=}): {err}"
+        ) from err
+    return np.sort(train).astype(np.int64), np.sort(test).astype(np.int64)
+
+
+def _content_sha256(
+    maps: np.ndarray, labels: np.ndarray, train: np.ndarray, test: np.ndarray
+) -> str:
+    """The dataset checksum: SHA-256 over the converted arrays (not the compressed file)."""
+    digest = hashlib.sha256()
+    for array in (
+        maps.astype(np.uint8),
+        labels.astype("<i8"),
+        train.astype("<i8"),
+        test.astype("<i8"),
+    ):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+class _LegacyUnpickler(pickle.Unpickler):
+    """An unpickler for pandas pickles written by old pandas versions.
+
+    The public file predates pandas 0.20, which moved ``pandas.indexes`` to
+    ``pandas.core.indexes``; this maps the old module names onto the new ones, on top of pandas'
+    own table of moved classes.
+    """
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "pandas.indexes" or module.startswith("pandas.indexes."):
+            module = "pandas.core.indexes" + module[len("pandas.indexes") :]
+        from pandas.compat.pickle_compat import _class_locations_map
+
+        module, name = _class_locations_map.get((module, name), (module, name))
+        return super().find_class(module, name)
+
+
+def read_lswmd(path: str | Path) -> pd.DataFrame:
+    """Unpickle an ``LSWMD.pkl`` DataFrame. This runs code from the file: use trusted files only.
+
+    Tries ``pandas.read_pickle`` first, then an unpickler that maps the module names of old
+    pandas versions (``pandas.indexes``) and decodes Python 2 strings as Latin-1.
+
+    Raises:
+        DatasetMissingError: when ``path`` is not a file.
+        OrthobenchError: when the file is not a DataFrame with the LSWMD columns.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetMissingError(
+            f"{path} does not exist; download LSWMD.pkl (http://mirlab.org/dataset/public/) and "
+            f"run `{CONVERT_COMMAND}` with its path."
+        )
+    try:
+        frame = pd.read_pickle(path)
+    except (ImportError, AttributeError, TypeError, ValueError, UnicodeDecodeError):
+        with open(path, "rb") as fh:
+            frame = _LegacyUnpickler(fh, encoding="latin1").load()
+    if not isinstance(frame, pd.DataFrame):
+        raise OrthobenchError(
+            f"{path}: expected a pandas DataFrame (LSWMD.pkl), but got {type(frame).__name__}."
+        )
+    missing = [c for c in _REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise OrthobenchError(
+            f"{path}: not an LSWMD file: missing column(s) {', '.join(missing)}; "
+            f"found {', '.join(map(str, frame.columns))}."
+        )
+    return frame
+
+
+@dataclass(frozen=True)
+class ConversionSummary:
+    """What :func:`convert_lswmd` wrote.
+
+    Attributes:
+        path: The converted ``.npz``.
+        source_rows: Maps in the source file.
+        labelled: Maps with a label (the ones kept).
+        class_counts: Kept maps per class name, in :data:`WAFER_CLASSES` order.
+        n_train, n_test: Sizes of the two parts of the split.
+        sha256: The dataset checksum (SHA-256 of the converted arrays).
+        source_sha256: SHA-256 of the source file.
+    """
+
+    path: Path
+    source_rows: int
+    labelled: int
+    class_counts: dict[str, int]
+    n_train: int
+    n_test: int
+    sha256: str
+    source_sha256: str
+
+    def lines(self) -> list[str]:
+        """A human-readable account, one fact per line."""
+        counts = ", ".join(f"{name} {n}" for name, n in self.class_counts.items())
+        return [
+            f"labelled maps: {self.labelled} of {self.source_rows} "
+            f"({self.source_rows - self.labelled} unlabelled maps dropped)",
+            f"classes: {counts}",
+            f"split: {self.n_train} train / {self.n_test} test (stratified)",
+            f"source sha256: {self.source_sha256}",
+            f"dataset sha256: {self.sha256}",
+            f"wrote {self.path}",
+        ]
+
+
+def convert_lswmd(
+    source: str | Path,
+    out: str | Path | None = None,
+    *,
+    seed: int = SPLIT_SEED,
+    test_fraction: float = HELD_OUT_FRACTION,
+) -> ConversionSummary:
+    """Convert ``LSWMD.pkl`` into the safe ``.npz`` that :func:`load_wm811k` reads.
+
+    Warns (:class:`~orthobench.exceptions.OrthobenchWarning`) that unpickling runs code from the
+    file. The ``.npz`` holds ``maps`` (``N x 48 x 48`` ``uint8``, values ``{0, 1, 2}``),
+    ``labels`` (``N`` indices into ``classes``), ``train_index`` / ``test_index``,
+    ``source_row`` (each map's row in the source), ``source_shape`` (``N x 2``, each map's
+    original size), the split's ``seed`` and ``test_fraction``, the normalization constants,
+    ``sha256`` (dataset checksum) and ``source_sha256``. It is written to a temporary file and
+    renamed, so a crash leaves no half-written dataset.
+
+    Args:
+        source: Path of ``LSWMD.pkl``.
+        out: Output path; default :func:`wm811k_path` (under the data directory).
+        seed: Seed of the stratified split.
+        test_fraction: Share of each class in the test part.
+
+    Raises:
+        OrthobenchError: for a file that is not an LSWMD DataFrame, an unknown class name, a map
+            that is not 2-D or has values outside ``{0, 1, 2}``, or no labelled map at all.
+    """
+    source = Path(source)
+    warnings.warn(
+        f"Unpickling {source} runs code from the file: convert only a copy of LSWMD.pkl from a "
+        "source you trust (http://mirlab.org/dataset/public/).",
+        OrthobenchWarning,
+        stacklevel=2,
+    )
+    frame = read_lswmd(source)
+    class_index = {name: k for k, name in enumerate(WAFER_CLASSES)}
+    maps, labels, rows, shapes = [], [], [], []
+    for row, (wafer, label_cell) in enumerate(
+        zip(frame["waferMap"].to_numpy(), frame["failureType"].to_numpy(), strict=True)
+    ):
+        label = wafer_label(label_cell)
+        if label is None:
+            continue
+        if label not in class_index:
+            raise OrthobenchError(
+                f"{source}: row {row}: unknown failure type {label!r}; "
+                f"known: {', '.join(WAFER_CLASSES)}."
+            )
+        wafer = np.asarray(wafer)
+        if wafer.ndim != 2 or min(wafer.shape) < 1:
+            raise OrthobenchError(
+                f"{source}: row {row}: expected a 2-D wafer map, but got shape {wafer.shape}."
+            )
+        values = np.unique(wafer)
+        if not np.isin(values, (0, 1, 2)).all():
+            raise OrthobenchError(
+                f"{source}: row {row}: wafer map values must be in {{0, 1, 2}}, but got "
+                f"{values.tolist()}."
+            )
+        maps.append(resize_nearest(wafer.astype(np.uint8)))
+        labels.append(class_index[label])
+        rows.append(row)
+        shapes.append(wafer.shape)
+    if not maps:
+        raise OrthobenchError(f"{source}: none of its {len(frame)} wafer maps has a label.")
+    maps_array = np.stack(maps)
+    labels_array = np.asarray(labels, dtype=np.int64)
+    train, test = split_indices(labels_array, test_fraction, seed)
+    checksum = _content_sha256(maps_array, labels_array, train, test)
+    source_sha256 = sha256_of(source)
+    out = Path(out) if out is not None else wm811k_path()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.savez_compressed(
+            fh,
+            maps=maps_array,
+            labels=labels_array,
+            classes=np.asarray(WAFER_CLASSES),
+            train_index=train,
+            test_index=test,
+            source_row=np.asarray(rows, dtype=np.int64),
+            source_shape=np.asarray(shapes, dtype=np.int64),
+            source_rows=np.int64(len(frame)),
+            seed=np.int64(seed),
+            test_fraction=np.float64(test_fraction),
+            imagenet_mean=np.asarray(IMAGENET_MEAN, dtype=np.float32),
+            imagenet_std=np.asarray(IMAGENET_STD, dtype=np.float32),
+            sha256=np.str_(checksum),
+            source_sha256=np.str_(source_sha256),
+            format_version=np.int64(_FORMAT_VERSION),
+        )
+    os.replace(tmp, out)
+    counts = np.bincount(labels_array, minlength=len(WAFER_CLASSES))
+    return ConversionSummary(
+        path=out,
+        source_rows=len(frame),
+        labelled=len(maps),
+        class_counts={name: int(n) for name, n in zip(WAFER_CLASSES, counts, strict=True)},
+        n_train=int(train.size),
+        n_test=int(test.size),
+        sha256=checksum,
+        source_sha256=source_sha256,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class WM811K:
+    """The converted WM811K maps with their labels and split.
+
+    Attributes:
+        maps: ``N x 48 x 48`` ``uint8`` maps, values ``{0, 1, 2}``.
+        labels: ``N`` ``int64`` indices into :attr:`classes`.
+        classes: Class names (:data:`WAFER_CLASSES`).
+        train_index, test_index: Disjoint ``int64`` indices of the stratified split.
+        seed: Seed the split was drawn with.
+        sha256: Dataset checksum (SHA-256 of the converted arrays), verified on load.
+        source_sha256: SHA-256 of the ``LSWMD.pkl`` it came from.
+        source_rows: Maps in that file (labelled or not).
+        mean, std: The 3 per-channel normalization constants.
+    """
+
+    maps: np.ndarray
+    labels: np.ndarray
+    classes: tuple[str, ...]
+    train_index: np.ndarray
+    test_index: np.ndarray
+    seed: int
+    sha256: str
+    source_sha256: str
+    source_rows: int
+    mean: np.ndarray
+    std: np.ndarray
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def pixels(self, index: Sequence[int] | np.ndarray | slice = slice(None)) -> torch.Tensor:
+        r"""Model inputs: ``(maps[index] / 2 - mean_c) / std_c`` for the 3 channels ``c``.
+
+        Args:
+            index: Which maps (indices or a slice).
+
+        Returns:
+            ``n x 3 x 48 x 48`` ``float32`` tensor on the CPU.
+        """
+        import torch
+
+        scaled = torch.as_tensor(self.maps[index], dtype=torch.float32) / 2.0  # n x 48 x 48
+        mean = torch.as_tensor(self.mean, dtype=torch.float32).view(1, 3, 1, 1)
+        std = torch.as_tensor(self.std, dtype=torch.float32).view(1, 3, 1, 1)
+        return (scaled.unsqueeze(1) - mean) / std
+
+
+def load_wm811k(path: str | Path | None = None) -> WM811K:
+    """Read the converted file (no pickle) and verify its checksum.
+
+    Args:
+        path: The ``.npz``; default :func:`wm811k_path`.
+
+    Raises:
+        DatasetMissingError: when the file is missing, or its arrays do not match the stored
+            checksum (a damaged file: convert again).
+    """
+    resolved = require_wm811k(path)
+    with np.load(resolved, allow_pickle=False) as npz:
+        version = int(npz["format_version"])
+        if version != _FORMAT_VERSION:
+            raise DatasetMissingError(
+                f"{resolved} has format version {version}, this orthobench reads "
+                f"{_FORMAT_VERSION}; run `{CONVERT_COMMAND}` again."
+            )
+        data = WM811K(
+            maps=npz["maps"],
+            labels=npz["labels"],
+            classes=tuple(str(c) for c in npz["classes"]),
+            train_index=npz["train_index"],
+            test_index=npz["test_index"],
+            seed=int(npz["seed"]),
+            sha256=str(npz["sha256"]),
+            source_sha256=str(npz["source_sha256"]),
+            source_rows=int(npz["source_rows"]),
+            mean=npz["imagenet_mean"],
+            std=npz["imagenet_std"],
+        )
+    actual = _content_sha256(data.maps, data.labels, data.train_index, data.test_index)
+    if actual != data.sha256:
+        raise DatasetMissingError(
+            f"{resolved} is damaged: its arrays hash to {actual}, not the stored {data.sha256}; "
+            f"run `{CONVERT_COMMAND}` again."
+        )
+    return data
+
+
+@click.command("convert-wm811k")
+@click.argument("source", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Output .npz (default: <data dir>/wm811k/wm811k.npz; data dir: ORTHOBENCH_DATA_DIR, else data/).",
+)
+@click.option(
+    "--seed", type=int, default=SPLIT_SEED, show_default=True, help="Seed of the 80/20 split."
+)
+@click.option(
+    "--test-fraction",
+    type=float,
+    default=HELD_OUT_FRACTION,
+    show_default=True,
+    help="Share of each class held out.",
+)
+def convert_wm811k(source: Path, out: Path | None, seed: int, test_fraction: float) -> None:
+    """Convert the public WM811K LSWMD.pkl (a pandas pickle) into a safe .npz.
+
+    Unpickling runs code from the file: convert only a copy from a source you trust. Keeps the
+    labelled maps, resized to 48x48, with a stratified train/test split.
+    """
+    click.echo(
+        f"warning: {source} is a pickle, and unpickling runs code from it; convert only a copy "
+        "of LSWMD.pkl from a source you trust.",
+        err=True,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrthobenchWarning)  # said above, once
+        summary = convert_lswmd(source, out, seed=seed, test_fraction=test_fraction)
+    for line in summary.lines():
+        click.echo(line)
