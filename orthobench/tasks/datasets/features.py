@@ -1,0 +1,188 @@
+r"""A disk cache of frozen-backbone features.
+
+When a pretrained backbone is frozen and the inputs are not augmented, its output for an image
+is a pure function of the image, the weights and the arithmetic (device, dtype). A task that
+trains only a head on top can therefore compute the features of every image once, store them,
+and train the head on the stored features in every evaluation: the same head, the same losses,
+at the cost of a linear layer instead of a ViT forward pass per sample and epoch.
+
+The cache key (:class:`FeatureKey`) holds what the features depend on: the model (its id, plus
+a fingerprint of the weight files for a local directory), the dataset checksum, the input
+size, and the device type and dtype of the forward pass. Files live in
+``<data directory>/cache/`` (:func:`cache_dir`), named after the key, and hold the features,
+the key and the time the extraction took, so a run can report that one-off cost next to the
+per-evaluation cost of training the head. Files are written to a temporary name and renamed,
+so concurrent workers at worst compute the same features twice.
+
+Example:
+    >>> key = FeatureKey(model="tiny-random", dataset_sha256="ab" * 32, image_size=48,
+    ...                  device="cpu", dtype="float32")
+    >>> key.filename().rsplit("-", 1)[0]  # then the key digest and ".npz"
+    'features-tiny-random-abababababab-48px-cpu-float32'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from orthobench.tasks.datasets.store import data_dir
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["CachedFeatures", "FeatureKey", "cache_dir", "extract_features", "load_or_extract"]
+
+_CACHE_SUBDIR = "cache"
+_FORMAT_VERSION = 1
+
+
+def cache_dir(root: str | os.PathLike[str] | None = None) -> Path:
+    """``<data directory>/cache`` (data directory as :func:`~.store.data_dir`)."""
+    return data_dir(root) / _CACHE_SUBDIR
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureKey:
+    """Everything the features depend on.
+
+    Args:
+        model: Model identity: a hub id, ``"tiny-random"``, or a local directory followed by a
+            fingerprint of its files (see ``orthobench.tasks.wafer_vit``).
+        dataset_sha256: Checksum of the dataset's arrays.
+        image_size: Side length the images are resized to before the forward pass.
+        device: Device type of the forward pass (``"cpu"``, ``"cuda"``).
+        dtype: Dtype of the forward pass (``"float32"``, ``"bfloat16"``, ...).
+    """
+
+    model: str
+    dataset_sha256: str
+    image_size: int
+    device: str
+    dtype: str
+
+    def digest(self) -> str:
+        """SHA-256 of the key's fields (hex)."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+    def filename(self) -> str:
+        """``features-<model>-<dataset>-<size>px-<device>-<dtype>-<digest>.npz``: readable parts
+        (the model id made file-name safe, the dataset checksum's first 12 digits) and the first
+        16 digits of :meth:`digest`, which tells apart keys whose readable parts coincide."""
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.model).strip("-")[-60:] or "model"
+        return (
+            f"features-{slug}-{self.dataset_sha256[:12]}-{self.image_size}px-"
+            f"{self.device}-{self.dtype}-{self.digest()[:16]}.npz"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class CachedFeatures:
+    """Features of every image of a dataset and where they came from.
+
+    Attributes:
+        features: ``N x h`` ``float32`` features, row ``i`` for image ``i``.
+        key: The :class:`FeatureKey`.
+        path: The cache file.
+        extraction_seconds: What computing them took (when they were computed).
+        extracted: True when this call computed them, False when it read the cache file.
+    """
+
+    features: np.ndarray
+    key: FeatureKey
+    path: Path
+    extraction_seconds: float
+    extracted: bool
+
+
+def extract_features(
+    encode: Callable[[torch.Tensor], torch.Tensor],
+    inputs: Callable[[slice], torch.Tensor],
+    n: int,
+    batch_size: int,
+) -> np.ndarray:
+    """Run ``encode`` over ``n`` inputs in batches and stack the outputs.
+
+    Args:
+        encode: Maps a batch of inputs to a ``b x h`` tensor (a frozen backbone's features).
+        inputs: Returns the batch of inputs ``slice(start, stop)`` (built lazily, so the whole
+            dataset never has to be in model-input form at once).
+        n: Number of inputs.
+        batch_size: Inputs per forward pass.
+
+    Returns:
+        ``n x h`` ``float32`` array.
+    """
+    import torch
+
+    if batch_size < 1:
+        raise ValueError(f"`batch_size` must be >= 1, but got {batch_size=}.")
+    out = []
+    with torch.no_grad():
+        for start in range(0, n, batch_size):
+            batch = encode(inputs(slice(start, min(start + batch_size, n))))
+            out.append(batch.detach().to(device="cpu", dtype=torch.float32).numpy())
+    return np.concatenate(out) if out else np.zeros((0, 0), dtype=np.float32)
+
+
+def load_or_extract(
+    key: FeatureKey,
+    extract: Callable[[], np.ndarray],
+    *,
+    n: int,
+    directory: str | os.PathLike[str] | None = None,
+) -> CachedFeatures:
+    """The features of ``key``: read from the cache, else computed by ``extract`` and stored.
+
+    A cache file whose stored key, version or row count does not match is recomputed and
+    replaced.
+
+    Args:
+        key: What the features depend on.
+        extract: Computes the ``n x h`` features (e.g. :func:`extract_features`); timed.
+        n: Number of images (a cached file with another count is stale).
+        directory: Cache directory; default :func:`cache_dir`.
+
+    Returns:
+        The :class:`CachedFeatures`.
+    """
+    folder = Path(directory) if directory is not None else cache_dir()
+    path = folder / key.filename()
+    if path.is_file():
+        with np.load(path, allow_pickle=False) as npz:
+            meta = json.loads(str(npz["meta"]))
+            if (
+                meta.get("format_version") == _FORMAT_VERSION
+                and meta.get("key") == asdict(key)
+                and npz["features"].shape[0] == n
+            ):
+                return CachedFeatures(
+                    features=npz["features"],
+                    key=key,
+                    path=path,
+                    extraction_seconds=float(meta["extraction_seconds"]),
+                    extracted=False,
+                )
+    t0 = time.perf_counter()
+    features = np.ascontiguousarray(extract(), dtype=np.float32)
+    seconds = time.perf_counter() - t0
+    if features.ndim != 2 or features.shape[0] != n:
+        raise ValueError(f"`extract` must return {n} x h features, but got {features.shape}.")
+    meta = {"format_version": _FORMAT_VERSION, "key": asdict(key), "extraction_seconds": seconds}
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        np.savez(fh, features=features, meta=np.str_(json.dumps(meta)))
+    os.replace(tmp, path)
+    return CachedFeatures(
+        features=features, key=key, path=path, extraction_seconds=seconds, extracted=True
+    )

@@ -1,0 +1,243 @@
+"""The WM811K ViT task on synthetic LSWMD data with the tiny random-weight ViT: training the head on
+cached features equals training through the frozen backbone, the feature cache and its key,
+seeded determinism, the objective, the local-directory and offline model paths, and the errors."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from orthobench.exceptions import ConfigError, DatasetMissingError, OrthobenchWarning
+from orthobench.tasks.datasets.features import FeatureKey, cache_dir, load_or_extract
+from orthobench.tasks.datasets.store import DATA_DIR_ENV
+from orthobench.tasks.datasets.synthetic_wafers import write_lswmd_pickle
+from orthobench.tasks.datasets.wm811k import convert_lswmd
+from orthobench.tasks.wafer_vit import (
+    TINY_RANDOM,
+    WAFER_VIT_SPACE,
+    WaferViTTask,
+    class_weights,
+    load_backbone,
+    model_identity,
+    predict,
+    train_head,
+    vit_features,
+)
+
+# lr, momentum, weight decay, step size, gamma
+GOOD = np.array([0.1, 0.9, 0.0, 100, 1.0])  # trains: macro F1 well above chance
+BAD = np.array([1e-4, 0.5, 0.5, 1, 0.1])  # the learning rate vanishes after one step
+
+
+@pytest.fixture(scope="module")
+def data_root(tmp_path_factory):
+    """A data directory holding the converted synthetic LSWMD file (10 labelled maps per class)."""
+    root = tmp_path_factory.mktemp("data")
+    source = write_lswmd_pickle(root / "LSWMD.pkl", n_per_class=10, n_unlabelled=7, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OrthobenchWarning)
+        convert_lswmd(source, root / "wm811k" / "wm811k.npz")
+    return root
+
+
+@pytest.fixture(scope="module")
+def vit_module():
+    """``transformers``' ViT, imported once per module (most of this file's run time)."""
+    return pytest.importorskip("transformers.models.vit.modeling_vit")
+
+
+@pytest.fixture
+def in_data_root(data_root, vit_module, monkeypatch):
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_root))
+    return data_root
+
+
+def test_search_space_is_the_papers():
+    assert [(p.name, p.low, p.high, p.kind) for p in WAFER_VIT_SPACE.parameters] == [
+        ("lr", 1e-4, 1e-1, "log"),
+        ("momentum", 0.0, 1.0, "float"),
+        ("weight_decay", 0.0, 1.0, "float"),
+        ("step_size", 1, 100, "int"),
+        ("gamma", 0.0, 1.0, "float"),
+    ]
+    assert WaferViTTask.optimal_value is None
+
+
+def test_cached_features_train_the_same_head_as_the_frozen_backbone(in_data_root, device):
+    task = WaferViTTask(model=TINY_RANDOM)
+    data = task.data()
+    features, cached, _ = task.features(device)
+    backbone = load_backbone(TINY_RANDOM).to(device)
+    train = torch.from_numpy(data.train_index)
+    test = torch.from_numpy(data.test_index)
+    labels = torch.from_numpy(data.labels).to(device)
+    pixels = data.pixels()  # n x 3 x 48 x 48 on the CPU
+
+    # the cache holds exactly what the backbone computes
+    with torch.no_grad():
+        direct = vit_features(backbone, pixels[:20], 48)
+    assert torch.allclose(features[:20], direct, atol=1e-5)
+
+    params = {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-3, "step_size": 5, "gamma": 0.9}
+    common = dict(in_features=32, num_classes=9, params=params, epochs=3, batch_size=16, seed=7)
+    on_cache = train_head(
+        features[train.to(device)], labels[train.to(device)], encode=lambda f: f, **common
+    )
+
+    def through_backbone(batch: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return vit_features(backbone, batch, 48)
+
+    through = train_head(pixels[train], labels[train.to(device)], encode=through_backbone, **common)
+    assert len(on_cache.losses) == len(through.losses) == 3 * 5  # 72 training maps, batches of 16
+    assert np.allclose(on_cache.losses, through.losses, rtol=1e-4, atol=1e-5)
+    assert on_cache.losses[-1] < on_cache.losses[0]  # it learned something
+    assert torch.allclose(on_cache.head.weight, through.head.weight, atol=1e-5)
+    predicted_cache = predict(on_cache.head, features[test.to(device)], encode=lambda f: f)
+    predicted_backbone = predict(through.head, pixels[test], encode=through_backbone)
+    assert torch.equal(predicted_cache, predicted_backbone)
+    assert cached.key.device == device.type
+
+
+def test_evaluation_is_seeded_and_reports_both_costs(in_data_root):
+    cpu = torch.device("cpu")
+    task = WaferViTTask(model=TINY_RANDOM, epochs=5, batch_size=16)
+    first = task.evaluate(GOOD, seed=3, device=cpu)
+    again = task.evaluate(GOOD, seed=3, device=cpu)
+    other = task.evaluate(GOOD, seed=4, device=cpu)
+    assert first.y == again.y and first.info["last_epoch_loss"] == again.info["last_epoch_loss"]
+    assert other.info["last_epoch_loss"] != first.info["last_epoch_loss"]
+    assert first.info["features"] in ("extracted", "cache") and again.info["features"] == "memory"
+    assert first.info["feature_seconds"] > 0 and first.info["head_seconds"] > 0
+    assert again.info["feature_load_seconds"] < first.info["feature_load_seconds"]
+    assert first.y == pytest.approx(1 - first.info["macro_f1"])
+    assert (first.info["n_train"], first.info["n_test"]) == (72, 18)
+    assert first.y_true is None and not first.is_outlier
+
+    # a new task reads the features from the cache file and gives the same result
+    fresh = WaferViTTask(model=TINY_RANDOM, epochs=5, batch_size=16)
+    from_file = fresh.evaluate(GOOD, seed=3, device=cpu)
+    assert from_file.info["features"] == "cache" and from_file.y == first.y
+    assert from_file.info["feature_seconds"] == first.info["feature_seconds"]
+    assert len(list(cache_dir().glob("features-tiny-random-*-48px-cpu-float32-*.npz"))) == 1
+
+
+def test_objective_responds_to_the_hyperparameters(in_data_root):
+    task = WaferViTTask(model=TINY_RANDOM, epochs=20, batch_size=16)
+    good = task.evaluate(GOOD, seed=0, device=torch.device("cpu"))
+    bad = task.evaluate(BAD, seed=0, device=torch.device("cpu"))
+    assert good.y < bad.y - 0.1
+    assert bad.info["final_lr"] == pytest.approx(1e-4 * 0.1**100)
+
+
+def test_class_weights_are_inverse_frequencies():
+    labels = torch.tensor([0, 0, 0, 1, 2, 2])
+    w = class_weights(labels, 4)
+    assert torch.allclose(w, torch.tensor([6 / 12, 6 / 4, 6 / 8, 0.0]))
+    # every present class carries the same total weight n / K
+    totals = w * torch.bincount(labels, minlength=4)
+    assert torch.allclose(totals[:3], torch.full((3,), 6 / 4))
+
+
+def test_cache_key_and_reuse(tmp_path):
+    key = FeatureKey(
+        model="m", dataset_sha256="0" * 64, image_size=224, device="cpu", dtype="float32"
+    )
+    others = [
+        FeatureKey(
+            model="m2", dataset_sha256="0" * 64, image_size=224, device="cpu", dtype="float32"
+        ),
+        FeatureKey(
+            model="m", dataset_sha256="1" * 64, image_size=224, device="cpu", dtype="float32"
+        ),
+        FeatureKey(
+            model="m", dataset_sha256="0" * 64, image_size=48, device="cpu", dtype="float32"
+        ),
+        FeatureKey(
+            model="m", dataset_sha256="0" * 64, image_size=224, device="cuda", dtype="float32"
+        ),
+        FeatureKey(
+            model="m", dataset_sha256="0" * 64, image_size=224, device="cpu", dtype="bfloat16"
+        ),
+    ]
+    assert len({k.filename() for k in [key, *others]}) == 6
+    calls = []
+
+    def extract(n=4):
+        calls.append(n)
+        return np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+
+    first = load_or_extract(key, extract, n=4, directory=tmp_path)
+    second = load_or_extract(key, extract, n=4, directory=tmp_path)
+    assert (first.extracted, second.extracted, len(calls)) == (True, False, 1)
+    assert np.array_equal(first.features, second.features)
+    assert second.extraction_seconds == first.extraction_seconds
+    stale = load_or_extract(key, lambda: extract(5), n=5, directory=tmp_path)  # row count changed
+    assert stale.extracted and stale.features.shape == (5, 3) and len(calls) == 2
+
+
+def test_a_local_directory_model_loads_and_is_fingerprinted(in_data_root, tmp_path):
+    saved = tmp_path / "vit"
+    load_backbone(TINY_RANDOM).save_pretrained(saved)
+    local = WaferViTTask(model=str(saved))
+    tiny = WaferViTTask(model=TINY_RANDOM)
+    cpu = torch.device("cpu")
+    assert torch.allclose(local.features(cpu)[0], tiny.features(cpu)[0], atol=1e-6)
+    before = model_identity(str(saved))
+    assert before.startswith(str(saved.resolve()) + "@")
+    weights = next(saved.glob("*.safetensors"))
+    os.utime(weights, ns=(1, 1))
+    assert model_identity(str(saved)) != before
+
+
+def test_missing_dataset_fails_in_the_constructor_with_the_convert_command(tmp_path, monkeypatch):
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    with pytest.raises(DatasetMissingError) as err:
+        WaferViTTask(model=TINY_RANDOM)
+    assert "orthobench data convert-wm811k PATH/LSWMD.pkl" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_settings_name_their_field(in_data_root, monkeypatch, tmp_path):
+    for kwargs, field in (
+        ({"epochs": 0}, "epochs"),
+        ({"batch_size": 1.5}, "batch_size"),
+        ({"image_size": 0}, "image_size"),
+        ({"backbone_dtype": "int8"}, "backbone_dtype"),
+        ({"model": str(tmp_path / "nowhere")}, "model"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            WaferViTTask(**{"model": TINY_RANDOM, **kwargs})
+        assert err.value.field == field
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match="HF_HUB_OFFLINE") as err:
+        WaferViTTask(model="orthobench-tests/no-such-vit")
+    assert err.value.field == "model"
+
+
+@pytest.mark.slow
+def test_a_suite_cell_runs_end_to_end_and_repeats_exactly(in_data_root):
+    from orthobench.loop import run_cell
+    from orthobench.suite import Cell, ComponentSpec
+
+    cell = Cell(
+        suite="wafer",
+        task=ComponentSpec(
+            name="orthobench.tasks.wafer_vit:WaferViTTask",
+            params={"model": TINY_RANDOM, "epochs": 5, "batch_size": 16},
+            label="wm811k-vit",
+        ),
+        optimizer=ComponentSpec(name="orthobo", params={"theta_samples": 8}, label="orthobo"),
+        seed=0,
+        n_init=4,
+        budget=2,
+    )
+    first, second = run_cell(cell), run_cell(cell)
+    assert [r.y for r in first] == [r.y for r in second]
+    assert [r.phase for r in first] == ["init"] * 4 + ["bo"] * 2
+    assert all(r.status == "ok" and 0.0 <= r.y <= 1.0 and r.regret is None for r in first)
+    assert all("head_seconds" in r.info and "feature_seconds" in r.info for r in first)
