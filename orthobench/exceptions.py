@@ -92,6 +92,10 @@ class DeviceError(OrthobenchError):
     """A device that was asked for but is not available."""
 
 
+class DatasetMissingError(OrthobenchError):
+    """A dataset that is not on disk; the message names the command or param that fixes it."""
+
+
 class ResultsError(OrthobenchError):
     """A stored results file this version of orthobench cannot read (another schema version)."""
 
