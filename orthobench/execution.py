@@ -1,9 +1,11 @@
 """Executors: run cells inline or in a local process pool, storing each as it finishes.
 
 Executors never know what a cell does (they call :func:`orthobench.loop.run_cell`), and the BO
-loop never knows how it is executed. Only the parent process writes results, one atomic file per
-finished cell, so a killed run loses at most the cells in flight and a rerun completes only the
-missing ones.
+loop never knows how it is executed. The parent process (the Dask client) writes the results,
+one atomic file per finished cell; the process running a cell appends each finished evaluation to
+that cell's evaluation journal, so a killed run loses at most the evaluations in flight and a
+rerun completes only what is missing. (With an external Dask scheduler the workers may not see
+the results directory: there, resume is per cell.)
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 from orthobench.exceptions import OrthobenchError
 from orthobench.loop import ProgressCallback, run_cell
 from orthobench.progress import Progress
-from orthobench.results import ResultStore, RunRecord, run_metadata
+from orthobench.results import EvaluationJournal, ResultStore, RunRecord, run_metadata
 from orthobench.suite import Cell, Suite
 
 EXECUTORS = ("inline", "process", "dask")
@@ -50,12 +52,15 @@ class RunSummary:
 
 
 def _execute(
-    cell: Cell, device: str, on_evaluation: ProgressCallback | None = None
+    cell: Cell,
+    device: str,
+    on_evaluation: ProgressCallback | None = None,
+    journal: EvaluationJournal | None = None,
 ) -> tuple[list[RunRecord] | None, str | None, str, float]:
     """Run a cell, catching its error: ``(records or None, error or None, traceback, seconds)``."""
     start = time.perf_counter()
     try:
-        records = run_cell(cell, device, on_evaluation)
+        records = run_cell(cell, device, on_evaluation, journal)
     except Exception as err:  # noqa: BLE001 -- a failing cell must not stop the suite; its error is stored
         return (
             None,
@@ -106,6 +111,10 @@ def run_suite(
             summary.outcomes.append(CellOutcome(cell, "skipped"))
         else:
             todo.append(cell)
+    journals = {cell.id: store.evaluation_journal(cell) for cell in todo}
+    if force:
+        for journal in journals.values():
+            journal.discard()
     progress = Progress(
         sum(map(_evaluations, todo)), label=f"[{suite.name}]", enabled=show_progress and bool(todo)
     )
@@ -125,12 +134,12 @@ def run_suite(
 
     try:
         if executor == "dask":
-            _run_dask(todo, device, workers, scheduler, progress, finish)
+            _run_dask(todo, device, workers, scheduler, progress, finish, journals)
         elif executor == "inline" or workers == 1 or len(todo) <= 1:
             for cell in todo:
-                finish(cell, *_execute(cell, str(device), progress.advance))
+                finish(cell, *_execute(cell, str(device), progress.advance, journals[cell.id]))
         else:
-            _run_pool(todo, str(device), workers, progress, finish)
+            _run_pool(todo, str(device), workers, progress, finish, journals)
     finally:
         progress.close()
     summary.seconds = time.perf_counter() - start
@@ -138,7 +147,12 @@ def run_suite(
 
 
 def _run_pool(
-    cells: Sequence[Cell], device: str, workers: int, progress: Progress, finish: Any
+    cells: Sequence[Cell],
+    device: str,
+    workers: int,
+    progress: Progress,
+    finish: Any,
+    journals: dict[str, EvaluationJournal],
 ) -> None:
     threads = max(1, (os.cpu_count() or 1) // workers)
     # spawn, not fork: forking a process that already initialized torch/OpenMP (or CUDA) can hang.
@@ -146,7 +160,9 @@ def _run_pool(
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(threads,)
     ) as pool:
-        pending: dict[Future, Cell] = {pool.submit(_execute, cell, device): cell for cell in cells}
+        pending: dict[Future, Cell] = {
+            pool.submit(_execute, cell, device, None, journals[cell.id]): cell for cell in cells
+        }
         try:
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -167,11 +183,13 @@ def _run_dask(
     scheduler: str | None,
     progress: Progress,
     finish: Any,
+    journals: dict[str, EvaluationJournal],
 ) -> None:
     """Submit every cell to Dask; this process (the client) stores each cell as it finishes.
 
     A lost worker loses only its cell in flight (Dask retries it elsewhere); a killed client loses
-    the cells in flight and nothing stored. CUDA cells ask for one ``GPU`` worker resource each,
+    the cells in flight and nothing stored (on a ``LocalCluster``, the evaluations of the cells in
+    flight are journaled too). CUDA cells ask for one ``GPU`` worker resource each,
     so start GPU workers with ``--resources GPU=1`` (per GPU).
     """
     try:
@@ -198,6 +216,9 @@ def _run_dask(
                 _execute,
                 cell,
                 str(device),
+                None,
+                # An external cluster's workers may not see this results directory.
+                journals[cell.id] if cluster is not None else None,
                 key=f"orthobench-{cell.id}-{cell.config_hash}",
                 pure=False,
                 resources=resources,

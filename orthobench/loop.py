@@ -23,7 +23,7 @@ import torch
 from torch.quasirandom import SobolEngine
 
 from orthobench.registry import OPTIMIZERS, TASKS
-from orthobench.results import RunRecord
+from orthobench.results import EvaluationJournal, RunRecord
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import Cell
 from orthobench.tasks.base import Task
@@ -42,7 +42,10 @@ def make_task(cell: Cell) -> Task:
 
 
 def run_cell(
-    cell: Cell, device: torch.device | str = "cpu", on_evaluation: ProgressCallback | None = None
+    cell: Cell,
+    device: torch.device | str = "cpu",
+    on_evaluation: ProgressCallback | None = None,
+    journal: EvaluationJournal | None = None,
 ) -> list[RunRecord]:
     """Run one cell and return one :class:`~orthobench.results.RunRecord` per evaluation.
 
@@ -50,6 +53,12 @@ def run_cell(
     evaluated so far (:attr:`Evaluation.y_true` where the task reports it, else ``y``) minus the
     known optimum; None when the optimum is unknown. Evaluations with a non-finite ``y`` are
     recorded with ``status="invalid"`` and not told to the optimizer.
+
+    With a ``journal``, every finished evaluation is appended to it with the optimizer's
+    :meth:`~orthobench.optimizers.base.Optimizer.state_dict` after the tell, and the evaluations it
+    already holds are not run again: their records are reused, the optimizer is rebuilt from the
+    told history and the last stored state, and the cell continues with the next evaluation. The
+    finished cell equals an uninterrupted one (up to the timings).
     """
     device = torch.device(device)
     dtype = getattr(torch, cell.dtype)
@@ -63,14 +72,23 @@ def run_cell(
         dtype=dtype,
         **cell.optimizer.params,
     )
+    stored = journal.read() if journal is not None else []
     records: list[RunRecord] = []
     best_y = math.inf
     best_true = math.inf
 
-    def evaluate(
-        u: np.ndarray, iteration: int, phase: str, eval_seed: int, step: dict[str, Any]
-    ) -> tuple[np.ndarray, float]:
+    def keep(record: RunRecord, state: dict[str, Any] | None, replayed: bool) -> None:
         nonlocal best_y, best_true
+        records.append(record)
+        if record.status == "ok":
+            best_y = min(best_y, record.y)
+            best_true = min(best_true, record.y if record.y_true is None else record.y_true)
+        if journal is not None and not replayed:
+            journal.append(record, state)
+        if on_evaluation is not None:
+            on_evaluation(1)
+
+    def evaluate(u: np.ndarray, iteration: int, phase: str, eval_seed: int, step: dict[str, Any]):
         x = space.from_unit(u)[0]
         t0 = time.perf_counter()
         with torch_seed(eval_seed):
@@ -80,49 +98,59 @@ def run_cell(
         ok = math.isfinite(y)
         y_true = evaluation.y_true
         if ok:
-            best_y = min(best_y, y)
-            best_true = min(best_true, float(y_true) if y_true is not None else y)
-        records.append(
-            RunRecord(
-                suite=cell.suite,
-                cell_id=cell.id,
-                task=cell.task.label,
-                optimizer=cell.optimizer.label,
-                seed=cell.seed,
-                iteration=iteration,
-                phase=phase,
-                x=[float(v) for v in x],
-                y=y,
-                y_true=None if y_true is None else float(y_true),
-                best_y=best_y if math.isfinite(best_y) else None,
-                regret=task.regret(best_true) if math.isfinite(best_true) else None,
-                is_outlier=bool(evaluation.is_outlier),
-                fit_seconds=step.get("fit_seconds", 0.0),
-                acq_seconds=step.get("acq_seconds", 0.0),
-                eval_seconds=eval_seconds,
-                status="ok" if ok else "invalid",
-                fallback=step.get("fallback"),
-                info=json.dumps({**step.get("info", {}), **evaluation.info}, default=str),
-            )
+            observed_best = min(best_y, y)
+            true_best = min(best_true, float(y_true) if y_true is not None else y)
+        else:
+            observed_best, true_best = best_y, best_true
+        return RunRecord(
+            suite=cell.suite,
+            cell_id=cell.id,
+            task=cell.task.label,
+            optimizer=cell.optimizer.label,
+            seed=cell.seed,
+            iteration=iteration,
+            phase=phase,
+            x=[float(v) for v in x],
+            y=y,
+            y_true=None if y_true is None else float(y_true),
+            best_y=observed_best if math.isfinite(observed_best) else None,
+            regret=task.regret(true_best) if math.isfinite(true_best) else None,
+            is_outlier=bool(evaluation.is_outlier),
+            fit_seconds=step.get("fit_seconds", 0.0),
+            acq_seconds=step.get("acq_seconds", 0.0),
+            eval_seconds=eval_seconds,
+            status="ok" if ok else "invalid",
+            fallback=step.get("fallback"),
+            info=json.dumps({**step.get("info", {}), **evaluation.info}, default=str),
         )
-        if on_evaluation is not None:
-            on_evaluation(1)
-        # The optimizer learns about the point that was evaluated (ints rounded, bounds clipped).
-        return space.to_unit(x[None, :])[0], y
+
+    def told(batch: list[RunRecord]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The unit-cube points and values of the valid records: what the optimizer is told
+        (the evaluated point, ints rounded and bounds clipped)."""
+        ok = [r for r in batch if r.status == "ok"]
+        if not ok:
+            return None
+        return space.to_unit(np.array([r.x for r in ok])), np.array([r.y for r in ok])
 
     init = initial_design(space.dim, cell.n_init, derive_seed(cell.seed, "init", cell.task.label))
-    told_x, told_y = [], []
     for i, u in enumerate(init):
-        u_eval, y = evaluate(
-            u[None, :], i, "init", derive_seed(cell.seed, "eval-init", cell.task.label, i), {}
-        )
-        if math.isfinite(y):
-            told_x.append(u_eval)
-            told_y.append(y)
-    if told_x:
-        optimizer.tell(np.array(told_x), np.array(told_y))
+        if i < len(stored):
+            keep(stored[i][0], None, replayed=True)
+        else:
+            seed = derive_seed(cell.seed, "eval-init", cell.task.label, i)
+            keep(evaluate(u[None, :], i, "init", seed, {}), None, replayed=False)
+    if (history := told(records)) is not None:
+        optimizer.tell(*history)
 
-    for iteration in range(cell.n_init, cell.n_init + cell.budget):
+    replay = stored[cell.n_init : cell.n_init + cell.budget]
+    if replay:
+        for record, _ in replay:
+            keep(record, None, replayed=True)
+        if (history := told([r for r, _ in replay])) is not None:
+            optimizer.tell(*history)
+        optimizer.load_state_dict(replay[-1][1])
+
+    for iteration in range(cell.n_init + len(replay), cell.n_init + cell.budget):
         suggestion = optimizer.ask(1)
         info = dict(suggestion.info)
         step = {
@@ -132,7 +160,8 @@ def run_cell(
             "info": info,
         }
         eval_seed = derive_seed(cell.seed, "eval", cell.task.label, cell.optimizer.label, iteration)
-        u_eval, y = evaluate(suggestion.x[:1], iteration, "bo", eval_seed, step)
-        if math.isfinite(y):
-            optimizer.tell(u_eval[None, :], np.array([y]))
+        record = evaluate(suggestion.x[:1], iteration, "bo", eval_seed, step)
+        if (history := told([record])) is not None:
+            optimizer.tell(*history)
+        keep(record, optimizer.state_dict(), replayed=False)
     return records

@@ -9,6 +9,7 @@ Layout of a results directory ``DIR``::
 
     DIR/runs/<cell id>.parquet     RunRecord rows of one cell
     DIR/runs.jsonl                 journal: one JSON line per finished or failed cell
+    DIR/partial/<cell id>.jsonl    evaluation journal of a cell in progress (deleted when stored)
     DIR/probe/<state id>.parquet   ProbeRecord rows of one probe state
     DIR/probe.jsonl                journal: one JSON line per finished probe state
     DIR/report.html                written by ``orthobench run | probe | report``
@@ -20,6 +21,10 @@ stored when the last journal entry of its id says ``ok`` with its config hash an
 :data:`SCHEMA_VERSION`, and its file exists: re-running skips it, and a changed configuration or
 schema reruns it. Every Parquet file carries the schema version in its metadata; reading a file of
 another version raises :class:`~orthobench.exceptions.ResultsError`.
+
+Within a cell, every finished evaluation is appended to the cell's evaluation journal with the
+optimizer's state after it (:class:`EvaluationJournal`), so a cell killed mid-way resumes from
+its stored evaluations instead of starting over (:func:`orthobench.loop.run_cell`).
 """
 
 from __future__ import annotations
@@ -281,6 +286,37 @@ def load_probe(dirs: Iterable[str | Path]) -> pd.DataFrame:
     return _load(dirs, "probe", ProbeRecord)
 
 
+def _append_line(path: Path, entry: dict[str, Any]) -> None:
+    """Append ``entry`` as one JSON line and fsync it.
+
+    A crash can leave a torn last line without its newline: the entry then starts on a fresh line,
+    so it is not glued onto the fragment (the fragment stays unparseable and is skipped).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        fh.seek(0, os.SEEK_END)
+        torn = False
+        if fh.tell() > 0:
+            fh.seek(-1, os.SEEK_END)
+            torn = fh.read(1) != b"\n"
+        fh.write((b"\n" if torn else b"") + json.dumps(entry, default=str).encode() + b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON entries of a JSON-lines file in order, torn (unparseable) lines skipped."""
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text().splitlines():
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return entries
+
+
 class Journal:
     """An append-only JSON-lines file of unit entries (``{key: id, "config_hash": ..., ...}``).
 
@@ -298,23 +334,11 @@ class Journal:
         self.directory = directory
 
     def append(self, entry: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(entry, default=str) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        _append_line(self.path, entry)
 
     def entries(self) -> list[dict[str, Any]]:
         """Entries in order, torn lines skipped."""
-        if not self.path.exists():
-            return []
-        entries = []
-        for line in self.path.read_text().splitlines():
-            try:
-                entries.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return entries
+        return _read_lines(self.path)
 
     def stored(self) -> dict[str, str]:
         """``id -> config hash`` of units whose last entry is ``ok`` at the current schema
@@ -329,6 +353,58 @@ class Journal:
         }
 
 
+@dataclass(frozen=True)
+class EvaluationJournal:
+    """The evaluations of one cell in progress, one JSON line each, with the optimizer's state.
+
+    Each line is ``{"schema_version", "config_hash", "record": RunRecord fields, "state":
+    Optimizer.state_dict() after the evaluation was told (None in the initial design)}``, appended
+    and fsynced as the evaluation finishes. It pickles, so a worker process writes the journal of
+    the cell it runs (one writer per file).
+
+    Args:
+        path: The journal file (``DIR/partial/<cell id>.jsonl``).
+        config_hash: The cell's configuration hash: entries of another configuration are ignored.
+    """
+
+    path: Path
+    config_hash: str
+
+    def append(self, record: RunRecord, state: dict[str, Any] | None) -> None:
+        _append_line(
+            self.path,
+            {
+                "schema_version": SCHEMA_VERSION,
+                "config_hash": self.config_hash,
+                "record": dataclasses.asdict(record),
+                "state": state,
+            },
+        )
+
+    def read(self) -> list[tuple[RunRecord, dict[str, Any] | None]]:
+        """The stored evaluations of this configuration, in order (torn lines skipped).
+
+        Only the leading run of consecutive evaluations (``iteration`` 0, 1, ...) counts: a gap
+        means a line was lost, and what follows it cannot be replayed.
+        """
+        evaluations = []
+        for entry in _read_lines(self.path):
+            if (
+                entry.get("schema_version") != SCHEMA_VERSION
+                or entry.get("config_hash") != self.config_hash
+            ):
+                continue
+            record = RunRecord(**entry["record"])
+            if record.iteration != len(evaluations):
+                break
+            evaluations.append((record, entry["state"]))
+        return evaluations
+
+    def discard(self) -> None:
+        """Remove the journal (its cell is stored whole)."""
+        self.path.unlink(missing_ok=True)
+
+
 class ResultStore:
     """The results directory of one suite (see the module docstring for the layout)."""
 
@@ -341,6 +417,10 @@ class ResultStore:
 
     def cell_path(self, cell: Cell) -> Path:
         return self.runs_dir / f"{cell.id}.parquet"
+
+    def evaluation_journal(self, cell: Cell) -> EvaluationJournal:
+        """The journal of the cell's evaluations while it runs."""
+        return EvaluationJournal(self.root / "partial" / f"{cell.id}.jsonl", cell.config_hash)
 
     def probe_path(self, state_id: str) -> Path:
         return self.probe_dir / f"{state_id}.parquet"
@@ -394,8 +474,9 @@ class ResultStore:
     def write_cell(
         self, cell: Cell, records: Sequence[RunRecord], metadata: dict[str, Any], seconds: float
     ) -> Path:
-        """Store a finished cell atomically (its configuration in the metadata), then journal it."""
-        return self._write(
+        """Store a finished cell atomically (its configuration in the metadata), journal it, and
+        remove its evaluation journal."""
+        path = self._write(
             self.cell_path(cell),
             self.runs_journal,
             cell.id,
@@ -405,6 +486,8 @@ class ResultStore:
             {**metadata, "cell": cell.config(), "seconds": seconds},
             seconds,
         )
+        self.evaluation_journal(cell).discard()
+        return path
 
     def record_failure(self, cell: Cell, error: str, traceback_text: str, seconds: float) -> None:
         """Journal a failed cell (its error and traceback); it is retried on the next run."""

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 
 from orthobench.loop import run_cell
+from orthobench.results import EvaluationJournal
 from orthobench.space import SearchSpace
 from orthobench.suite import Cell, ComponentSpec
 from orthobench.tasks.base import Evaluation, Task
+from orthobench.tasks.synthetic import SyntheticTask
 
 
 def cell(
@@ -132,3 +135,58 @@ def test_ensemble_weights_are_recorded_per_iteration():
         assert sum(info["ensemble_weights"]) == pytest.approx(1.0)
         assert 0.0 <= info["ensemble_entropy"] <= info["ensemble_max_entropy"]
     assert infos[-1]["ensemble_weights"] != infos[0]["ensemble_weights"]
+
+
+# Fields that differ between two runs of the same cell only by timing.
+_TIMINGS = ("fit_seconds", "acq_seconds", "eval_seconds")
+
+
+def comparable(records):
+    return [{k: v for k, v in asdict(r).items() if k not in _TIMINGS} for r in records]
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "params"),
+    [
+        (
+            "turbo",
+            {"function_samples": 8, "raw_samples": 16, "num_restarts": 2, "n_candidates": 64},
+        ),
+        (
+            "orthobo",
+            {"kernel": ["linear", "matern52-iso"], "theta_samples": 8, "raw_samples": 16},
+        ),
+    ],
+)
+@pytest.mark.parametrize("stored", [3, 7])  # mid initial design; mid BO
+def test_cell_resumes_from_its_evaluation_journal(tmp_path, monkeypatch, optimizer, params, stored):
+    """A cell whose journal holds its first ``stored`` evaluations (and a torn line, as a kill
+    mid-append leaves) reruns none of them and finishes equal to an uninterrupted run."""
+    spec = cell(optimizer=optimizer, n_init=5, budget=4, opt_params=params)
+    full_journal = EvaluationJournal(tmp_path / "full.jsonl", spec.config_hash)
+    uninterrupted = run_cell(spec, journal=full_journal)
+    lines = full_journal.path.read_text().splitlines(keepends=True)
+    assert len(lines) == 9
+    killed = EvaluationJournal(tmp_path / "killed.jsonl", spec.config_hash)
+    killed.path.write_text("".join(lines[:stored]) + lines[stored][:20])
+
+    calls = []
+    evaluate = SyntheticTask.evaluate
+    monkeypatch.setattr(
+        SyntheticTask, "evaluate", lambda self, x, **kw: calls.append(x) or evaluate(self, x, **kw)
+    )
+    resumed = run_cell(spec, journal=killed)
+    assert len(calls) == 9 - stored
+    assert comparable(resumed) == comparable(uninterrupted)
+    assert [r.eval_seconds for r in resumed[:stored]] == [
+        r.eval_seconds for r in uninterrupted[:stored]
+    ]
+    assert len(killed.read()) == 9
+
+
+def test_evaluation_journal_ignores_another_configuration(tmp_path):
+    spec = cell(n_init=3, budget=1)
+    journal = EvaluationJournal(tmp_path / "j.jsonl", spec.config_hash)
+    run_cell(spec, journal=journal)
+    other = EvaluationJournal(journal.path, cell(n_init=3, budget=2).config_hash)
+    assert len(journal.read()) == 4 and other.read() == []

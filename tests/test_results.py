@@ -208,6 +208,29 @@ def test_torn_journal_line_is_skipped_and_failures_are_not_stored(tmp_path):
     assert store.runs_journal.entries()[-1]["error"] == "RuntimeError: boom"
 
 
+def test_an_entry_appended_after_a_torn_line_is_kept(tmp_path):
+    """A crash mid-append leaves a fragment without a newline: the next entry must not be glued
+    onto it (that cell would count as not stored and be recomputed)."""
+    store = ResultStore(tmp_path)
+    first, second = cell(seed=0, n_init=2, budget=0), cell(seed=1, n_init=2, budget=0)
+    store.write_cell(first, records_for(first), {}, 0.1)
+    with open(store.runs_journal.path, "a") as fh:
+        fh.write('{"cell_id": "half-writ')
+    store.write_cell(second, records_for(second), {}, 0.1)
+    assert store.stored() == {first.id: first.config_hash, second.id: second.config_hash}
+
+
+def test_storing_a_cell_removes_its_evaluation_journal(tmp_path):
+    store = ResultStore(tmp_path)
+    spec = cell(n_init=2, budget=0)
+    journal = store.evaluation_journal(spec)
+    for record in records_for(spec):
+        journal.append(record, None)
+    assert len(journal.read()) == 2
+    store.write_cell(spec, records_for(spec), {}, 0.1)
+    assert not journal.path.exists()
+
+
 def test_the_probe_journal_skips_a_torn_line(tmp_path):
     store = ResultStore(tmp_path)
     store.write_probe_state("a", "hash-a", [probe_record()], {}, 0.1)
