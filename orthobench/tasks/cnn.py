@@ -4,8 +4,8 @@ One evaluation trains a small CNN for one epoch by SGD with a step learning-rate
 returns its test error ``y = 1 - accuracy`` on the dataset's fixed held-out split (no known
 optimum, so :attr:`CNNTask.optimal_value` is None and reports show the best-so-far ``y``).
 
-Search space: the five parameters and bounds of Ax's PyTorch CNN benchmark problem [AxCNN]_, the
-problem [Ament2024rrp]_ corrupt with outliers:
+Search space: Ament et al.'s CNN benchmark [Ament2024rrp]_ is built on Ax's PyTorch CNN
+benchmark problem [AxCNN]_; its five parameters and their bounds are read from Ax's code:
 
 ================  ================  ======  ====================================================
 parameter         bounds            scale   meaning
@@ -17,25 +17,24 @@ parameter         bounds            scale   meaning
 ``gamma``         [0, 1]            linear  StepLR factor
 ================  ================  ======  ====================================================
 
-All bounds are [AxCNN]_'s. Not settled: the scale of ``lr``. [AxCNN]_'s benchmark problem
-declares it linear, Ax's CNN tutorial searches the same range in log space; we use log, so the
-initial design also tries the small rates. Whether [Ament2024rrp]_ used log or linear we have not
-checked against their code. For comparison, the OrthoBO paper's ViT variant of this space uses
+Not settled: the scale of ``lr``. [AxCNN]_'s benchmark problem declares it linear, Ax's CNN
+tutorial searches the same range in log space; we use log, so the initial design also tries the
+small rates. Whether [Ament2024rrp]_ used log or linear is not checked against their code. For comparison, the OrthoBO paper's ViT variant of this space uses
 lr [1e-4, 1e-1], momentum [0, 1], weight decay [0, 1], step size [1, 100], gamma [0, 1].
 
 Network ([AxCNN]_'s ``CNN``, adapted to the input shape): a 5x5 convolution with 20 channels and
 no padding, ReLU, max-pooling (kernel = stride = ``pool``), a 64-unit hidden layer with ReLU, and
 one output per class; cross-entropy loss.
 
-============  ========  =========  ====  ============  ==========================================
-dataset       input     conv out   pool  hidden in     change from [AxCNN]_
-============  ========  =========  ====  ============  ==========================================
-digits        1x8x8     20x4x4     2     20x2x2 = 80   2x2 pooling: a 3x3 pool of a 4x4 map keeps
-                                                       a single cell
-mnist(-5k)    1x28x28   20x24x24   3     20x8x8        none
-cifar10       3x32x32   20x28x28   3     20x9x9        three input channels: the OrthoBO paper's
-                                                       "modified CNN"
-============  ========  =========  ====  ============  ==========================================
+============  ========  =========  ====  =============  =========================================
+dataset       input     conv out   pool  hidden in      change from [AxCNN]_
+============  ========  =========  ====  =============  =========================================
+digits        1x8x8     20x4x4     2     20x2x2 = 80    2x2 pooling: a 3x3 pool of a 4x4 map
+                                                        keeps a single cell
+mnist(-5k)    1x28x28   20x24x24   3     20x8x8 = 1280  none
+cifar10       3x32x32   20x28x28   3     20x9x9 = 1620  three input channels: the OrthoBO paper's
+                                                        "modified CNN"
+============  ========  =========  ====  =============  =========================================
 
 Training (as [AxCNN]_'s ``train_and_evaluate``): pixels scaled to ``[0, 1]`` (no normalization),
 ``SGD(lr, momentum, weight_decay)`` and ``StepLR(step_size, gamma)``, the scheduler stepped after
@@ -46,16 +45,17 @@ the same at batch size 1, and the mean keeps ``lr`` meaningful at larger batches
 Outliers: with probability ``outlier_prob`` training stops early, after a number of training
 samples drawn uniformly from {100, ..., 1000}; the result is flagged
 :attr:`~orthobench.tasks.base.Evaluation.is_outlier` and ``info["train_samples"]`` says how many
-samples were seen. Such an error is far above what the same parameters reach with a full epoch:
-a sparse, large corruption of the labels, the setting of [Ament2024rrp]_.
+samples were seen. Such an error is typically far above what the same parameters reach with a
+full epoch: a sparse, large corruption of the labels, the setting of [Ament2024rrp]_.
 
 Randomness: everything comes from the evaluation's ``seed``, through keys of
 :func:`orthobench.seeding.derive_seed`: ``(seed, "init")`` the network's initialization (drawn on
 the CPU, so it is the same on every device), ``(seed, "order")`` the order of the training
 images, ``(seed, "outlier")`` the outlier draw. The same seed and point give the same ``y`` on the
 same device and torch thread count (docs/design.md, "Seeds and determinism"; "Thread counts");
-on CUDA, cuDNN runs in deterministic mode during the evaluation. The model, the data and the
-training are on the ``device`` the loop passes; on the CPU the thread count is the executor's.
+cuDNN runs in deterministic mode, without autotuning, during the evaluation. The model, the data
+and the training are on the ``device`` the loop passes; on the CPU the thread count is the
+executor's.
 
 Data: see :mod:`orthobench.tasks.datasets`. The constructor only checks that the dataset is
 present (:func:`~orthobench.tasks.datasets.store.locate`, file names only), so a missing one fails
@@ -77,6 +77,7 @@ import contextlib
 import functools
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,16 +168,16 @@ def _device_data(name: str, location: Path, device: torch.device) -> _DeviceData
     )
 
 
-def _deterministic(device: torch.device) -> contextlib.AbstractContextManager:
-    """cuDNN in deterministic mode on CUDA (restored on exit); nothing to do on the CPU."""
-    if device.type != "cuda":
-        return contextlib.nullcontext()
-    return torch.backends.cudnn.flags(
-        enabled=True,
-        benchmark=False,
-        deterministic=True,
-        allow_tf32=torch.backends.cudnn.allow_tf32,
-    )
+@contextlib.contextmanager
+def _deterministic_cudnn() -> Iterator[None]:
+    """cuDNN's deterministic algorithms, no autotuning, for the block (restored on exit)."""
+    cudnn = torch.backends.cudnn
+    saved = cudnn.deterministic, cudnn.benchmark
+    cudnn.deterministic, cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        cudnn.deterministic, cudnn.benchmark = saved
 
 
 class CNNTask(Task):
@@ -248,7 +249,7 @@ class CNNTask(Task):
         order = torch.randperm(n_train, generator=torch_generator(seed, "order"))[:n_samples]
         order = order.to(device)
 
-        with _deterministic(device):
+        with _deterministic_cudnn():
             model.train()
             loss = torch.zeros((), device=device)
             for batch in order.split(self.batch_size):

@@ -192,7 +192,15 @@ def read_cifar_batch(raw: bytes, source: str) -> tuple[np.ndarray, np.ndarray]:
     """
     try:
         batch = _BatchUnpickler(io.BytesIO(raw), encoding="bytes").load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as err:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+    ) as err:  # what a truncated or foreign pickle raises
         raise OrthobenchError(f"{source}: not a CIFAR-10 batch ({err}).") from None
     if not isinstance(batch, dict):
         raise OrthobenchError(f"{source}: not a CIFAR-10 batch (a {type(batch).__name__}).")

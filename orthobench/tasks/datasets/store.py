@@ -20,6 +20,7 @@ Published checksums and sizes:
 from __future__ import annotations
 
 import hashlib
+import http.client
 import importlib.util
 import os
 import re
@@ -332,7 +333,7 @@ def _fetch_file(file: DataFile, target: Path, log: Callable[[str], None]) -> Non
         log(f"downloading {url} ({file.size / 1e6:.1f} MB)")
         try:
             sha = _download(url, partial)
-        except (urllib.error.URLError, OSError) as err:
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
             failures.append(f"{url}: {err}")
             continue
         if sha == file.sha256:

@@ -96,6 +96,9 @@ def test_a_batch_of_the_wrong_shape_is_refused():
     raw = cifar_batch_bytes(np.zeros((2, 100), np.uint8), [0, 1], "x")
     with pytest.raises(OrthobenchError, match=r"shape \(n, 3072\).*\(2, 100\)"):
         read_cifar_batch(raw, "x")
+    truncated = cifar_batch_bytes(np.zeros((2, 3072), np.uint8), [0, 1], "x")[:-40]
+    with pytest.raises(OrthobenchError, match="x: not a CIFAR-10 batch"):
+        read_cifar_batch(truncated, "x")
 
 
 def test_stratified_split_of_label_sorted_rows_is_seeded_and_balanced():
