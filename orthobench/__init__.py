@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from orthobench.optimizers.base import Optimizer, Suggestion
-    from orthobench.registry import OPTIMIZERS, TASKS
+    from orthobench.registry import OPTIMIZERS, TASKS, optimizer_factory, task_factory
     from orthobench.space import Parameter, SearchSpace
     from orthobench.suite import Cell, Suite, load_suite
     from orthobench.tasks.base import Evaluation, Task
@@ -33,6 +33,8 @@ _EXPORTS = {
     "Suite": "orthobench.suite",
     "Task": "orthobench.tasks.base",
     "load_suite": "orthobench.suite",
+    "optimizer_factory": "orthobench.registry",
+    "task_factory": "orthobench.registry",
 }
 
 __all__ = [
@@ -47,6 +49,8 @@ __all__ = [
     "Suite",
     "Task",
     "load_suite",
+    "optimizer_factory",
+    "task_factory",
 ]
 __version__ = "0.1.0"
 

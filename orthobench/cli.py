@@ -47,6 +47,21 @@ def _suite_options(command):
     )(command)
 
 
+def _load_suite(suite_file: str):
+    """Load a suite, with its folder searched first for the ``module:attr`` names it uses.
+
+    So a user's module next to their suite works without PYTHONPATH. The folder goes on
+    ``sys.path`` for the whole command: worker processes started later (process pool, Dask
+    LocalCluster) inherit the parent's ``sys.path`` and import the same module.
+    """
+    from orthobench.suite import load_suite
+
+    folder = str(Path(suite_file).resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return load_suite(suite_file)
+
+
 _quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 
 
@@ -97,9 +112,8 @@ def run(
     from orthobench.execution import run_suite
     from orthobench.report import build_report
     from orthobench.results import ResultStore
-    from orthobench.suite import load_suite
 
-    suite = load_suite(suite_file)
+    suite = _load_suite(suite_file)
     resolved = resolve_device(device or suite.device)
     out_dir = Path(output) if output else Path("results") / suite.name
     store = ResultStore(out_dir)
@@ -119,6 +133,7 @@ def run(
         workers=workers,
         force=force,
         show_progress=not quiet,
+        scheduler=scheduler,
     )
     report = build_report([out_dir], out_dir / "report.html")
     click.echo(
@@ -136,9 +151,7 @@ def _probe_suite(suite_file: str, output: str | None, device: str | None, force:
     """Load a suite with a probe section and run the probe; returns (suite, frame, out_dir)."""
     from orthobench.devices import resolve_device
     from orthobench.probe.runner import probe_states, run_probe
-    from orthobench.suite import load_suite
-
-    suite = load_suite(suite_file)
+    suite = _load_suite(suite_file)
     if suite.probe is None:
         raise SuiteError(
             suite_file, "probe", "missing; `probe` and `check` need a probe section in the suite."

@@ -9,6 +9,13 @@ free of import cycles.
 Task factories are called as ``factory(**params)``; optimizer factories as
 ``factory(dim, *, seed, device, dtype, **params)``. The ``params`` a factory accepts are read from
 its signature, so unknown or mistyped suite parameters are rejected before anything runs.
+
+Trust model. A suite names code to import and run, as any plugin system does: only run suites
+you trust. What a name may resolve to is still restricted, so that a suite cannot call an
+arbitrary function (``os:system``): an import path or entry point must name a subclass of
+:class:`~orthobench.tasks.base.Task` / :class:`~orthobench.optimizers.base.Optimizer`, or a
+function marked with :func:`task_factory` / :func:`optimizer_factory`. Anything else is an error
+before it is called.
 """
 
 from __future__ import annotations
@@ -24,6 +31,28 @@ from orthobench.exceptions import RegistryError, UnknownNameError
 
 # Keyword arguments the loop passes to every optimizer factory itself.
 _OPTIMIZER_RESERVED = ("dim", "seed", "device", "dtype")
+# The attribute that marks a function as a factory of one kind (see `task_factory`).
+_FACTORY_MARK = "__orthobench_factory__"
+
+
+def task_factory(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a function that returns a :class:`~orthobench.tasks.base.Task` as nameable in suites.
+
+    Example:
+        >>> @task_factory
+        ... def sphere(dim: int = 2): ...
+        >>> sphere.__orthobench_factory__
+        'task'
+    """
+    setattr(function, _FACTORY_MARK, "task")
+    return function
+
+
+def optimizer_factory(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a function that returns an :class:`~orthobench.optimizers.base.Optimizer` as
+    nameable in suites."""
+    setattr(function, _FACTORY_MARK, "optimizer")
+    return function
 
 
 @dataclass(frozen=True)
@@ -50,7 +79,7 @@ def _import_path(path: str) -> Any:
         )
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as err:
+    except (ImportError, TypeError, ValueError) as err:  # a relative name ('..') is a TypeError
         raise RegistryError(
             "name", f"Cannot import module {module_name!r} of {path!r}: {err}."
         ) from err
@@ -61,8 +90,6 @@ def _import_path(path: str) -> Any:
             raise RegistryError(
                 "name", f"Module {module_name!r} has no attribute {attr!r} (from {path!r})."
             ) from None
-    if not callable(obj):
-        raise RegistryError("name", f"{path!r} is not callable.")
     return obj
 
 
@@ -70,13 +97,34 @@ class Registry:
     """A registry of factories of one kind (``"task"`` or ``"optimizer"``)."""
 
     def __init__(
-        self, kind: str, group: str, builtins: Mapping[str, str], reserved: tuple[str, ...] = ()
+        self,
+        kind: str,
+        group: str,
+        builtins: Mapping[str, str],
+        *,
+        base: str,
+        reserved: tuple[str, ...] = (),
     ) -> None:
         self.kind = kind
         self.group = group
         self._builtins = dict(builtins)
         self._registered: dict[str, Callable[..., Any]] = {}
+        self._base = base  # import path of the base class (imported only when checking a name)
         self._reserved = reserved
+
+    def _checked(self, name: str, obj: Any) -> Callable[..., Any]:
+        """``obj`` if it may be loaded under ``name``: a subclass of the registry's base class or a
+        function marked as a factory of its kind (see the module's trust model)."""
+        base = _import_path(self._base)
+        if (inspect.isclass(obj) and issubclass(obj, base)) or (
+            inspect.isfunction(obj) and getattr(obj, _FACTORY_MARK, None) == self.kind
+        ):
+            return obj
+        raise RegistryError(
+            "name",
+            f"{name!r} is {_describe(obj)}, not a {base.__name__} subclass or a function marked "
+            f"with @orthobench.{self.kind}_factory; a suite may only name those.",
+        )
 
     def register(self, name: str, factory: Callable[..., Any] | None = None) -> Any:
         """Register ``factory`` under ``name`` (also usable as a decorator). Duplicates raise."""
@@ -100,10 +148,10 @@ class Registry:
         if name in self._builtins:
             return _import_path(self._builtins[name])
         if ":" in name:
-            return _import_path(name)
+            return self._checked(name, _import_path(name))
         for ep in entry_points(group=self.group):
             if ep.name == name:
-                return ep.load()
+                return self._checked(name, ep.load())
         known = self.names()
         raise UnknownNameError(
             self.kind,
@@ -167,6 +215,14 @@ class Registry:
 
     def create(self, name: str, *args: Any, **params: Any) -> Any:
         return self.resolve(name).factory(*args, **params)
+
+
+def _describe(obj: Any) -> str:
+    if inspect.isclass(obj):
+        return f"the class {obj.__module__}.{obj.__qualname__}"
+    if callable(obj):
+        return f"the unmarked callable {getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', obj)}"
+    return f"a {type(obj).__name__}"
 
 
 def _signature_params(
@@ -234,6 +290,7 @@ TASKS = Registry(
         "michalewicz10": "orthobench.tasks.synthetic:michalewicz10",
         "levy16": "orthobench.tasks.synthetic:levy16",
     },
+    base="orthobench.tasks.base:Task",
 )
 
 OPTIMIZERS = Registry(
@@ -251,5 +308,6 @@ OPTIMIZERS = Registry(
         "orthobo-tpe": "orthobench.optimizers.tpe:OrthoBOTPE",
         "tpe-optuna": "orthobench.optimizers.optuna_tpe:OptunaTPE",
     },
+    base="orthobench.optimizers.base:Optimizer",
     reserved=_OPTIMIZER_RESERVED,
 )

@@ -77,7 +77,7 @@ import time
 
 import numpy as np
 
-from orthobench import Evaluation, Optimizer, SearchSpace, Suggestion, Task, Parameter
+from orthobench import Evaluation, Optimizer, SearchSpace, Suggestion, Task, Parameter, task_factory
 
 
 class Sphere(Task):
@@ -111,6 +111,7 @@ class Mixed(Task):
         return Evaluation(y=float(x[0] ** 2 + np.log10(x[1]) ** 2 + x[2]))
 
 
+@task_factory
 def make_sphere(dim: int = 2, delay: float = 0.0, fail_at: float = -1.0) -> Sphere:
     """A sphere on [-1, 1]^dim."""
     return Sphere(dim, delay, fail_at)

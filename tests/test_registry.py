@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib.metadata import EntryPoint
 
 import pytest
+from click.testing import CliRunner
 
 from orthobench import registry as registry_module
+from orthobench.cli import cli
 from orthobench.exceptions import RegistryError, UnknownNameError
 from orthobench.registry import OPTIMIZERS, TASKS, Registry
 
@@ -53,7 +58,7 @@ def test_parameter_errors_name_the_parameter_field(plugin, params, field, fragme
 
 
 def test_missing_required_parameters_are_a_params_error():
-    reg = Registry("task", "orthobench.test-group", {})
+    reg = Registry("task", "orthobench.test-group", {}, base="orthobench.tasks.base:Task")
     reg.register("needs", lambda size, scale=1.0: None)
     with pytest.raises(RegistryError, match=r"needs parameter\(s\): size") as info:
         reg.check_params("needs", {"scale": 2.0})
@@ -70,7 +75,7 @@ def test_bad_import_paths_raise_registry_errors(path):
 
 
 def test_duplicate_registration_is_rejected():
-    reg = Registry("task", "orthobench.test-group", {"a": "x:y"})
+    reg = Registry("task", "orthobench.test-group", {"a": "x:y"}, base="orthobench.tasks.base:Task")
     with pytest.raises(RegistryError, match="already registered"):
         reg.register("a", lambda: None)
     reg.register("b", lambda: None)
@@ -88,3 +93,93 @@ def test_list_values_are_accepted_where_the_annotation_allows_them():
     OPTIMIZERS.check_params("orthobo", {"kernel": ["rbf-iso", "matern52-ard"]})
     with pytest.raises(RegistryError, match="must be str"):
         OPTIMIZERS.check_params("qlogei", {"kernel": ["rbf-iso"]})
+
+
+@pytest.mark.parametrize(
+    ("name", "what"),
+    [
+        ("os:system", "unmarked callable"),
+        ("builtins:print", "unmarked callable"),
+        ("collections:OrderedDict", "the class collections.OrderedDict"),
+        ("orthobench.seeding:derive_seed", "unmarked callable"),
+        ("orthobench.seeding:_SEED_BITS", "a int"),
+    ],
+)
+def test_import_paths_must_name_a_task_class_or_a_marked_factory(name, what):
+    with pytest.raises(RegistryError, match=f"{what}.*not a Task subclass") as err:
+        TASKS.check_params(name, {})
+    assert err.value.field == "name"
+
+
+def test_a_suite_naming_os_system_runs_nothing(write_suite, tmp_path):
+    marker = tmp_path / "pwned"
+    suite = write_suite(
+        f"""
+        name: evil
+        budget: 1
+        tasks: [{{name: "os:system", params: {{command: "touch {marker}"}}}}]
+        optimizers: [sobol]
+        """
+    )
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and not marker.exists()
+    assert result.output.count("\n") == 1 and "tasks[0].name" in result.output
+    assert "not a Task subclass" in result.output
+
+
+def test_marked_factories_and_subclasses_load_by_import_path(plugin):
+    assert TASKS.resolve(f"{plugin}:make_sphere").params["dim"] == 2
+    assert TASKS.resolve(f"{plugin}:Mixed").factory.__name__ == "Mixed"
+    assert OPTIMIZERS.resolve(f"{plugin}:CenterOptimizer").params["jitter"] == 0.1
+    with pytest.raises(RegistryError, match="not a Optimizer subclass"):
+        OPTIMIZERS.resolve(f"{plugin}:make_sphere")  # a task factory is no optimizer
+
+
+def test_relative_import_path_is_a_registry_error():
+    with pytest.raises(RegistryError, match="Cannot import module '..'"):
+        TASKS.resolve("..:x")
+
+
+SUITE_NEXT_TO_MODULE = """
+name: local
+seeds: 2
+n_init: 2
+budget: 1
+tasks: [{name: "mytasks:Quadratic", label: quadratic}]
+optimizers: [sobol]
+"""
+
+LOCAL_TASK = """
+import numpy as np
+from orthobench import Evaluation, SearchSpace, Task
+
+
+class Quadratic(Task):
+    optimal_value = 0.0
+
+    def __init__(self):
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+
+    def evaluate(self, x, *, seed, device):
+        return Evaluation(y=float(np.sum(np.asarray(x) ** 2)))
+"""
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_module_next_to_the_suite_resolves_without_pythonpath(tmp_path, workers):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "mytasks.py").write_text(LOCAL_TASK)
+    (folder / "suite.yaml").write_text(SUITE_NEXT_TO_MODULE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-m", "orthobench", "run", str(folder / "suite.yaml"), "-q"]
+        + ["-o", str(tmp_path / "out"), "--workers", workers],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "2 run, 0 already stored, 0 failed" in result.stdout
