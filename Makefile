@@ -1,4 +1,4 @@
-# orthobench developer targets. `make test` is what CI runs (.ci/run).
+# orthobench developer targets. CI (.ci/run): the variance gate, `make test-slow`, then `make test`.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -19,11 +19,14 @@ install: $(BIN)/orthobench  ## create .venv and install orthobench with dev tool
 demo: install  ## run the embedded default job and write results/smoke/report.html
 	$(BIN)/orthobench run suites/smoke.yaml
 
-test: install  ## the default test run (CI): everything not marked slow
+test: install  ## the default test run: everything not marked slow, docstring examples included
 	$(BIN)/pytest -q
 
-test-slow: install  ## only the slow tests
+test-slow: install  ## only the tests marked slow (statistical checks, end-to-end gate and executors)
 	$(BIN)/pytest -q -m slow
+
+test-cuda: install  ## only the CUDA cases of the device-parametrized tests (skipped without a GPU)
+	$(BIN)/pytest -q -m cuda
 
 lint: install
 	$(BIN)/ruff check orthobench tests

@@ -43,12 +43,14 @@ def run_check(write_suite, tmp_path, *extra):
     )
 
 
+@pytest.mark.slow
 def test_check_passes_on_the_real_estimator(write_suite, tmp_path):
     result = run_check(write_suite, tmp_path)
     assert result.exit_code == 0, result.output
     assert "check: 2 passed, 0 failed" in result.output
 
 
+@pytest.mark.slow
 def test_check_fails_on_an_estimator_that_adds_noise(write_suite, tmp_path, monkeypatch):
     real = estimators.ESTIMATORS["orth-shrink"]
 

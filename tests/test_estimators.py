@@ -248,6 +248,7 @@ def _rebuilds(
     return (z @ A_SYN).exp(), z
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "method"),
     [("mc", "iid"), ("orth-crossfit", "iid"), ("mc", "qmc")],
@@ -262,6 +263,7 @@ def test_unbiased_estimators_are_within_three_standard_errors(name: str, method:
     assert ((ests.mean(0) - TRUTH).abs() < 3.0 * se).all(), ((ests.mean(0) - TRUTH) / se).tolist()
 
 
+@pytest.mark.slow
 def test_plugin_bias_shrinks_with_the_number_of_draws() -> None:
     """The in-sample plug-in has an O(1/S) bias: clearly present at S=12, much smaller at S=96."""
     biases = {}
@@ -279,6 +281,7 @@ def test_plugin_bias_shrinks_with_the_number_of_draws() -> None:
     assert (bias96.abs() + 3 * se96 < 0.5 * bias12.abs())[0]
 
 
+@pytest.mark.slow
 def test_shrunk_excess_variance_matches_its_bound_when_controls_are_uninformative() -> None:
     """h independent of z: Var(shrunk) = Var(mc) (1 + kappa^2 K / (S - 1)) exactly (module notes)."""
     n_draws, k, n_rebuilds = 8, 8, 20000
