@@ -277,5 +277,14 @@ def list_() -> None:
                 click.echo(f"  {'':<14} params: {params}")
 
 
+def _attach_data_commands() -> None:
+    from orthobench.data_cli import data
+
+    cli.add_command(data)
+
+
+_attach_data_commands()
+
+
 def main() -> None:
     cli(prog_name="orthobench")

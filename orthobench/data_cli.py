@@ -55,3 +55,13 @@ def fetch(name: str, data_dir: str | None, force: bool) -> None:
         name, root=data_dir, force=force, log=lambda message: click.echo(message, err=True)
     )
     click.echo(f"{name}: {location}")
+
+
+def _attach_conversions() -> None:
+    # Conversions live beside the reader of what they write; the group only collects them.
+    from orthobench.tasks.datasets.wm811k import convert_wm811k
+
+    data.add_command(convert_wm811k)
+
+
+_attach_conversions()

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import torch
 
 from orthobench.exceptions import OrthobenchError
-from orthobench.loop import ProgressCallback, run_cell
+from orthobench.loop import ProgressCallback, make_task, run_cell
 from orthobench.progress import Progress
 from orthobench.results import EvaluationJournal, ResultStore, RunRecord, run_metadata
 from orthobench.suite import Cell, Suite
@@ -111,6 +111,10 @@ def run_suite(
             summary.outcomes.append(CellOutcome(cell, "skipped"))
         else:
             todo.append(cell)
+    # Build each task to run once before any cell does: a task whose data or model is missing
+    # raises its one-line error here, not in every cell after the others ran.
+    for cell in {c.task.label: c for c in todo}.values():
+        make_task(cell)
     journals = {cell.id: store.evaluation_journal(cell) for cell in todo}
     if force:
         for journal in journals.values():

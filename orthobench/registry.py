@@ -115,14 +115,16 @@ class Registry:
     def _checked(self, name: str, obj: Any) -> Callable[..., Any]:
         """``obj`` if it may be loaded under ``name``: a subclass of the registry's base class or a
         function marked as a factory of its kind (see the module's trust model)."""
-        base = _import_path(self._base)
-        if (inspect.isclass(obj) and issubclass(obj, base)) or (
-            inspect.isfunction(obj) and getattr(obj, _FACTORY_MARK, None) == self.kind
-        ):
+        if inspect.isfunction(obj) and getattr(obj, _FACTORY_MARK, None) == self.kind:
+            return obj
+        # Imported only for classes: a class of the right base imported it already, and a
+        # marked factory needs no base (its module may stay free of torch).
+        base_name = self._base.rpartition(":")[2]
+        if inspect.isclass(obj) and issubclass(obj, _import_path(self._base)):
             return obj
         raise RegistryError(
             "name",
-            f"{name!r} is {_describe(obj)}, not a {base.__name__} subclass or a function marked "
+            f"{name!r} is {_describe(obj)}, not a {base_name} subclass or a function marked "
             f"with @orthobench.{self.kind}_factory; a suite may only name those.",
         )
 
@@ -289,6 +291,8 @@ TASKS = Registry(
         "ackley8": "orthobench.tasks.synthetic:ackley8",
         "michalewicz10": "orthobench.tasks.synthetic:michalewicz10",
         "levy16": "orthobench.tasks.synthetic:levy16",
+        "cnn": "orthobench.tasks.cnn:CNNTask",
+        "wm811k-vit": "orthobench.tasks.wafer_vit:WaferViTTask",
     },
     base="orthobench.tasks.base:Task",
 )

@@ -64,3 +64,22 @@ def test_bundled_datasets_have_nothing_to_fetch_and_unknown_names_are_usage_erro
     assert result.exit_code == 0 and "nothing to fetch" in result.output
     unknown = invoke("fetch", "imagenet")
     assert unknown.exit_code == 2 and "cifar10" in unknown.output
+
+
+@pytest.mark.parametrize(
+    ("suite", "fix"),
+    [
+        ("suites/cnn-mnist.yaml", "orthobench data fetch mnist"),
+        ("suites/wm811k-vit.yaml", "convert-wm811k"),
+    ],
+)
+def test_run_with_missing_data_is_one_line_before_any_cell(suite, fix, tmp_path, monkeypatch):
+    from orthobench.cli import cli
+
+    monkeypatch.setenv(store.DATA_DIR_ENV, str(tmp_path / "empty"))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", suite, "-o", str(out), "-q"])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("orthobench: error")]
+    assert len(errors) == 1 and fix in errors[0]
+    assert not (out / "runs.jsonl").exists()

@@ -29,12 +29,15 @@ HEAVY = ("torch", "torch.distributions", "botorch", "gpytorch")
 
 LIGHT_PLUGIN = '''
 """A task and an optimizer factory whose module imports nothing heavy."""
+from orthobench import optimizer_factory, task_factory
 
 
+@task_factory
 def make_task(dim: int = 2):
     raise NotImplementedError
 
 
+@optimizer_factory
 def make_optimizer(dim, *, seed, device, dtype, kernel: str = "rbf-iso", step: float = 0.1):
     raise NotImplementedError
 '''
