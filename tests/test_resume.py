@@ -110,3 +110,21 @@ def test_sigkill_mid_cell_resumes_from_the_evaluation_journal(tmp_path):
     # 7 evaluations started before the kill (the 7th died with its process), then 3 more: the 6
     # journaled ones were not run again, and every evaluation seed appears once but the killed one.
     assert len(seeds) == 7 + 3 and len(set(seeds)) == 9
+
+
+@pytest.mark.slow
+def test_sigkill_mid_cnn_digits_cell_resumes_from_the_evaluation_journal(tmp_path):
+    """The issue's case: a CNN-digits training cell (outliers on) killed after 4 evaluations."""
+    resumed, clean, seeds = killed_then_resumed(
+        tmp_path,
+        n_init=2,
+        budget=4,
+        label="cnn-digits",
+        inner="cnn",
+        inner_params="{dataset: digits, batch_size: 16, outlier_prob: 0.5}",
+        kill_at=5,
+        optimizer="{name: qlogei, params: {function_samples: 16, raw_samples: 16, "
+        "num_restarts: 2}}",
+    )
+    pd.testing.assert_frame_equal(resumed, clean)
+    assert len(seeds) == 5 + 2 and len(set(seeds)) == 6
