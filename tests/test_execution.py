@@ -79,7 +79,8 @@ def test_executor_stores_the_inline_values_records_failures_and_counts_progress(
 
     ok = {o.cell.id for o in summary.outcomes if o.status == "ok"}
     failed = {o.cell.id for o in summary.failed}
-    assert ok == {c.id for c in suite.cells() if c.task.label == "sphere"} and len(ok) == 2
+    errors = {o.cell.id: o.error for o in summary.failed}
+    assert ok == {c.id for c in suite.cells() if c.task.label == "sphere"} and len(ok) == 2, errors
     assert failed == {c.id for c in suite.cells() if c.task.label == "crashy"} and len(failed) == 2
     assert {o.error for o in summary.failed} == {"RuntimeError: simulated training crash"}
     # Failures are journalled with their traceback; only finished cells have a results file.
