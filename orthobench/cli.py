@@ -6,13 +6,17 @@ Errors a user can cause (a bad suite, an unknown name, a missing device) print o
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
-from orthobench.exceptions import OrthobenchError, SuiteError
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
 from orthobench.progress import Progress
 
 EXIT_USAGE = 2
@@ -233,6 +237,26 @@ def check(
         sys.exit(1)
 
 
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """While the block runs, print each distinct orthobench warning as one stderr line,
+    ``orthobench: warning: ...`` (Python would add the source location and line)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", OrthobenchWarning)
+        show = warnings.showwarning
+
+        def one_line(
+            message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
+        ) -> None:
+            if issubclass(category, OrthobenchWarning):
+                click.echo(f"orthobench: warning: {message}", err=True)
+            else:
+                show(message, category, *args, **kwargs)
+
+        warnings.showwarning = one_line
+        yield
+
+
 @cli.command()
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option(
@@ -244,15 +268,31 @@ def check(
 )
 @click.option("--title", default=None, help="Report title.")
 def report(dirs: tuple[str, ...], output: str | None, title: str | None) -> None:
-    """Build an HTML report from stored results in one or more DIRS."""
-    from orthobench.report import build_report
-    from orthobench.results import load_probe, load_runs
+    """Build an HTML report from stored results in one or more DIRS.
 
-    if not len(load_runs(dirs)) and not len(load_probe(dirs)):
-        raise OrthobenchError(
-            f"no stored results under {', '.join(d + '/runs or /probe' for d in dirs)}; run or probe a suite first."
-        )
-    path = build_report(dirs, output or Path(dirs[0]) / "report.html", title)
+    A results file that cannot be read is skipped with a warning naming it; when the cells were
+    computed by several orthobench versions, the cells of each are listed.
+    """
+    from orthobench.report import build_report
+    from orthobench.results import ResultStore, load_probe, load_runs
+
+    with _warnings_as_lines():
+        if not len(load_runs(dirs)) and not len(load_probe(dirs)):
+            raise OrthobenchError(
+                f"no stored results under {', '.join(d + '/runs or /probe' for d in dirs)}; run or probe a suite first."
+            )
+        path = build_report(dirs, output or Path(dirs[0]) / "report.html", title)
+    versions: dict[str, list[str]] = {}
+    for d in dirs:
+        for version, cells in ResultStore(d).code_versions().items():
+            versions.setdefault(version, []).extend(cells)
+    if len(versions) > 1:  # results of several code versions side by side: say which is which
+        for version, cells in sorted(versions.items()):
+            shown = ", ".join(cells[:3]) + (", ..." if len(cells) > 3 else "")
+            click.echo(
+                f"orthobench: note: {len(cells)} cell(s) computed by orthobench {version}: {shown}",
+                err=True,
+            )
     click.echo(str(path))
 
 

@@ -12,32 +12,52 @@ Layout of a results directory ``DIR``::
     DIR/partial/<cell id>.jsonl    evaluation journal of a cell in progress (deleted when stored)
     DIR/probe/<state id>.parquet   ProbeRecord rows of one probe state
     DIR/probe.jsonl                journal: one JSON line per finished probe state
+    DIR/.lock                      the PID of the run writing here (locked while it runs)
     DIR/report.html                written by ``orthobench run | probe | report``
 
 A file is written to a temporary name in the same directory, flushed, fsynced and renamed, so a
 crash leaves either the whole file or none. Its journal is appended (with fsync) only after the
 rename; a torn last line from a crash is skipped on read. A unit (cell or probe state) counts as
-stored when the last journal entry of its id says ``ok`` with its config hash and the current
-:data:`SCHEMA_VERSION`, and its file exists: re-running skips it, and a changed configuration or
-schema reruns it. Every Parquet file carries the schema version in its metadata; reading a file of
-another version raises :class:`~orthobench.exceptions.ResultsError`.
+stored when the last journal entry of its id says ``ok`` with the current :data:`SCHEMA_VERSION`
+and its file agrees with that entry: the Parquet footer reads, with the journaled row count, config
+hash and schema version (only the footer is read). A file that does not is reported
+(:class:`~orthobench.exceptions.OrthobenchWarning`) and its unit recomputed; readers
+(:func:`load_runs`, :func:`load_probe`) skip it with a warning. Every Parquet file carries the
+schema version in its metadata; reading a file of another version raises
+:class:`~orthobench.exceptions.ResultsError`.
+
+A cell is reused when its stored config hash is that of its *resolved* configuration
+(:func:`resolved_config`: the suite's parameters with every default of the task and optimizer
+factories filled in), so a default changed in the code is a changed configuration even though the
+suite is not. :meth:`ResultStore.config_changes` says which stored cells differ and how;
+:meth:`ResultStore.code_versions` which code versions computed the stored cells.
 
 Within a cell, every finished evaluation is appended to the cell's evaluation journal with the
 optimizer's state after it (:class:`EvaluationJournal`), so a cell killed mid-way resumes from
 its stored evaluations instead of starting over (:func:`orthobench.loop.run_cell`).
+
+One process writes a directory at a time: :meth:`ResultStore.open_for_writing` checks that it is
+writable and holds an exclusive ``flock`` on ``DIR/.lock`` (released by the kernel when the
+process dies, so a killed run never leaves it stuck).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import hashlib
+import inspect
 import json
 import os
 import platform
 import subprocess
+import tempfile
 import time
 import types
 import typing
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -47,7 +67,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orthobench.exceptions import ResultsError
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning, ResultsError
+from orthobench.registry import OPTIMIZERS, TASKS
 from orthobench.suite import Cell
 
 METADATA_KEY = b"orthobench"
@@ -223,6 +244,54 @@ def run_metadata(device: str) -> dict[str, Any]:
     }
 
 
+def code_version(metadata: Mapping[str, Any] | None = None) -> str:
+    """The orthobench version and git SHA of :func:`run_metadata` output, as one label.
+
+    ``"0.1.0 (git 1a2b3c4d5e6f)"``, or the version alone outside a git checkout, or
+    ``"unknown"``; ``metadata=None`` gives the running code's label.
+    """
+    if metadata is None:
+        metadata = {"versions": {"orthobench": _version("orthobench")}, "git_sha": _git_sha()}
+    release = (metadata.get("versions") or {}).get("orthobench") or "unknown"
+    sha = metadata.get("git_sha")
+    return f"{release} (git {sha[:12]})" if sha else release
+
+
+def resolved_config(cell: Cell) -> dict[str, Any]:
+    """:meth:`Cell.config` with every default of the task and optimizer factories filled in.
+
+    The parameters a cell really runs with, as JSON values (tuples become lists, other objects
+    their ``str``): a default changed in the code changes it though the suite did not. The
+    factories are looked up in :data:`orthobench.registry.TASKS` and ``OPTIMIZERS``.
+    """
+    config = cell.config()
+    for key, registry in (("task", TASKS), ("optimizer", OPTIMIZERS)):
+        entry = registry.resolve(config[key]["name"])
+        defaults = {k: d for k, d in entry.params.items() if d is not inspect.Parameter.empty}
+        config[key]["params"] = {**defaults, **config[key]["params"]}
+    return json.loads(_canonical(config))
+
+
+def resolved_hash(cell: Cell) -> str:
+    """Hash of :func:`resolved_config`: a stored cell is reused only when it matches."""
+    return _hash(resolved_config(cell))
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _hash(config: dict[str, Any]) -> str:
+    return hashlib.sha256(_canonical(config).encode()).hexdigest()[:16]
+
+
+def _leaves(value: Any, path: tuple[str, ...] = ()) -> dict[str, str]:
+    """``{"optimizer.params.beta": JSON text}``: the leaves of nested dicts by dotted path."""
+    if isinstance(value, dict) and value:
+        return {k: v for key, item in value.items() for k, v in _leaves(item, (*path, key)).items()}
+    return {".".join(path): _canonical(value)}
+
+
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     """Write ``table`` to ``path`` so that readers never see a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -247,17 +316,45 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+#: What reading a damaged Parquet file raises: ``ArrowInvalid`` for a truncated or foreign file,
+#: ``OSError`` for corrupt pages or a file removed meanwhile.
+_ARROW_ERRORS = (OSError, pa.ArrowException)
+
+
+class _UnreadableFileError(ResultsError):
+    """A results file that is not readable Parquet (truncated, corrupt, foreign)."""
+
+
+def _one_line(err: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _unreadable(path: str | Path, err: BaseException) -> _UnreadableFileError:
+    return _UnreadableFileError(f"{path}: not a readable results file ({_one_line(err)})")
+
+
 def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The orthobench metadata (schema version, versions, device, configuration) of one file."""
-    meta = pq.read_schema(path).metadata or {}
-    return json.loads(meta[METADATA_KEY]) if METADATA_KEY in meta else {}
+    """The orthobench metadata (schema version, versions, device, configuration) of one file.
+
+    Reads the Parquet footer only.
+
+    Raises:
+        ResultsError: naming the file when it is not readable Parquet (truncated, corrupt).
+    """
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        return json.loads(meta[METADATA_KEY]) if METADATA_KEY in meta else {}
+    except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
+        raise _unreadable(path, err) from err
 
 
 def read_records(path: str | Path, record_type: type) -> pd.DataFrame:
     """Rows of one stored file as a frame with the columns of ``record_type``.
 
     Raises:
-        ResultsError: when the file was written with another :data:`SCHEMA_VERSION`.
+        ResultsError: when the file was written with another :data:`SCHEMA_VERSION`, or is not
+            readable Parquet.
     """
     found = read_metadata(path).get("schema_version")
     if found != SCHEMA_VERSION:
@@ -266,23 +363,42 @@ def read_records(path: str | Path, record_type: type) -> pd.DataFrame:
             f"orthobench reads version {SCHEMA_VERSION}; "
             "rerun its suite (orthobench run or probe) to rewrite it."
         )
-    return pq.read_table(path, schema=_SCHEMAS[record_type]).to_pandas()
+    try:
+        return pq.read_table(path, schema=_SCHEMAS[record_type]).to_pandas()
+    except _ARROW_ERRORS as err:
+        raise _unreadable(path, err) from err
 
 
 def _load(dirs: Iterable[str | Path], subdir: str, record_type: type) -> pd.DataFrame:
-    files = [f for d in dirs for f in sorted((Path(d) / subdir).glob("*.parquet"))]
-    if not files:
+    """The rows of every file under ``DIR/subdir``; an unreadable file is skipped with a warning."""
+    frames = []
+    for path in (f for d in dirs for f in sorted((Path(d) / subdir).glob("*.parquet"))):
+        try:
+            frames.append(read_records(path, record_type))
+        except _UnreadableFileError as err:
+            warnings.warn(f"{err}; skipped", OrthobenchWarning, stacklevel=1)
+    if not frames:
         return _SCHEMAS[record_type].empty_table().to_pandas()
-    return pd.concat([read_records(f, record_type) for f in files], ignore_index=True)
+    return pd.concat(frames, ignore_index=True)
 
 
 def load_runs(dirs: Iterable[str | Path]) -> pd.DataFrame:
-    """The :class:`RunRecord` rows of every cell file under ``DIR/runs`` of each dir."""
+    """The :class:`RunRecord` rows of every cell file under ``DIR/runs`` of each dir.
+
+    A file that is not readable Parquet is skipped with an
+    :class:`~orthobench.exceptions.OrthobenchWarning` naming it.
+
+    Raises:
+        ResultsError: for a file of another :data:`SCHEMA_VERSION`.
+    """
     return _load(dirs, "runs", RunRecord)
 
 
 def load_probe(dirs: Iterable[str | Path]) -> pd.DataFrame:
-    """The :class:`ProbeRecord` rows of every probe state file under ``DIR/probe`` of each dir."""
+    """The :class:`ProbeRecord` rows of every probe state file under ``DIR/probe`` of each dir.
+
+    Unreadable files are skipped as in :func:`load_runs`.
+    """
     return _load(dirs, "probe", ProbeRecord)
 
 
@@ -317,6 +433,29 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
+def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
+    """Why ``path`` is not the unit its journal ``entry`` records (None when it is).
+
+    Reads the Parquet footer only: it must parse and hold the entry's row count, config hash and
+    schema version.
+    """
+    if not path.exists():
+        return f"missing ({path})"
+    try:
+        footer = pq.read_metadata(path)
+        meta = json.loads((footer.metadata or {}).get(METADATA_KEY, b"{}"))
+    except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
+        return f"corrupt ({path}: {_one_line(err)})"
+    for what, found, journaled in (
+        ("rows", footer.num_rows, entry.get("rows")),
+        ("config hash", meta.get("config_hash"), entry.get("config_hash")),
+        ("schema version", meta.get("schema_version"), entry.get("schema_version")),
+    ):
+        if found != journaled:
+            return f"corrupt ({path}: {what} {found}, but the journal says {journaled})"
+    return None
+
+
 class Journal:
     """An append-only JSON-lines file of unit entries (``{key: id, "config_hash": ..., ...}``).
 
@@ -326,12 +465,14 @@ class Journal:
         path: The journal file.
         key: The entry field holding the unit id (``cell_id``, ``state_id``).
         directory: Where the unit files ``<id>.parquet`` are.
+        unit: What a unit is called in messages (``cell``, ``probe state``).
     """
 
-    def __init__(self, path: Path, key: str, directory: Path) -> None:
+    def __init__(self, path: Path, key: str, directory: Path, unit: str) -> None:
         self.path = path
         self.key = key
         self.directory = directory
+        self.unit = unit
 
     def append(self, entry: dict[str, Any]) -> None:
         _append_line(self.path, entry)
@@ -340,17 +481,33 @@ class Journal:
         """Entries in order, torn lines skipped."""
         return _read_lines(self.path)
 
-    def stored(self) -> dict[str, str]:
-        """``id -> config hash`` of units whose last entry is ``ok`` at the current schema
-        version and whose file exists."""
+    def stored_entries(self) -> dict[str, dict[str, Any]]:
+        """``id -> last entry`` of the stored units: the entry is ``ok`` at the current schema
+        version and the unit's file agrees with it (:func:`_file_problem`).
+
+        A unit whose file does not is left out (so it is recomputed), with an
+        :class:`~orthobench.exceptions.OrthobenchWarning`:
+        ``cell <id>: stored file is corrupt (<path>: <why>); recomputing``.
+        """
         last = {entry[self.key]: entry for entry in self.entries()}
-        return {
-            uid: e["config_hash"]
-            for uid, e in last.items()
-            if e.get("status") == "ok"
-            and e.get("schema_version") == SCHEMA_VERSION
-            and (self.directory / f"{uid}.parquet").exists()
-        }
+        stored = {}
+        for uid, entry in last.items():
+            if entry.get("status") != "ok" or entry.get("schema_version") != SCHEMA_VERSION:
+                continue
+            problem = _file_problem(self.directory / f"{uid}.parquet", entry)
+            if problem is None:
+                stored[uid] = entry
+            else:
+                warnings.warn(
+                    f"{self.unit} {uid}: stored file is {problem}; recomputing",
+                    OrthobenchWarning,
+                    stacklevel=1,
+                )
+        return stored
+
+    def stored(self) -> dict[str, str]:
+        """``id -> config hash`` of the stored units (:meth:`stored_entries`)."""
+        return {uid: entry["config_hash"] for uid, entry in self.stored_entries().items()}
 
 
 @dataclass(frozen=True)
@@ -412,26 +569,131 @@ class ResultStore:
         self.root = Path(root)
         self.runs_dir = self.root / "runs"
         self.probe_dir = self.root / "probe"
-        self.runs_journal = Journal(self.root / "runs.jsonl", "cell_id", self.runs_dir)
-        self.probe_journal = Journal(self.root / "probe.jsonl", "state_id", self.probe_dir)
+        self.runs_journal = Journal(self.root / "runs.jsonl", "cell_id", self.runs_dir, "cell")
+        self.probe_journal = Journal(
+            self.root / "probe.jsonl", "state_id", self.probe_dir, "probe state"
+        )
+        self.lock_path = self.root / ".lock"
+
+    @contextlib.contextmanager
+    def open_for_writing(self) -> Iterator[ResultStore]:
+        """Hold the directory for this process while the block writes to it.
+
+        Creates the directory, checks that it and what the store writes into (``runs/``,
+        ``probe/``, ``partial/``, the journals) are writable, and takes an exclusive ``flock`` on
+        ``DIR/.lock``, which then holds this process's PID. The kernel releases the lock when the
+        process ends, however it ends, so a killed run never leaves the directory locked.
+
+        Raises:
+            OrthobenchError: naming the directory when it cannot be created or written, or naming
+                the PID of the process that holds it (checked at once; nothing waits).
+        """
+        target = self.root
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for target in (self.root, self.runs_dir, self.probe_dir, self.root / "partial"):
+                if target.is_dir():
+                    tempfile.TemporaryFile(dir=target).close()
+            for target in (self.runs_journal.path, self.probe_journal.path):
+                if target.exists():
+                    open(target, "ab").close()
+            target = self.lock_path
+            fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise OrthobenchError(
+                f"the results directory {self.root} is not writable ({target}: "
+                f"{err.strerror or err}); choose another output directory."
+            ) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                raise OrthobenchError(
+                    f"the results directory {self.root} is in use by another orthobench run "
+                    f"(PID {holder}); wait for it to end or choose another output directory."
+                ) from None
+            except OSError as err:  # a file system without flock (some network mounts)
+                warnings.warn(
+                    f"cannot lock {self.lock_path} ({err.strerror or err}); a second run on "
+                    f"{self.root} would not be refused",
+                    OrthobenchWarning,
+                    stacklevel=3,
+                )
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield self
+        finally:
+            os.close(fd)  # releases the lock
 
     def cell_path(self, cell: Cell) -> Path:
         return self.runs_dir / f"{cell.id}.parquet"
 
     def evaluation_journal(self, cell: Cell) -> EvaluationJournal:
         """The journal of the cell's evaluations while it runs."""
-        return EvaluationJournal(self.root / "partial" / f"{cell.id}.jsonl", cell.config_hash)
+        return EvaluationJournal(self.root / "partial" / f"{cell.id}.jsonl", resolved_hash(cell))
 
     def probe_path(self, state_id: str) -> Path:
         return self.probe_dir / f"{state_id}.parquet"
 
     def stored(self) -> dict[str, str]:
-        """``cell id -> config hash`` of the stored cells."""
+        """``cell id -> config hash`` (:func:`resolved_hash`) of the stored cells.
+
+        A cell whose file is missing or does not match its journal entry is not stored (it is
+        reported and recomputed: :meth:`Journal.stored_entries`).
+        """
         return self.runs_journal.stored()
 
     def is_stored(self, cell: Cell, stored: dict[str, str] | None = None) -> bool:
+        """Whether ``cell`` is stored with its resolved configuration (:func:`resolved_hash`)."""
         stored = self.stored() if stored is None else stored
-        return stored.get(cell.id) == cell.config_hash
+        return stored.get(cell.id) == resolved_hash(cell)
+
+    def config_changes(self, cells: Iterable[Cell]) -> list[str]:
+        """One line per cell stored with another resolved configuration than it has now.
+
+        Such a cell is not reused (:meth:`is_stored`); the caller says so and lets the user
+        recompute it or choose another directory. Each line names the values that differ::
+
+            cell hartmann6__qlogei__seed0: stored with another configuration:
+            optimizer.params.function_samples 64 (stored) -> 128 (now)
+
+        (one line). Cells journaled without their resolved configuration (by orthobench before it
+        stored one) are not listed: they are recomputed once.
+        """
+        stored = self.runs_journal.stored_entries()
+        lines = []
+        for cell in cells:
+            entry = stored.get(cell.id)
+            if entry is None or "config" not in entry:
+                continue
+            now = resolved_config(cell)
+            if _hash(now) == entry["config_hash"]:
+                continue
+            before, after = _leaves(entry["config"]), _leaves(now)
+            changes = [
+                f"{key} {before.get(key, '(unset)')} (stored) -> {after.get(key, '(unset)')} (now)"
+                for key in sorted(before.keys() | after.keys())
+                if before.get(key) != after.get(key)
+            ]
+            lines.append(f"cell {cell.id}: stored with another configuration: {'; '.join(changes)}")
+        return lines
+
+    def code_versions(self) -> dict[str, list[str]]:
+        """``code version -> cell ids`` of the cell files under ``runs/`` (:func:`code_version`).
+
+        Read from each file's footer; unreadable files are left out (:func:`load_runs` warns
+        about them).
+        """
+        versions: dict[str, list[str]] = {}
+        for path in sorted(self.runs_dir.glob("*.parquet")):
+            try:
+                meta = read_metadata(path)
+            except ResultsError:
+                continue
+            label = meta.get("code_version") or code_version(meta)
+            versions.setdefault(label, []).append(path.stem)
+        return versions
 
     def _write(
         self,
@@ -443,8 +705,10 @@ class ResultStore:
         record_type: type,
         metadata: dict[str, Any],
         seconds: float,
+        entry: dict[str, Any],
     ) -> Path:
-        """Write the records with the schema of ``record_type`` atomically, then journal them."""
+        """Write the records with the schema of ``record_type`` atomically, then journal them
+        (``entry`` holds the journal fields beyond the common ones)."""
         schema = _SCHEMAS[record_type]
         table = pa.Table.from_pylist([dataclasses.asdict(r) for r in records], schema=schema)
         # Arrow does not enforce `nullable=False` when building a table: check it here.
@@ -467,6 +731,7 @@ class ResultStore:
                 "schema_version": SCHEMA_VERSION,
                 "seconds": seconds,
                 "rows": len(records),
+                **entry,
             }
         )
         return path
@@ -474,17 +739,23 @@ class ResultStore:
     def write_cell(
         self, cell: Cell, records: Sequence[RunRecord], metadata: dict[str, Any], seconds: float
     ) -> Path:
-        """Store a finished cell atomically (its configuration in the metadata), journal it, and
-        remove its evaluation journal."""
+        """Store a finished cell atomically, journal it, and remove its evaluation journal.
+
+        The file's metadata and the journal entry hold the cell's resolved configuration
+        (:func:`resolved_config`), its hash and the :func:`code_version` that computed it.
+        """
+        config = resolved_config(cell)
+        version = code_version()
         path = self._write(
             self.cell_path(cell),
             self.runs_journal,
             cell.id,
-            cell.config_hash,
+            _hash(config),
             records,
             RunRecord,
-            {**metadata, "cell": cell.config(), "seconds": seconds},
+            {**metadata, "cell": config, "code_version": version, "seconds": seconds},
             seconds,
+            {"config": config, "code_version": version},
         )
         self.evaluation_journal(cell).discard()
         return path
@@ -494,7 +765,7 @@ class ResultStore:
         self.runs_journal.append(
             {
                 "cell_id": cell.id,
-                "config_hash": cell.config_hash,
+                "config_hash": resolved_hash(cell),
                 "status": "failed",
                 "seconds": seconds,
                 "error": error,
@@ -520,6 +791,7 @@ class ResultStore:
             ProbeRecord,
             {**metadata, "seconds": seconds},
             seconds,
+            {},
         )
 
     def read_probe_state(self, state_id: str) -> pd.DataFrame:

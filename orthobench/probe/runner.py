@@ -201,29 +201,36 @@ def run_probe(
     """Probe every state of ``spec``, storing each in the :class:`ResultStore` at ``out_dir``.
 
     States already stored with the same configuration are read back, not recomputed (``force``
-    recomputes them). Returns the rows of all states (raw values included), as stored.
+    recomputes them; so is a state whose stored file is damaged, with a warning). The directory
+    is held for this process while it runs (:meth:`ResultStore.open_for_writing`). Returns the
+    rows of all states (raw values included), as stored.
+
+    Raises:
+        OrthobenchError: before anything is computed, when ``out_dir`` is not writable or another
+            run holds it.
     """
     store = ResultStore(out_dir)
-    stored = store.probe_journal.stored()
-    metadata = run_metadata(str(device))
     frames = []
-    for state in probe_states(suite_name, spec):
-        config_hash = _config_hash(state, spec)
-        status = "stored"
-        if force or stored.get(state.id) != config_hash:
-            start = time.perf_counter()
-            records = probe_state(state, spec, device)
-            store.write_probe_state(
-                state.id,
-                config_hash,
-                records,
-                {**metadata, "state": asdict(state), "probe": asdict(spec)},
-                time.perf_counter() - start,
-            )
-            status = "done"
-        frames.append(store.read_probe_state(state.id))
-        if on_state:
-            on_state(state, status)
+    with store.open_for_writing():
+        stored = store.probe_journal.stored()
+        metadata = run_metadata(str(device))
+        for state in probe_states(suite_name, spec):
+            config_hash = _config_hash(state, spec)
+            status = "stored"
+            if force or stored.get(state.id) != config_hash:
+                start = time.perf_counter()
+                records = probe_state(state, spec, device)
+                store.write_probe_state(
+                    state.id,
+                    config_hash,
+                    records,
+                    {**metadata, "state": asdict(state), "probe": asdict(spec)},
+                    time.perf_counter() - start,
+                )
+                status = "done"
+            frames.append(store.read_probe_state(state.id))
+            if on_state:
+                on_state(state, status)
     if not frames:
         return PROBE_SCHEMA.empty_table().to_pandas()
     return pd.concat(frames, ignore_index=True)

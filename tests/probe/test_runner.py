@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 
-from orthobench.exceptions import OrthobenchWarning
+from orthobench.cli import cli
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning
 from orthobench.pointsets import point_count
+from orthobench.probe import runner
 from orthobench.probe.runner import run_probe
 from orthobench.results import load_probe
 from orthobench.suite import ComponentSpec, ProbeSpec
+from tests.test_results import holding_the_lock, in_use_message
 
 SPEC = ProbeSpec(
     tasks=(ComponentSpec(name="hartmann6", label="hartmann6"),),
@@ -142,3 +148,73 @@ def test_report_command_accepts_a_probe_only_directory(probed, tmp_path):
     result = CliRunner().invoke(cli, ["report", str(out), "-o", str(tmp_path / "p.html")])
     assert result.exit_code == 0, result.output
     assert "Acquisition-noise probe" in (tmp_path / "p.html").read_text()
+
+
+def test_a_damaged_state_file_is_reported_and_only_that_state_recomputed(probed, tmp_path):
+    _, frame = probed
+    run_probe("t", SPEC, tmp_path, device=torch.device("cpu"))
+    damaged = sorted((tmp_path / "probe").glob("*.parquet"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    seen = []
+    with pytest.warns(
+        OrthobenchWarning, match=f"probe state {damaged.stem}: stored file is corrupt"
+    ):
+        again = run_probe(
+            "t",
+            SPEC,
+            tmp_path,
+            device=torch.device("cpu"),
+            on_state=lambda state, status: seen.append((state.id, status)),
+        )
+    assert sorted(seen) == sorted(
+        (path.stem, "done" if path == damaged else "stored")
+        for path in (tmp_path / "probe").glob("*.parquet")
+    )
+    cols = ["estimator", "kernel", "probe_variance", "top1_agreement", "flip_rate"]
+    assert again[cols].equals(frame[cols])
+
+
+@pytest.fixture
+def no_probing(monkeypatch):
+    """Fail the test if a probe state is computed."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a state was probed")
+
+    monkeypatch.setattr(runner, "probe_state", refuse)
+
+
+def test_a_probe_into_a_directory_another_run_holds_fails_before_probing(tmp_path, no_probing):
+    out = tmp_path / "out"
+    with holding_the_lock(out) as holder:
+        with pytest.raises(OrthobenchError) as info:
+            run_probe("t", SPEC, out, device=torch.device("cpu"))
+    assert str(info.value) == in_use_message(out, holder.pid)
+
+
+def test_a_probe_into_an_unwritable_directory_fails_before_probing(tmp_path, no_probing):
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "out"
+    with pytest.raises(OrthobenchError, match=f"^the results directory {out} is not writable"):
+        run_probe("t", SPEC, out, device=torch.device("cpu"))
+
+
+def test_a_second_probe_command_on_a_held_directory_exits_2_at_once(
+    tmp_path, write_suite, no_probing
+):
+    suite = write_suite(
+        """
+        name: t
+        tasks: [hartmann6]
+        budget: 0
+        optimizers: [sobol]
+        probe: {tasks: [hartmann6], n_init: 10}
+        """
+    )
+    out = tmp_path / "out"
+    with holding_the_lock(out) as holder:
+        start = time.perf_counter()
+        result = CliRunner().invoke(cli, ["probe", str(suite), "-o", str(out), "-q"])
+        seconds = time.perf_counter() - start
+    assert result.exit_code == 2 and seconds < 2.0
+    assert result.stderr.splitlines()[-1] == f"orthobench: error: {in_use_message(out, holder.pid)}"
