@@ -2,9 +2,44 @@
 
 Everything a user can cause (a bad suite, an unknown name, a device that is not there) raises a
 subclass of :class:`OrthobenchError`; the CLI prints its message as one line and exits with code 2.
+Messages are built from the bad values with :func:`show_value` and :func:`one_line`, so a value
+that is huge or holds line breaks still gives one short line.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+#: The most characters of a message's reason (and of :func:`one_line`'s result by default).
+MESSAGE_LIMIT = 400
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    r"""``text`` on one line of at most ``limit`` characters: line breaks and other unprintable
+    characters escaped as in a ``repr``, the middle cut to ``...`` when it is too long.
+
+    Example:
+        >>> one_line("two\nlines")
+        'two\\nlines'
+        >>> len(one_line("x" * 1000))
+        400
+    """
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) <= limit:
+        return text
+    head = (limit - 3) // 2
+    return f"{text[:head]}...{text[len(text) - (limit - 3 - head) :]}"
+
+
+def show_value(value: Any, limit: int = 60) -> str:
+    """A bad value for a message: its type and its ``repr``, cut to ``limit`` characters.
+
+    Example:
+        >>> show_value(list(range(100)), limit=12)
+        'list [0, 1, 2, 3,...'
+    """
+    text = repr(value)
+    return f"{type(value).__name__} {text[:limit] + '...' if len(text) > limit else text}"
 
 
 class OrthobenchError(Exception):
@@ -19,9 +54,9 @@ class SuiteError(OrthobenchError):
 
     def __init__(self, file: str, field: str, message: str) -> None:
         self.file = file
-        self.field = field
-        self.reason = message
-        super().__init__(f"{file}: {field}: {message}")
+        self.field = one_line(field, limit=120)
+        self.reason = one_line(message)
+        super().__init__(f"{one_line(file, limit=200)}: {self.field}: {self.reason}")
 
 
 class ConfigError(OrthobenchError, ValueError):

@@ -8,7 +8,10 @@ free of import cycles.
 
 Task factories are called as ``factory(**params)``; optimizer factories as
 ``factory(dim, *, seed, device, dtype, **params)``. The ``params`` a factory accepts are read from
-its signature, so unknown or mistyped suite parameters are rejected before anything runs.
+its signature, so unknown or mistyped suite parameters are rejected before anything runs, and so
+are values outside a parameter's constrained type (``theta_samples: Annotated[Count, Ge(4)]``,
+``kernel: Kernel``; :mod:`orthobench.config.params`). An optimizer states how many observations
+it needs before its first ``ask`` in its ``min_observations`` attribute.
 
 Trust model. A suite names code to import and run, as any plugin system does: only run suites
 you trust. What a name may resolve to is still restricted, so that a suite cannot call an
@@ -27,7 +30,8 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from orthobench.exceptions import RegistryError, UnknownNameError
+from orthobench.config.params import check_value, is_constrained
+from orthobench.exceptions import ConfigError, RegistryError, UnknownNameError, show_value
 
 # Keyword arguments the loop passes to every optimizer factory itself.
 _OPTIMIZER_RESERVED = ("dim", "seed", "device", "dtype")
@@ -64,11 +68,19 @@ class Entry:
     params: dict[str, Any]  # parameter name -> default (inspect.Parameter.empty if required)
     accepts_any: bool  # the factory takes **kwargs
     annotations: dict[str, str]  # parameter name -> annotation text ("" if none)
+    constraints: dict[str, Any]  # parameter name -> its Annotated / Literal type, if it has one
 
     @property
     def description(self) -> str:
         doc = inspect.getdoc(self.factory) or ""
         return doc.split("\n\n")[0].replace("\n", " ")
+
+    @property
+    def min_observations(self) -> int:
+        """Observations an optimizer needs before its first ``ask``: the factory's
+        ``min_observations`` attribute (0 where it declares none)."""
+        value = getattr(self.factory, "min_observations", 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _import_path(path: str) -> Any:
@@ -79,9 +91,10 @@ def _import_path(path: str) -> Any:
         )
     try:
         obj: Any = importlib.import_module(module_name)
-    except (ImportError, TypeError, ValueError) as err:  # a relative name ('..') is a TypeError
+    except Exception as err:  # also a relative name ('..', a TypeError) or a module that fails
         raise RegistryError(
-            "name", f"Cannot import module {module_name!r} of {path!r}: {err}."
+            "name",
+            f"Cannot import module {module_name!r} of {path!r}: {type(err).__name__}: {err}.",
         ) from err
     for part in attr.split("."):
         try:
@@ -178,15 +191,18 @@ class Registry:
             factory=factory,
             params=params,
             accepts_any=accepts_any,
-            annotations=annotations,
+            annotations={k: _annotation_text(a) for k, a in annotations.items()},
+            constraints={k: a for k, a in annotations.items() if is_constrained(a)},
         )
 
     def check_params(self, name: str, params: Mapping[str, Any]) -> Entry:
-        """Resolve ``name`` and reject parameters its factory does not take or of the wrong type.
+        """Resolve ``name`` and reject parameters its factory does not take, of the wrong type or
+        outside their constrained type (:mod:`orthobench.config.params`).
 
         Raises:
-            RegistryError: as :meth:`resolve`, or for a parameter (field ``params.<key>``) or
-                missing required parameters (field ``params``).
+            RegistryError: as :meth:`resolve`, or for a parameter (field ``params.<key>``, or
+                ``params.<key>[i]`` for an item of a list) or missing required parameters (field
+                ``params``).
         """
         entry = self.resolve(name)
         for key, value in params.items():
@@ -204,8 +220,15 @@ class Registry:
                 raise RegistryError(
                     f"params.{key}",
                     f"{self.kind} {name!r} parameter {key!r} must be {type(default).__name__} "
-                    f"(default {default!r}), but got {value!r}.",
+                    f"(default {default!r}), but got {show_value(value)}.",
                 )
+            if key in entry.constraints:
+                try:
+                    check_value(entry.constraints[key], value, field=f"params.{key}")
+                except ConfigError as err:
+                    raise RegistryError(
+                        err.field, f"{self.kind} {name!r} parameter {key!r}: {err.reason}"
+                    ) from None
         missing = [
             k for k, d in entry.params.items() if d is inspect.Parameter.empty and k not in params
         ]
@@ -229,9 +252,10 @@ def _describe(obj: Any) -> str:
 
 def _signature_params(
     factory: Callable[..., Any], reserved: tuple[str, ...]
-) -> tuple[dict[str, Any], bool, dict[str, str]]:
-    """Parameters a factory accepts: for a class, its ``__init__`` and those it forwards
-    ``**kwargs`` to along the MRO (so a subclass's params include its bases' explicit ones)."""
+) -> tuple[dict[str, Any], bool, dict[str, Any]]:
+    """Parameters a factory accepts, with their defaults and annotations: for a class, its
+    ``__init__`` and those it forwards ``**kwargs`` to along the MRO (so a subclass's params
+    include its bases' explicit ones), and their annotations (:func:`_evaluated`)."""
     if inspect.isclass(factory):
         targets = [
             vars(c)["__init__"]
@@ -241,7 +265,7 @@ def _signature_params(
     else:
         targets = [factory]
     params: dict[str, Any] = {}
-    annotations: dict[str, str] = {}
+    annotations: dict[str, Any] = {}
     accepts_any = False
     for target in targets:
         accepts_any = False
@@ -252,16 +276,27 @@ def _signature_params(
                 continue
             else:
                 params.setdefault(p.name, p.default)
-                annotation = "" if p.annotation is p.empty else p.annotation
-                annotations.setdefault(
-                    p.name,
-                    annotation
-                    if isinstance(annotation, str)
-                    else inspect.formatannotation(annotation),
-                )
+                annotation = "" if p.annotation is p.empty else _evaluated(p.annotation, target)
+                annotations.setdefault(p.name, annotation)
         if not accepts_any:
             break
     return params, accepts_any, annotations
+
+
+def _evaluated(annotation: Any, function: Callable[..., Any]) -> Any:
+    """``annotation`` evaluated in ``function``'s module if it is a string (a module with ``from
+    __future__ import annotations``), as ``inspect.signature(eval_str=True)`` would, but one
+    parameter at a time: a name imported only for type checkers keeps its text."""
+    if not isinstance(annotation, str):
+        return annotation
+    try:
+        return eval(annotation, getattr(function, "__globals__", {}))
+    except Exception:
+        return annotation
+
+
+def _annotation_text(annotation: Any) -> str:
+    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
 
 
 def _same_kind(default: Any, value: Any) -> bool:

@@ -183,3 +183,109 @@ def test_a_module_next_to_the_suite_resolves_without_pythonpath(tmp_path, worker
     )
     assert result.returncode == 0, result.stderr
     assert "2 run, 0 already stored, 0 failed" in result.stdout
+
+
+CONSTRAINED_PLUGIN = """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from annotated_types import Ge
+
+from orthobench import optimizer_factory, task_factory
+from orthobench.config.params import Count, Probability
+
+if TYPE_CHECKING:
+    from collections import OrderedDict
+
+
+@optimizer_factory
+def constrained(dim, *, seed, device, dtype, draws: Annotated[Count, Ge(4)] = 8,
+                mode: Literal["fast", "slow"] = "fast", weight: float = 1.0):
+    raise NotImplementedError
+
+
+constrained.min_observations = 3
+
+
+@task_factory
+def typed_for_checkers(p: Probability = 0.5, table: OrderedDict[str, int] | None = None):
+    raise NotImplementedError
+"""
+
+
+@pytest.fixture
+def constrained_plugin(tmp_path, monkeypatch):
+    (tmp_path / "constrainedplugin.py").write_text(CONSTRAINED_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "constrainedplugin"
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "fragment"),
+    [
+        ({"draws": 2}, "params.draws", "parameter 'draws': must be greater than or equal to 4"),
+        ({"draws": 10**9}, "params.draws", "must be less than or equal to 65536"),
+        ({"mode": "medium"}, "params.mode", "must be 'fast' or 'slow', but got str 'medium'"),
+    ],
+)
+def test_values_outside_a_constrained_signature_type_are_registry_errors(
+    constrained_plugin, params, field, fragment
+):
+    with pytest.raises(RegistryError) as info:
+        OPTIMIZERS.check_params(f"{constrained_plugin}:constrained", params)
+    assert info.value.field == field and fragment in info.value.reason
+
+
+def test_plain_annotations_are_only_type_checked_and_min_observations_is_read(
+    constrained_plugin,
+):
+    entry = OPTIMIZERS.check_params(
+        f"{constrained_plugin}:constrained", {"draws": 4, "mode": "slow", "weight": -1e300}
+    )
+    assert sorted(entry.constraints) == ["draws", "mode"] and entry.min_observations == 3
+    assert OPTIMIZERS.resolve("orthobo").min_observations == 2
+    assert OPTIMIZERS.resolve("sobol").min_observations == 0
+
+
+def test_an_annotation_that_does_not_evaluate_stays_text_and_the_others_constrain(
+    constrained_plugin,
+):
+    # `OrderedDict` exists only for type checkers: that (string) annotation does not evaluate.
+    name = f"{constrained_plugin}:typed_for_checkers"
+    entry = TASKS.check_params(name, {"table": None})
+    assert list(entry.constraints) == ["p"]
+    assert entry.annotations["table"] == "OrderedDict[str, int] | None"
+    with pytest.raises(RegistryError, match="less than or equal to 1"):
+        TASKS.check_params(name, {"p": 2.0})
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "field", "fragment"),
+    [
+        ("orthobo", {"kernel": ["rbf-iso", "cosine"]}, "params.kernel[1]", "Unknown kernel"),
+        ("orthobo", {"theta_sampling": "sobol"}, "params.theta_sampling", "'iid', 'antithetic'"),
+        ("orthobo", {"alpha": 0.0}, "params.alpha", "greater than 0"),
+        ("mc-ei", {"theta_samples": 3}, "params.theta_samples", "greater than or equal to 4"),
+        ("ucb", {"beta": float("inf")}, "params.beta", "finite number"),
+        ("turbo", {"kernel": "linear"}, "params.kernel", "'matern52-ard', but got str 'linear'"),
+        ("turbo", {"n_candidates": -1}, "params.n_candidates", "greater than or equal to 0"),
+        ("rpr", {"fractions_of_outliers": [0.1, 1.5]}, "params.fractions_of_outliers[1]", "<= 1"),
+        ("mc-tpe", {"gamma": 1.0}, "params.gamma", "less than 1"),
+        ("orthobo-tpe", {"estimator": "orth-quadratic"}, "params.estimator", "'orth-shrink'"),
+        ("tpe-optuna", {"n_ei_candidates": 0}, "params.n_ei_candidates", "greater than or equal"),
+    ],
+)
+def test_builtin_optimizers_declare_their_value_ranges(name, params, field, fragment):
+    with pytest.raises(RegistryError) as info:
+        OPTIMIZERS.check_params(name, params)
+    assert info.value.field == field
+    assert fragment.replace("<= 1", "less than or equal to 1") in info.value.reason
+
+
+def test_a_module_that_fails_to_import_is_one_registry_error(tmp_path, monkeypatch):
+    (tmp_path / "brokenplugin.py").write_text("raise RuntimeError('no licence server')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RegistryError, match="RuntimeError: no licence server") as info:
+        TASKS.resolve("brokenplugin:Task")
+    assert info.value.field == "name"

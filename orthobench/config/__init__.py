@@ -2,5 +2,7 @@
 
 Everything here imports neither torch nor BoTorch, so suites can be read and checked without them
 (docs/design.md, "Layers and data flow"). :mod:`orthobench.config.names` holds the kernel,
-estimator, point-set and sampling names and the estimator-name grammar.
+estimator, point-set, sampling and device names and the estimator-name grammar;
+:mod:`orthobench.config.params` the constrained parameter types that factory signatures declare
+and the registry validates suite values against.
 """

@@ -32,9 +32,10 @@ Example:
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import re
+from typing import Any, NamedTuple
 
-from orthobench.exceptions import ConfigError, UnknownNameError
+from orthobench.exceptions import ConfigError, UnknownNameError, show_value
 
 __all__ = [
     "DEFAULT_THETA_ESTIMATOR",
@@ -42,11 +43,13 @@ __all__ = [
     "ESTIMATORS",
     "FUNCTION_SAMPLE_ESTIMATORS",
     "KERNELS",
+    "MAX_CUDA_INDEX",
     "POINT_SETS",
     "RB_SUFFIX",
     "THETA_SAMPLING",
     "TPE_ESTIMATORS",
     "ThetaEstimator",
+    "check_device",
     "check_kernel",
     "parse_estimator",
     "parse_theta_estimator",
@@ -104,6 +107,35 @@ DEFAULT_THETA_ESTIMATOR = "qmc-owen+rb"
 #: within ``1/16`` of naive MC's variance when the controls carry no information
 #: (docs/design.md, "Never worse than naive MC").
 DEFAULT_TPE_ESTIMATOR = "orth-shrink"
+
+
+#: The largest CUDA index of a device spec: ``torch.device`` stores the index as an int8 (it
+#: reads ``cuda:300`` as ``cuda:44``) and refuses leading zeros.
+MAX_CUDA_INDEX = 127
+_DEVICE_RE = re.compile(r"auto|cpu|cuda(?::(0|[1-9][0-9]{0,2}))?", re.ASCII)
+
+
+def check_device(spec: Any, *, field: str = "device") -> str:
+    """Return ``spec`` if it is a device spec ``torch.device`` parses (or ``auto``).
+
+    Example:
+        >>> check_device("cuda:1")
+        'cuda:1'
+        >>> check_device("cuda:01")
+        Traceback (most recent call last):
+        ...
+        orthobench.exceptions.ConfigError: device: must be auto, cpu, cuda or cuda:N (N = 0..127), but got str 'cuda:01'.
+
+    Raises:
+        ConfigError: with ``field``, for anything else (a trailing newline included).
+    """
+    match = _DEVICE_RE.fullmatch(spec) if isinstance(spec, str) else None
+    if match is None or int(match.group(1) or 0) > MAX_CUDA_INDEX:
+        raise ConfigError(
+            field,
+            f"must be auto, cpu, cuda or cuda:N (N = 0..{MAX_CUDA_INDEX}), but got {show_value(spec)}.",
+        )
+    return spec
 
 
 class ThetaEstimator(NamedTuple):

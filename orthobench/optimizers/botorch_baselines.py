@@ -19,6 +19,7 @@ from botorch.acquisition import AcquisitionFunction, qLogExpectedImprovement, qU
 from botorch.models import SingleTaskGP
 from botorch.sampling import SobolQMCNormalSampler
 
+from orthobench.config.params import Count, Kernel, NonNegativeFloat
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
@@ -71,10 +72,10 @@ class QLogEI(_GPAcquisitionOptimizer):
         self,
         dim: int,
         *,
-        kernel: str = "matern52-ard",
-        function_samples: int = 512,
-        raw_samples: int = 512,
-        num_restarts: int = 8,
+        kernel: Kernel = "matern52-ard",
+        function_samples: Count = 512,
+        raw_samples: Count = 512,
+        num_restarts: Count = 8,
         **kwargs,
     ) -> None:
         super().__init__(
@@ -108,11 +109,11 @@ class QUCB(_GPAcquisitionOptimizer):
         self,
         dim: int,
         *,
-        beta: float = 0.2,
-        kernel: str = "matern52-ard",
-        function_samples: int = 512,
-        raw_samples: int = 512,
-        num_restarts: int = 8,
+        beta: NonNegativeFloat = 0.2,
+        kernel: Kernel = "matern52-ard",
+        function_samples: Count = 512,
+        raw_samples: Count = 512,
+        num_restarts: Count = 8,
         **kwargs,
     ) -> None:
         if beta < 0:

@@ -35,6 +35,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import Trial, TrialState, create_trial
 from torch import Tensor
 
+from orthobench.config.params import Count, NonNegativeCount
 from orthobench.optimizers.base import Optimizer, Suggestion
 
 # A told point is the pending trial's point if they differ by no more than float round-off
@@ -63,8 +64,8 @@ class OptunaTPE(Optimizer):
         dim: int,
         *,
         multivariate: bool = False,
-        n_startup_trials: int = 10,
-        n_ei_candidates: int = 24,
+        n_startup_trials: NonNegativeCount = 10,
+        n_ei_candidates: Count = 24,
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,

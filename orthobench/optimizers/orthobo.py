@@ -17,11 +17,13 @@ MCEI's draws and only the estimator differs; the default (``qmc-owen+rb``,
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import torch
+from annotated_types import Ge, Interval
 
 from orthobench.acquisition import MarginalLogEI
+from orthobench.config.params import Count, KernelEnsemble, PositiveFloat, ThetaEstimatorName
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
@@ -83,16 +85,16 @@ class OrthoBO(GPOptimizer):
         self,
         dim: int,
         *,
-        kernel: str | list[str] = "matern52-ard",
-        theta_samples: int = 512,
-        estimator: str = DEFAULT_THETA_ESTIMATOR,
-        theta_sampling: str = "iid",
+        kernel: KernelEnsemble = "matern52-ard",
+        theta_samples: Annotated[Count, Ge(4)] = 512,
+        estimator: ThetaEstimatorName = DEFAULT_THETA_ESTIMATOR,
+        theta_sampling: Literal[THETA_SAMPLING] = "iid",
         rb: bool = False,
-        alpha: float = 1e-3,
-        tau: float = 1.0,
-        delta: float = 0.001,
-        raw_samples: int = 512,
-        num_restarts: int = 8,
+        alpha: Annotated[float, Interval(gt=0.0, le=1.0)] = 1e-3,
+        tau: PositiveFloat = 1.0,
+        delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
+        raw_samples: Count = 512,
+        num_restarts: Count = 8,
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
@@ -278,13 +280,13 @@ class MCEI(OrthoBO):
         self,
         dim: int,
         *,
-        kernel: str | list[str] = "matern52-ard",
-        theta_samples: int = 512,
-        theta_sampling: str = "iid",
-        tau: float = 1.0,
-        delta: float = 0.001,
-        raw_samples: int = 512,
-        num_restarts: int = 8,
+        kernel: KernelEnsemble = "matern52-ard",
+        theta_samples: Annotated[Count, Ge(4)] = 512,
+        theta_sampling: Literal[THETA_SAMPLING] = "iid",
+        tau: PositiveFloat = 1.0,
+        delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
+        raw_samples: Count = 512,
+        num_restarts: Count = 8,
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import torch
+from annotated_types import MinLen
 from botorch.acquisition import qLogNoisyExpectedImprovement
 from botorch.exceptions.errors import ModelFittingError as BotorchModelFittingError
 from botorch.fit import fit_gpytorch_mll
@@ -40,6 +42,7 @@ from botorch.models.utils.gpytorch_modules import get_gaussian_likelihood_with_l
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
+from orthobench.config.params import Count, Kernel, PositiveFloat, Probability
 from orthobench.exceptions import ModelFittingError, NumericsWarning
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
@@ -119,13 +122,15 @@ class RPR(GPOptimizer):
         self,
         dim: int,
         *,
-        kernel: str = "matern52-ard",
-        fractions_of_outliers: tuple[float, ...] = tuple(FRACTIONS_OF_OUTLIERS),
-        prior_outlier_fraction: float = 0.2,
+        kernel: Kernel = "matern52-ard",
+        fractions_of_outliers: Annotated[Sequence[Probability], MinLen(1)] = tuple(
+            FRACTIONS_OF_OUTLIERS
+        ),
+        prior_outlier_fraction: PositiveFloat = 0.2,
         convex_parameterization: bool = True,
-        function_samples: int = 512,
-        raw_samples: int = 512,
-        num_restarts: int = 8,
+        function_samples: Count = 512,
+        raw_samples: Count = 512,
+        num_restarts: Count = 8,
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,

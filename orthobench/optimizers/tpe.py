@@ -37,13 +37,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import torch
+from annotated_types import Ge, Interval
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
-from orthobench.estimators import DEFAULT_ESTIMATOR, get_estimator
+from orthobench.config.params import Count, NonNegativeCount, PositiveFloat
+from orthobench.estimators import DEFAULT_ESTIMATOR, ESTIMATORS, get_estimator
 from orthobench.optimizers.base import Optimizer, Suggestion
 from orthobench.seeding import derive_seed, torch_generator
 from orthobench.surrogates.tpe import (
@@ -56,6 +58,8 @@ from orthobench.surrogates.tpe import (
 
 ACQUISITIONS: tuple[str, ...] = ("ratio", "log-ratio")
 CENTERINGS: tuple[str, ...] = ("independent", "sample")
+#: Estimators for bootstrap values: ``orth-quadratic`` needs a known control covariance.
+TPE_ESTIMATORS: tuple[str, ...] = tuple(e for e in ESTIMATORS if e != "orth-quadratic")
 
 
 @dataclass(frozen=True)
@@ -108,14 +112,14 @@ class MCTPE(Optimizer):
         self,
         dim: int,
         *,
-        bootstrap_fits: int = 32,
-        gamma: float = 0.2,
-        acquisition: str = "ratio",
-        min_bandwidth: float = 0.01,
+        bootstrap_fits: Annotated[Count, Ge(2)] = 32,
+        gamma: Annotated[float, Interval(gt=0.0, lt=1.0)] = 0.2,
+        acquisition: Literal[ACQUISITIONS] = "ratio",
+        min_bandwidth: Annotated[float, Interval(gt=0.0, le=1.0)] = 0.01,
         magic_clip: bool = True,
-        prior_weight: float = 1.0,
-        n_good_candidates: int = 24,
-        n_sobol_candidates: int = 8,
+        prior_weight: PositiveFloat = 1.0,
+        n_good_candidates: NonNegativeCount = 24,
+        n_sobol_candidates: NonNegativeCount = 8,
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
@@ -273,17 +277,17 @@ class OrthoBOTPE(MCTPE):
         self,
         dim: int,
         *,
-        bootstrap_fits: int = 32,
-        gamma: float = 0.2,
-        acquisition: str = "ratio",
-        min_bandwidth: float = 0.01,
+        bootstrap_fits: Annotated[Count, Ge(2)] = 32,
+        gamma: Annotated[float, Interval(gt=0.0, lt=1.0)] = 0.2,
+        acquisition: Literal[ACQUISITIONS] = "ratio",
+        min_bandwidth: Annotated[float, Interval(gt=0.0, le=1.0)] = 0.01,
         magic_clip: bool = True,
-        prior_weight: float = 1.0,
-        n_good_candidates: int = 24,
-        n_sobol_candidates: int = 8,
-        estimator: str = DEFAULT_ESTIMATOR,
-        control_mean_draws: int = 1024,
-        centering: str = "independent",
+        prior_weight: PositiveFloat = 1.0,
+        n_good_candidates: NonNegativeCount = 24,
+        n_sobol_candidates: NonNegativeCount = 8,
+        estimator: Literal[TPE_ESTIMATORS] = DEFAULT_ESTIMATOR,
+        control_mean_draws: Annotated[Count, Ge(2)] = 1024,
+        centering: Literal[CENTERINGS] = "independent",
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from botorch.acquisition import qLogExpectedImprovement
@@ -44,12 +44,15 @@ from botorch.models import SingleTaskGP
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from orthobench.config.params import Count, NonNegativeCount, NonNegativeFloat, PositiveFloat
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
 from orthobench.surrogates.gp import KERNELS, fit_model
 
 ACQUISITIONS: tuple[str, ...] = ("ts", "qlogei")
+#: Kernels of the trust-region GP: lengthscales set the region's shape, so not ``linear``.
+TURBO_KERNELS: tuple[str, ...] = tuple(k for k in KERNELS if k != "linear")
 
 
 @dataclass
@@ -126,18 +129,18 @@ class TuRBO(GPOptimizer):
         self,
         dim: int,
         *,
-        acquisition: str = "ts",
-        kernel: str = "matern52-ard",
-        length_init: float = 0.8,
-        length_min: float = 0.5**7,
-        length_max: float = 1.6,
-        success_tolerance: int = 3,
-        failure_tolerance: int = 0,
-        min_improvement: float = 1e-3,
-        n_candidates: int = 0,
-        function_samples: int = 512,
-        raw_samples: int = 512,
-        num_restarts: int = 8,
+        acquisition: Literal[ACQUISITIONS] = "ts",
+        kernel: Literal[TURBO_KERNELS] = "matern52-ard",
+        length_init: PositiveFloat = 0.8,
+        length_min: PositiveFloat = 0.5**7,
+        length_max: PositiveFloat = 1.6,
+        success_tolerance: Count = 3,
+        failure_tolerance: NonNegativeCount = 0,
+        min_improvement: NonNegativeFloat = 1e-3,
+        n_candidates: NonNegativeCount = 0,
+        function_samples: Count = 512,
+        raw_samples: Count = 512,
+        num_restarts: Count = 8,
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
@@ -154,10 +157,8 @@ class TuRBO(GPOptimizer):
             raise ValueError(
                 f"`acquisition` must be one of {ACQUISITIONS}, but got {acquisition=}."
             )
-        if kernel not in KERNELS or kernel == "linear":
-            raise ValueError(
-                f"`kernel` must be one of {[k for k in KERNELS if k != 'linear']}, but got {kernel=}."
-            )
+        if kernel not in TURBO_KERNELS:
+            raise ValueError(f"`kernel` must be one of {TURBO_KERNELS}, but got {kernel=}.")
         if not 0.0 < length_min < length_init <= length_max:
             raise ValueError(
                 f"`0 < length_min < length_init <= length_max` must hold, but got ({length_min=}, {length_init=}, {length_max=})."

@@ -11,6 +11,7 @@ import torch
 from botorch.test_functions import Ackley, Hartmann, Levy, Michalewicz
 from botorch.test_functions.synthetic import SyntheticTestFunction
 
+from orthobench.config.params import NonNegativeFloat
 from orthobench.registry import task_factory
 from orthobench.space import SearchSpace
 from orthobench.tasks.base import Evaluation, Task
@@ -51,24 +52,24 @@ class SyntheticTask(Task):
 
 
 @task_factory
-def hartmann6(noise_std: float = 0.0) -> SyntheticTask:
+def hartmann6(noise_std: NonNegativeFloat = 0.0) -> SyntheticTask:
     """Hartmann6: 6-d, [0, 1]^6, six local minima, global minimum -3.32237."""
     return SyntheticTask(Hartmann(dim=6), noise_std=noise_std)
 
 
 @task_factory
-def ackley8(noise_std: float = 0.0) -> SyntheticTask:
+def ackley8(noise_std: NonNegativeFloat = 0.0) -> SyntheticTask:
     """Ackley8: 8-d, [-32.768, 32.768]^8, highly multimodal, global minimum 0 at the origin."""
     return SyntheticTask(Ackley(dim=8), noise_std=noise_std)
 
 
 @task_factory
-def michalewicz10(noise_std: float = 0.0) -> SyntheticTask:
+def michalewicz10(noise_std: NonNegativeFloat = 0.0) -> SyntheticTask:
     """Michalewicz10: 10-d, [0, pi]^10, steep narrow valleys, global minimum -9.66015."""
     return SyntheticTask(Michalewicz(dim=10), noise_std=noise_std)
 
 
 @task_factory
-def levy16(noise_std: float = 0.0) -> SyntheticTask:
+def levy16(noise_std: NonNegativeFloat = 0.0) -> SyntheticTask:
     """Levy16: 16-d, [-10, 10]^16, rugged, global minimum 0 at (1, ..., 1)."""
     return SyntheticTask(Levy(dim=16), noise_std=noise_std)

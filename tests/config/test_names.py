@@ -115,3 +115,18 @@ def test_errors_survive_pickling_with_their_attributes():
         clone = pickle.loads(pickle.dumps(info.value))
         assert type(clone) is type(info.value) and str(clone) == str(info.value)
         assert vars(clone) == vars(info.value)
+
+
+@pytest.mark.parametrize("spec", ["auto", "cpu", "cuda", "cuda:0", "cuda:127"])
+def test_device_specs_torch_parses_are_accepted(spec):
+    assert names.check_device(spec) == spec
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["gpu", "cuda:", "cuda:01", "cuda:128", "cuda:1\n", "cuda:\u0663", "cuda:" + "9" * 20, 0],
+)
+def test_device_specs_torch_would_misread_or_refuse_are_config_errors(spec):
+    with pytest.raises(ConfigError, match="cuda:N") as info:
+        names.check_device(spec, field="device")
+    assert info.value.field == "device"
