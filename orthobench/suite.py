@@ -1,14 +1,21 @@
 """Suite files: schema, validation with one-line errors, expansion into cells.
 
-A suite is YAML read with ``yaml.safe_load`` into frozen dataclasses (:class:`Suite`,
+A suite is YAML read with a safe loader into frozen dataclasses (:class:`Suite`,
 :class:`ProbeSpec`, :class:`Cell`, :class:`ComponentSpec`). Each checks its own values in
 ``__post_init__``, however it is built, and raises a :class:`~orthobench.exceptions.ConfigError`
 that names the field (an :class:`~orthobench.exceptions.UnknownNameError` for an unknown name).
-:func:`load_suite` turns any problem (malformed YAML, missing field, unknown key, wrong type,
-unknown name, bad parameter) into a :class:`SuiteError` whose one-line message names the file, the
-YAML path of the field and what is allowed. Nothing below the CLI reads YAML: the rest of the
-package sees the dataclasses, which pickle, so cells can be shipped to worker processes or other
-machines.
+:func:`load_suite` turns any problem (a file that is not UTF-8 or too large, malformed YAML,
+duplicate keys, nesting or aliases beyond the bounds, missing field, unknown key, wrong type,
+unknown name, a parameter value outside its type) into a :class:`SuiteError` whose one-line
+message names the file, the YAML path of the field and what is allowed. Nothing below the CLI
+reads YAML: the rest of the package sees the dataclasses, which pickle, so cells can be shipped
+to worker processes or other machines.
+
+Every size is bounded, so a mistyped number is an error at load time rather than a
+``MemoryError`` or a failure after the compute: the file (:data:`MAX_FILE_BYTES`), its nesting
+(:data:`MAX_DEPTH`) and its nodes with aliases expanded (:data:`MAX_NODES`), the cells of a suite
+(:data:`MAX_CELLS`), the evaluations of a cell (:data:`MAX_EVALUATIONS`), seeds (int64, as
+stored) and names and labels (:data:`MAX_LABEL` characters: they become file names).
 
 This module imports neither torch nor the probe; the names it checks come from
 :mod:`orthobench.config.names` (docs/design.md, "Layers and data flow"). Checking a task or an
@@ -28,18 +35,40 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
+from yaml.constructor import ConstructorError
 
 from orthobench.config import names
+from orthobench.config.params import MAX_COUNT
 from orthobench.exceptions import ConfigError, SuiteError
+from orthobench.exceptions import show_value as _show
 from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry
 
 DTYPES = ("float64", "float32")
-_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
-_LABEL_RE = re.compile(r"^[A-Za-z0-9._-]+$")
-_LABEL_CHARS = "letters, digits, '.', '_' or '-'"
+
+#: Longest suite name or label: a cell's file name holds a task and an optimizer label.
+MAX_LABEL = 64
+#: Largest seed: seeds are stored as int64.
+MAX_SEED = 2**63 - 1
+#: Most cells (tasks x optimizers x seeds) in one suite.
+MAX_CELLS = 100_000
+#: Most evaluations in the initial design or the BO budget of one cell.
+MAX_EVALUATIONS = 100_000
+#: Largest suite file, in bytes.
+MAX_FILE_BYTES = 2**20
+#: Deepest nesting of YAML collections (a suite needs about 6 levels).
+MAX_DEPTH = 32
+#: Most YAML nodes of a suite file, counted with its aliases expanded.
+MAX_NODES = 100_000
+
+# A safe file-name component: starts with a letter or digit (so never '.', '..' or '-x').
+_LABEL_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_LABEL - 1}}}", re.ASCII)
+_LABEL_CHARS = (
+    f"1 to {MAX_LABEL} letters, digits, '.', '_' or '-', starting with a letter or a digit"
+)
 
 _TOP_LEVEL = {
-    "name": "suite name (letters, digits, '.', '_', '-')",
+    "name": f"suite name ({_LABEL_CHARS})",
     "description": "free text",
     "seeds": "a positive int (seeds 0..n-1) or a list of distinct ints",
     "n_init": "size of the shared Sobol initial design (int >= 1)",
@@ -84,16 +113,13 @@ _PROBE_LISTS = {
 # being checked; load_suite prefixes the object's YAML path.
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
-
-
-def _check_int(value: Any, field: str, minimum: int) -> None:
+def _check_int(value: Any, field: str, minimum: int, maximum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(field, f"must be an integer >= {minimum}, but got {_show(value)}.")
     if value < minimum:
         raise ConfigError(field, f"must be >= {minimum}, but got {value}.")
+    if value > maximum:
+        raise ConfigError(field, f"must be <= {maximum}, but got {_show(value)}.")
 
 
 def _check_tuple(value: Any, field: str, what: str) -> None:
@@ -103,21 +129,26 @@ def _check_tuple(value: Any, field: str, what: str) -> None:
         raise ConfigError(field, f"must not be empty; give at least one of the {what}.")
 
 
-def _check_ints(value: Any, field: str, minimum: int) -> None:
+def _check_ints(value: Any, field: str, minimum: int, maximum: int) -> None:
     _check_tuple(value, field, f"integers >= {minimum}")
     for i, v in enumerate(value):
-        _check_int(v, f"{field}[{i}]", minimum)
+        _check_int(v, f"{field}[{i}]", minimum, maximum)
 
 
 def _check_seeds(value: Any, field: str) -> None:
-    _check_ints(value, field, 0)
+    _check_tuple(value, field, "integers >= 0")
+    if len(value) > MAX_CELLS:
+        raise ConfigError(field, f"must hold at most {MAX_CELLS} seeds, but got {len(value)}.")
+    _check_ints(value, field, 0, MAX_SEED)
     if len(set(value)) != len(value):
-        raise ConfigError(field, f"seeds must be distinct, but got {list(value)}.")
+        repeated = next(v for i, v in enumerate(value) if v in value[:i])
+        raise ConfigError(field, f"seeds must be distinct, but {repeated} is given twice.")
 
 
-def _check_string(value: Any, field: str, pattern: re.Pattern[str], allowed: str) -> None:
-    if not isinstance(value, str) or not pattern.match(value):
-        raise ConfigError(field, f"must be {allowed}, but got {_show(value)}.")
+def _check_label(value: Any, field: str) -> None:
+    """A name or label: a safe file-name component (:data:`_LABEL_RE`, the whole string)."""
+    if not isinstance(value, str) or not _LABEL_RE.fullmatch(value):
+        raise ConfigError(field, f"must be {_LABEL_CHARS}, but got {_show(value)}.")
 
 
 def _within(prefix: str, err: ConfigError) -> ConfigError:
@@ -128,16 +159,31 @@ def _within(prefix: str, err: ConfigError) -> ConfigError:
     return moved
 
 
-def _check_components(specs: Any, field: str, registry: Registry) -> None:
+def _check_components(specs: Any, field: str, registry: Registry) -> list[Entry]:
     """A non-empty tuple of distinct-label :class:`ComponentSpec` whose names and params
-    ``registry`` accepts (which imports each factory's module)."""
+    ``registry`` accepts (which imports each factory's module); returns their entries."""
     _check_tuple(specs, field, f"{registry.kind} specs (ComponentSpec)")
+    entries = []
     for i, spec in enumerate(specs):
-        _check_component(spec, f"{field}[{i}]", registry)
+        entries.append(_check_component(spec, f"{field}[{i}]", registry))
         if spec.label in [s.label for s in specs[:i]]:
             raise ConfigError(
                 f"{field}[{i}].label",
                 f"label {spec.label!r} is used twice; give each entry a distinct `label`.",
+            )
+    return entries
+
+
+def _check_observations(
+    n_init: int, specs: tuple[ComponentSpec, ...], entries: list[Entry]
+) -> None:
+    """``n_init`` covers the ``min_observations`` of every optimizer (field ``n_init``)."""
+    for spec, entry in zip(specs, entries, strict=True):
+        if n_init < entry.min_observations:
+            raise ConfigError(
+                "n_init",
+                f"must be >= {entry.min_observations}: optimizer {spec.label!r} needs "
+                f"{entry.min_observations} observations before its first step, but got {n_init}.",
             )
 
 
@@ -178,7 +224,7 @@ class ComponentSpec:
             raise ConfigError(
                 "params", f"must be a mapping with string keys, but got {_show(self.params)}."
             )
-        _check_string(self.label, "label", _LABEL_RE, _LABEL_CHARS)
+        _check_label(self.label, "label")
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, "label": self.label, "params": dict(self.params)}
@@ -237,10 +283,11 @@ class ProbeSpec:
         _check_tuple(self.kernels, "kernels", "GP kernel names")
         for i, kernel in enumerate(self.kernels):
             names.check_kernel(kernel, field=f"kernels[{i}]")
-        for key in ("n_init", "rebuilds", "n_probes", "top_k", "reference_samples"):
-            _check_int(getattr(self, key), key, 2)
-        _check_ints(self.state_iterations, "state_iterations", 0)
-        _check_ints(self.mc_samples, "mc_samples", 2)
+        _check_int(self.n_init, "n_init", 2, MAX_EVALUATIONS)
+        for key in ("rebuilds", "n_probes", "top_k", "reference_samples"):
+            _check_int(getattr(self, key), key, 2, MAX_COUNT)
+        _check_ints(self.state_iterations, "state_iterations", 0, MAX_EVALUATIONS)
+        _check_ints(self.mc_samples, "mc_samples", 2, MAX_COUNT)
         _check_tuple(self.estimators, "estimators", "estimator names")
         for i, name in enumerate(self.estimators):
             if not isinstance(name, str):
@@ -267,6 +314,7 @@ class ProbeSpec:
                 f"optimizer {spec.name!r} takes no `kernel` parameter, which the probe sets to "
                 f"each of `kernels`; its parameters: {', '.join(entry.params) or 'none'}.",
             )
+        _check_observations(self.n_init, (spec,), [entry])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,15 +337,15 @@ class Cell:
     dtype: str = "float64"
 
     def __post_init__(self) -> None:
-        _check_string(self.suite, "suite", _LABEL_RE, _LABEL_CHARS)
+        _check_label(self.suite, "suite")
         for key in ("task", "optimizer"):
             if not isinstance(getattr(self, key), ComponentSpec):
                 raise ConfigError(
                     key, f"must be a ComponentSpec, but got {_show(getattr(self, key))}."
                 )
-        _check_int(self.seed, "seed", 0)
-        _check_int(self.n_init, "n_init", 1)
-        _check_int(self.budget, "budget", 0)
+        _check_int(self.seed, "seed", 0, MAX_SEED)
+        _check_int(self.n_init, "n_init", 1, MAX_EVALUATIONS)
+        _check_int(self.budget, "budget", 0, MAX_EVALUATIONS)
         _check_dtype(self.dtype)
 
     @property
@@ -346,18 +394,26 @@ class Suite:
     source: str = ""
 
     def __post_init__(self) -> None:
-        _check_string(self.name, "name", _LABEL_RE, _LABEL_CHARS)
+        _check_label(self.name, "name")
         if not isinstance(self.description, str):
             raise ConfigError(
                 "description", f"must be a string, but got {_show(self.description)}."
             )
         _check_seeds(self.seeds, "seeds")
-        _check_int(self.n_init, "n_init", 1)
-        _check_int(self.budget, "budget", 0)
-        _check_string(self.device, "device", _DEVICE_RE, "auto, cpu, cuda or cuda:N")
+        _check_int(self.n_init, "n_init", 1, MAX_EVALUATIONS)
+        _check_int(self.budget, "budget", 0, MAX_EVALUATIONS)
+        names.check_device(self.device)
         _check_dtype(self.dtype)
         _check_components(self.tasks, "tasks", TASKS)
-        _check_components(self.optimizers, "optimizers", OPTIMIZERS)
+        entries = _check_components(self.optimizers, "optimizers", OPTIMIZERS)
+        _check_observations(self.n_init, self.optimizers, entries)
+        n_cells = len(self.tasks) * len(self.optimizers) * len(self.seeds)
+        if n_cells > MAX_CELLS:
+            raise ConfigError(
+                "seeds",
+                f"{len(self.tasks)} tasks x {len(self.optimizers)} optimizers x "
+                f"{len(self.seeds)} seeds make {n_cells} cells; a suite holds at most {MAX_CELLS}.",
+            )
         if self.probe is not None and not isinstance(self.probe, ProbeSpec):
             raise ConfigError("probe", f"must be a ProbeSpec or None, but got {_show(self.probe)}.")
 
@@ -426,9 +482,11 @@ class _Validator:
     def seeds(self, value: Any, path: str) -> tuple[Any, ...]:
         if isinstance(value, list):
             return tuple(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CELLS:
             raise self.fail(
-                path, f"must be a positive integer or a list of integers, but got {_show(value)}."
+                path,
+                f"must be an integer in 1..{MAX_CELLS} (seeds 0..n-1) or a list of integers, "
+                f"but got {_show(value)}.",
             )
         return tuple(range(value))
 
@@ -444,11 +502,12 @@ class _Validator:
             raise self.fail(f"{path}.name", f"missing required field ({kind} name).")
         name = value["name"]
         default_label = name.rsplit(":", 1)[-1] if isinstance(name, str) else name
+        params = value.get("params")  # `params:` with nothing after it is no params
         return self.build(
             ComponentSpec,
             path,
             name=name,
-            params=value.get("params") or {},
+            params={} if params is None else params,
             label=value.get("label", default_label),
         )
 
@@ -502,14 +561,113 @@ def load_suite(path: str | Path) -> Suite:
     path = Path(path)
     file = str(path)
     try:
-        text = path.read_text()
+        with path.open("rb") as stream:
+            raw = stream.read(MAX_FILE_BYTES + 1)
     except OSError as err:
         raise SuiteError(file, "(file)", f"cannot read: {err.strerror or err}.") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise SuiteError(file, "(file)", f"larger than {MAX_FILE_BYTES} bytes; not a suite file.")
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise SuiteError(
+            file, f"line {line}", f"not UTF-8 text (byte 0x{raw[err.start]:02x}); save it as UTF-8."
+        ) from None
+    loader = _SuiteLoader(text)
+    try:
+        data = loader.get_single_data()
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(file)"
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise SuiteError(file, where, f"malformed YAML ({problem}).") from None
+    finally:
+        loader.dispose()
     return parse_suite(data, file)
+
+
+class _SuiteLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses, each as a ``MarkedYAMLError`` with its line: duplicate
+    keys, collections nested deeper than :data:`MAX_DEPTH`, a document of more than
+    :data:`MAX_NODES` nodes with its aliases expanded (an alias bomb names a few nodes that
+    expand to billions) or an alias inside its own anchor, and values that do not construct
+    (``2001-02-30``)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self._depth >= MAX_DEPTH:
+            mark = self.peek_event().start_mark
+            raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_expanded_size(node)
+        return super().construct_document(node)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, OverflowError) as err:
+            raise ConstructorError(None, None, f"invalid value: {err}", node.start_mark) from None
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                repeated = key in seen
+                seen.add(key)
+            except TypeError:  # unhashable: the base class refuses it
+                continue
+            if repeated:
+                raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Refuse a node graph of more than :data:`MAX_NODES` nodes counted with aliases expanded
+    (each alias counts its anchor's whole subtree), or with an alias inside its own anchor.
+
+    Iterative and memoized by node, so it takes time linear in the file whatever the aliases
+    expand to.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, closing = stack.pop()
+        children = _children(node)
+        if closing:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[id(node)] > MAX_NODES:
+                raise ComposerError(
+                    None,
+                    None,
+                    f"more than {MAX_NODES} nodes with its aliases expanded",
+                    node.start_mark,
+                )
+        elif id(node) not in sizes:
+            if id(node) in open_nodes:
+                raise ComposerError(None, None, "an alias inside its own anchor", node.start_mark)
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in children)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []

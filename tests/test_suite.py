@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError
+from orthobench.exceptions import MESSAGE_LIMIT, ConfigError, SuiteError, UnknownNameError
 from orthobench.registry import OPTIMIZERS
 from orthobench.suite import (
     DEFAULT_STATE_OPTIMIZER,
+    MAX_CELLS,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_LABEL,
+    MAX_SEED,
     Cell,
     ComponentSpec,
     ProbeSpec,
@@ -148,6 +155,115 @@ def test_good_suite_expands_into_cells(write_suite):
         ),
         ("- just\n- a list\n", "(top level)", "must be a mapping"),
         ("", "(top level)", "must be a mapping"),
+        # Found by fuzzing: each was accepted, failed per cell, or crashed before.
+        (
+            "name: x\nbudget: 1\nseeds: 1000000000000000000\ntasks: [hartmann6]\noptimizers: [sobol]\n",
+            "seeds",
+            f"in 1..{MAX_CELLS}",
+        ),
+        (
+            f"name: x\nbudget: 1\nseeds: [{MAX_SEED + 1}]\ntasks: [hartmann6]\noptimizers: [sobol]\n",
+            "seeds[0]",
+            f"must be <= {MAX_SEED}",
+        ),
+        (
+            "name: x\nbudget: 1\nseeds: 50000\ntasks: [hartmann6, levy16]\n"
+            "optimizers: [sobol, {name: sobol, label: s2}]\n",
+            "seeds",
+            f"2 tasks x 2 optimizers x 50000 seeds make 200000 cells; a suite holds at most {MAX_CELLS}",
+        ),
+        (
+            "name: x\nbudget: 1000000000\ntasks: [hartmann6]\noptimizers: [sobol]\n",
+            "budget",
+            "must be <= 100000",
+        ),
+        ('name: "x\\n"\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobol]\n', "name", "'x\\n'"),
+        ("name: ..\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobol]\n", "name", "starting with"),
+        (
+            "name: x\nbudget: 1\ntasks: [{name: hartmann6, label: .hidden}]\noptimizers: [sobol]\n",
+            "tasks[0].label",
+            "starting with",
+        ),
+        (
+            f"name: x\nbudget: 1\ntasks: [{{name: hartmann6, label: {'a' * 5000}}}]\noptimizers: [sobol]\n",
+            "tasks[0].label",
+            f"1 to {MAX_LABEL} letters",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [{name: hartmann6, params: []}]\noptimizers: [sobol]\n",
+            "tasks[0].params",
+            "must be a mapping",
+        ),
+        (
+            "name: x\nbudget: 1\nbudget: 2\ntasks: [hartmann6]\noptimizers: [sobol]\n",
+            "line 3, column 1",
+            "duplicate key 'budget'",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [{name: hartmann6, params: {noise_std: -1}}]\noptimizers: [sobol]\n",
+            "tasks[0].params.noise_std",
+            "greater than or equal to 0, but got int -1",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [{name: levy16, params: {noise_std: .nan}}]\noptimizers: [sobol]\n",
+            "tasks[0].params.noise_std",
+            "must be a finite number",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [{name: orthobo, params: {theta_samples: 0}}]\n",
+            "optimizers[0].params.theta_samples",
+            "greater than or equal to 4",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [{name: qlogei, params: {function_samples: 0}}]\n",
+            "optimizers[0].params.function_samples",
+            "greater than or equal to 1",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [{name: orthobo, params: {estimator: bogus}}]\n",
+            "optimizers[0].params.estimator",
+            "unknown estimator 'bogus'",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [{name: qlogei, params: {kernel: nope}}]\n",
+            "optimizers[0].params.kernel",
+            "Unknown kernel 'nope'",
+        ),
+        (
+            "name: x\nbudget: 1\nn_init: 1\ntasks: [hartmann6]\noptimizers: [sobol, orthobo]\n",
+            "n_init",
+            "optimizer 'orthobo' needs 2 observations",
+        ),
+        (
+            "name: x\nbudget: 1\ndevice: 'cuda:99999999999999999999'\ntasks: [hartmann6]\noptimizers: [sobol]\n",
+            "device",
+            "cuda:N (N = 0..127)",
+        ),
+        (
+            'name: x\nbudget: 1\ndevice: "cuda:1\\n"\ntasks: [hartmann6]\noptimizers: [sobol]\n',
+            "device",
+            "'cuda:1\\n'",
+        ),
+        (
+            "name: 2001-02-30\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobol]\n",
+            "line 1, column 7",
+            "day is out of range",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: &a [*a]\noptimizers: [sobol]\n",
+            "line 3, column 8",
+            "alias inside its own anchor",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: " + "[" * 1000 + "]" * 1000 + "\noptimizers: [sobol]\n",
+            f"line 3, column {8 + MAX_DEPTH - 1}",
+            f"nested deeper than {MAX_DEPTH} levels",
+        ),
+        (
+            PROBE + "  rebuilds: 100000000\n",
+            "probe.rebuilds",
+            "must be <= 65536",
+        ),
     ],
 )
 def test_bad_suite_names_file_field_and_allowed(write_suite, text, field, fragment):
@@ -157,7 +273,46 @@ def test_bad_suite_names_file_field_and_allowed(write_suite, text, field, fragme
     message = str(info.value)
     assert message.startswith(f"{path}: {field}: "), message
     assert fragment in message
-    assert "\n" not in message
+    assert "\n" not in message and len(info.value.reason) <= MESSAGE_LIMIT
+
+
+def test_file_that_is_not_utf8_or_too_large_is_refused_before_parsing(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("name: x\nbudget: 1\ndescription: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(SuiteError, match=r"line 3: not UTF-8 text \(byte 0xe9\)"):
+        load_suite(path)
+    path.write_bytes(b"name: x\n" + b"#" * MAX_FILE_BYTES)
+    with pytest.raises(SuiteError, match=rf"\(file\): larger than {MAX_FILE_BYTES} bytes"):
+        load_suite(path)
+
+
+def test_alias_bomb_is_refused_at_once_with_a_short_message(write_suite):
+    # `name` expands to 10 ** 9 strings: building or printing it would hang or take gigabytes.
+    layers = ", ".join(f"&l{i + 1} [{', '.join([f'*l{i}'] * 10)}]" for i in range(8))
+    path = write_suite(
+        f"description: [&l0 [x, x, x, x, x, x, x, x, x, x], {layers}]\nname: *l8\nbudget: 1\n"
+        "tasks: [hartmann6]\noptimizers: [sobol]\n"
+    )
+    start = time.perf_counter()
+    with pytest.raises(SuiteError, match="more than 100000 nodes with its aliases expanded"):
+        load_suite(path)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_merge_keys_may_be_overridden_and_empty_params_are_no_params(write_suite):
+    suite = load_suite(
+        write_suite(
+            """
+            name: ok
+            budget: 1
+            tasks:
+              - {name: levy16, params: {<<: {noise_std: 0.2}, noise_std: 0.1}}
+              - {name: hartmann6, params: }
+            optimizers: [sobol]
+            """
+        )
+    )
+    assert suite.tasks[0].params == {"noise_std": 0.1} and suite.tasks[1].params == {}
 
 
 def test_missing_file_is_a_suite_error(tmp_path):
@@ -254,6 +409,8 @@ def test_component_spec_checks_its_fields(kwargs, field):
         ({"n_init": 0}, "n_init"),
         ({"dtype": "float16"}, "dtype"),
         ({"suite": "a/b"}, "suite"),
+        ({"suite": ".."}, "suite"),
+        ({"seed": MAX_SEED + 1}, "seed"),
     ],
 )
 def test_cell_checks_its_values(kwargs, field):
@@ -270,7 +427,9 @@ def test_cell_checks_its_values(kwargs, field):
     [
         ({"budget": -1}, "budget"),
         ({"device": "gpu"}, "device"),
+        ({"device": "cuda:128"}, "device"),
         ({"dtype": "half"}, "dtype"),
+        ({"n_init": 1, "optimizers": (ComponentSpec(name="orthobo", label="o"),)}, "n_init"),
         ({"seeds": ()}, "seeds"),
         ({"probe": {"tasks": ["hartmann6"]}}, "probe"),
     ],
