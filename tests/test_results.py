@@ -364,10 +364,6 @@ def test_readers_and_the_report_command_skip_an_unreadable_file_with_one_warning
     assert result.stdout.strip() == str(tmp_path / "r.html")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the report reads the metadata of every file, readable or not",
-)
 def test_the_report_skips_an_unreadable_first_file(tmp_path):
     from orthobench.report import build_report
 
@@ -540,10 +536,6 @@ def test_a_read_only_runs_folder_is_one_error_naming_it(tmp_path):
 # A task whose every evaluation failed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the report takes the first row of each task's curve, which has none here",
-)
 def test_the_report_of_a_task_whose_evaluations_all_failed_builds(tmp_path):
     from orthobench.report import build_report
 
