@@ -23,7 +23,9 @@ EXIT_USAGE = 2
 
 
 class _Group(click.Group):
-    """Turns :class:`OrthobenchError` into a one-line message and exit code 2."""
+    """Turns :class:`OrthobenchError` into exit code 2 and one line on stderr, whatever the
+    message holds: line breaks escaped, cut to twice :data:`~orthobench.exceptions.MESSAGE_LIMIT`
+    characters (room for a file path and a field before the reason)."""
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201
         try:
@@ -31,7 +33,9 @@ class _Group(click.Group):
         except OrthobenchError as err:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"orthobench: error: {err}", err=True)
+            from orthobench.exceptions import MESSAGE_LIMIT, one_line
+
+            click.echo(f"orthobench: error: {one_line(str(err), 2 * MESSAGE_LIMIT)}", err=True)
             ctx.exit(EXIT_USAGE)
 
 
