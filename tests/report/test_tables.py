@@ -1,8 +1,10 @@
 """Report tables by value on a hand-built results frame (expected numbers worked out by hand).
 
-Task ``known`` has a known optimum (a ``regret`` on every row), task ``unknown`` has none. On
-``known``, optimizer ``a`` has two seeds of 3 evaluations and ``b`` a second seed that stopped
-after 2; on ``unknown``, ``a`` has one seed.
+Run set ``s``. Task ``known`` has a known optimum (a ``regret`` on its rows): optimizer ``a`` has
+two seeds of 3 evaluations, ``b`` a second seed that stopped after 2, ``c`` two seeds of one
+initial point. Task ``unknown`` has no regret (``best_y`` is its metric) and one seed of ``a``.
+Every row takes 1 s to evaluate. Intervals are Student-t: with two seeds ``u, v`` the half-width
+is ``t_{0.975, 1} |u - v| / 2``, and a regret interval is cut at 0.
 """
 
 from __future__ import annotations
@@ -13,81 +15,178 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from orthobench.report.tables import Z95, best_so_far_curves, final_table
+from orthobench.report.tables import curves, final_table, final_values, runtime_table, traces
 
+T1 = 12.706204736174707  # t_{0.975} with 1 degree of freedom (two seeds)
 NAN = float("nan")
 COLUMNS = (
-    "task optimizer seed iteration phase regret best_y fit_seconds acq_seconds status fallback"
+    "run_set task optimizer seed iteration phase regret best_y fit_seconds acq_seconds "
+    "eval_seconds is_outlier status fallback"
 ).split()
 ROWS = [
-    ("known", "a", 0, 0, "init", 3.0, 3.5, 0.0, 0.0, "ok", None),
-    ("known", "a", 0, 1, "bo", 2.0, 2.5, 1.0, 0.5, "ok", None),
-    ("known", "a", 0, 2, "bo", 1.0, 1.5, 3.0, 0.5, "ok", "sobol"),
-    ("known", "a", 1, 0, "init", 5.0, 5.5, 0.0, 0.0, "ok", None),
-    ("known", "a", 1, 1, "bo", 2.0, 2.5, 2.0, 1.5, "invalid", None),
-    ("known", "a", 1, 2, "bo", 0.0, 0.5, 2.0, 1.5, "ok", None),
-    ("known", "b", 0, 0, "init", 4.0, 4.5, 0.0, 0.0, "ok", None),
-    ("known", "b", 0, 1, "bo", 4.0, 4.5, 1.0, 1.0, "ok", None),
-    ("known", "b", 0, 2, "bo", 2.0, 2.5, 1.0, 1.0, "ok", None),
-    ("known", "b", 1, 0, "init", 6.0, 6.5, 0.0, 0.0, "ok", None),
-    ("known", "b", 1, 1, "bo", 1.0, 1.5, 4.0, 2.0, "ok", None),
-    ("unknown", "a", 0, 0, "init", NAN, 9.0, 0.0, 0.0, "ok", None),
-    ("unknown", "a", 0, 1, "bo", NAN, 7.0, 0.5, 0.25, "ok", None),
+    ("s", "known", "a", 0, 0, "init", 3.0, 3.5, 0.0, 0.0, 1.0, False, "ok", None),
+    ("s", "known", "a", 0, 1, "bo", 2.0, 2.5, 1.0, 0.5, 1.0, False, "ok", None),
+    ("s", "known", "a", 0, 2, "bo", 1.0, 1.5, 3.0, 0.5, 1.0, False, "ok", "sobol"),
+    ("s", "known", "a", 1, 0, "init", 5.0, 5.5, 0.0, 0.0, 1.0, False, "ok", None),
+    ("s", "known", "a", 1, 1, "bo", 2.0, 2.5, 2.0, 1.5, 1.0, False, "invalid", None),
+    ("s", "known", "a", 1, 2, "bo", 0.0, 0.5, 2.0, 1.5, 1.0, False, "ok", None),
+    ("s", "known", "b", 0, 0, "init", 4.0, 4.5, 0.0, 0.0, 1.0, False, "ok", None),
+    ("s", "known", "b", 0, 1, "bo", 4.0, 4.5, 1.0, 1.0, 1.0, False, "ok", None),
+    ("s", "known", "b", 0, 2, "bo", 2.0, 2.5, 1.0, 1.0, 1.0, True, "ok", None),
+    ("s", "known", "b", 1, 0, "init", 6.0, 6.5, 0.0, 0.0, 1.0, False, "ok", None),
+    ("s", "known", "b", 1, 1, "bo", 3.0, 3.5, 4.0, 2.0, 1.0, False, "ok", None),
+    ("s", "known", "c", 0, 0, "init", 0.5, 1.0, 0.0, 0.0, 1.0, False, "ok", None),
+    ("s", "known", "c", 1, 0, "init", 4.0, 4.5, 0.0, 0.0, 1.0, False, "ok", None),
+    ("s", "unknown", "a", 0, 0, "init", NAN, 9.0, 0.0, 0.0, 1.0, False, "ok", None),
+    ("s", "unknown", "a", 0, 1, "bo", NAN, 7.0, 0.5, 0.25, 1.0, False, "ok", None),
 ]
 
 
 @pytest.fixture
-def frame() -> pd.DataFrame:
-    # Rows shuffled: the tables must not depend on the stored order.
+def runs() -> pd.DataFrame:
+    # Rows shuffled: no table may depend on the stored order.
     rows = [ROWS[i] for i in np.random.default_rng(0).permutation(len(ROWS))]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def test_best_so_far_curves_mean_and_interval_by_hand(frame: pd.DataFrame) -> None:
-    curves = best_so_far_curves(frame)
-    # (known, a): seeds [3, 2, 1] and [5, 2, 0]. Half-width Z95 * sd / sqrt(2), with the sample sd
-    # of two values u, v equal to |u - v| / sqrt(2): iteration 0 -> Z95 * 1, 1 -> 0, 2 -> Z95 / 2.
-    # (known, b): seed 1 stopped at iteration 1, so both seeds are trimmed to iterations 0-1:
-    # [4, 4] and [6, 1] -> means 5, 2.5; half-widths Z95 * 1, Z95 * 1.5.
-    # (unknown, a): no regret, so best_y; one seed: a zero-width interval.
-    expected = pd.DataFrame(
-        {
-            "task": ["known"] * 5 + ["unknown"] * 2,
-            "optimizer": ["a", "a", "a", "b", "b", "a", "a"],
-            "metric": ["regret"] * 5 + ["best_y"] * 2,
-            "iteration": [0, 1, 2, 0, 1, 0, 1],
-            "mean": [4.0, 2.0, 0.5, 5.0, 2.5, 9.0, 7.0],
-            "half": [Z95, 0.0, Z95 / 2, Z95, 1.5 * Z95, 0.0, 0.0],
-            "n": [2, 2, 2, 2, 2, 1, 1],
-        }
-    )
-    expected["low"] = expected["mean"] - expected["half"]
-    expected["high"] = expected["mean"] + expected["half"]
-    expected = expected[["task", "optimizer", "metric", "iteration", "mean", "low", "high", "n"]]
-    pd.testing.assert_frame_equal(curves, expected, check_dtype=False, atol=1e-12, rtol=0)
+def _rows(table: pd.DataFrame, columns: list[str]) -> list[tuple]:
+    return [tuple(row) for row in table[columns].itertuples(index=False)]
 
 
-def test_final_table_by_hand(frame: pd.DataFrame) -> None:
-    table = final_table(frame).set_index(["task", "optimizer"])
-    assert list(table.index) == [("known", "a"), ("known", "b"), ("unknown", "a")]
-    # The last evaluation of each seed, not trimmed: (known, a) 1 and 0, (known, b) 2 and 1.
-    assert table["metric"].tolist() == ["regret", "regret", "best_y"]
-    np.testing.assert_allclose(table["final_mean"], [0.5, 1.5, 7.0])
-    np.testing.assert_allclose(table["final_ci95"][:2], [Z95 / 2, Z95 / 2])
-    assert math.isnan(table.loc[("unknown", "a"), "final_ci95"])  # one seed: no interval
-    assert table["seeds"].tolist() == [2, 2, 1]
-    assert table["evaluations"].tolist() == [3, 3, 2]
-    # Per-step seconds: means over the `bo` rows only (init rows hold zeros).
-    np.testing.assert_allclose(table["fit_s_per_step"], [2.0, 2.0, 0.5])
-    np.testing.assert_allclose(table["acq_s_per_step"], [1.0, 4.0 / 3.0, 0.25])
-    assert table["failed_evals"].tolist() == [1, 0, 0]
-    assert table["fallbacks"].tolist() == [1, 0, 0]
+def test_traces_trim_to_the_shortest_seed_and_accumulate_seconds(runs: pd.DataFrame) -> None:
+    trace = traces(runs)
+    # b's seed 1 has 2 evaluations, so b's seed 0 loses its third.
+    known_b = trace[(trace["task"] == "known") & (trace["optimizer"] == "b")]
+    assert _rows(known_b, ["seed", "evaluation", "value"]) == [
+        (0, 1, 4.0), (0, 2, 4.0), (1, 1, 6.0), (1, 2, 3.0)
+    ]  # fmt: skip
+    # Cumulative fit + acquisition + evaluation seconds of a's seed 0: 1, 1 + 2.5, 3.5 + 4.5.
+    known_a0 = trace[
+        (trace["task"] == "known") & (trace["optimizer"] == "a") & (trace["seed"] == 0)
+    ]
+    assert known_a0["seconds"].tolist() == [1.0, 3.5, 8.0]
+    assert set(known_a0["n_init"]) == {1}
+    assert known_b["is_outlier"].tolist() == [False, False, False, False]  # the outlier was trimmed
+    assert set(trace.loc[trace["task"] == "known", "metric"]) == {"regret"}
+    unknown = trace[trace["task"] == "unknown"]
+    assert set(unknown["metric"]) == {"best_y"} and unknown["value"].tolist() == [9.0, 7.0]
 
 
-def test_a_task_with_a_row_missing_its_regret_falls_back_to_best_y(frame: pd.DataFrame) -> None:
-    frame.loc[(frame["task"] == "known") & (frame["iteration"] == 0), "regret"] = NAN
-    curves = best_so_far_curves(frame)
-    assert set(curves["metric"]) == {"best_y"}
-    known_a = curves[(curves["task"] == "known") & (curves["optimizer"] == "a")]
-    np.testing.assert_allclose(known_a["mean"], [4.5, 2.5, 1.0])
-    assert final_table(frame)["metric"].tolist() == ["best_y"] * 3
+def test_curves_mean_and_t_interval_by_hand(runs: pd.DataFrame) -> None:
+    table = curves(traces(runs))
+    expected = [
+        # task, optimizer, evaluation, mean, half-width, seeds, mean cumulative seconds
+        ("known", "a", 1, 4.0, T1, 2, 1.0),  # seeds 3, 5
+        ("known", "a", 2, 2.0, 0.0, 2, 4.5),  # 2, 2: a zero-width interval
+        ("known", "a", 3, 0.5, T1 / 2, 2, 9.0),  # 1, 0
+        ("known", "b", 1, 5.0, T1, 2, 1.0),  # 4, 6
+        ("known", "b", 2, 3.5, T1 / 2, 2, 6.0),  # 4, 3 (trimmed); seconds (1 + 3 + 1 + 7) / 2
+        ("known", "c", 1, 2.25, 1.75 * T1, 2, 1.0),  # 0.5, 4
+        ("unknown", "a", 1, 9.0, NAN, 1, 1.0),  # one seed: no interval
+        ("unknown", "a", 2, 7.0, NAN, 1, 2.75),
+    ]
+    assert _rows(table, ["task", "optimizer", "evaluation", "n"]) == [
+        (task, opt, ev, n) for task, opt, ev, _, _, n, _ in expected
+    ]
+    assert table["metric"].tolist() == ["regret"] * 6 + ["best_y"] * 2
+    mean = np.array([e[3] for e in expected])
+    half = np.array([e[4] for e in expected])
+    np.testing.assert_allclose(table["mean"], mean, rtol=1e-12)
+    # A mean regret cannot be negative: the interval is cut at 0 (best_y rows are not).
+    floor = np.where(table["metric"] == "regret", 0.0, -np.inf)
+    np.testing.assert_allclose(table["low"], np.maximum(mean - half, floor), rtol=1e-9)
+    np.testing.assert_allclose(table["high"], mean + half, rtol=1e-9)
+    np.testing.assert_allclose(table["seconds"], [e[6] for e in expected], rtol=1e-12)
+
+
+def test_final_values_are_the_last_of_every_seed_untrimmed(runs: pd.DataFrame) -> None:
+    finals = final_values(runs)
+    assert _rows(finals, ["task", "optimizer", "seed", "final", "evaluations"]) == [
+        ("known", "a", 0, 1.0, 3),
+        ("known", "a", 1, 0.0, 3),
+        ("known", "b", 0, 2.0, 3),
+        ("known", "b", 1, 3.0, 2),
+        ("known", "c", 0, 0.5, 1),
+        ("known", "c", 1, 4.0, 1),
+        ("unknown", "a", 0, 7.0, 2),
+    ]
+
+
+def test_final_table_by_hand(runs: pd.DataFrame) -> None:
+    table = final_table(runs, reference="a").set_index(["task", "optimizer"])
+    assert list(table.index) == [("known", "a"), ("known", "b"), ("known", "c"), ("unknown", "a")]
+    # Finals: a (1, 0), b (2, 3), c (0.5, 4); unknown a (7).
+    mean = np.array([0.5, 2.5, 2.25, 7.0])
+    half = np.array([T1 / 2, T1 / 2, 1.75 * T1, NAN])
+    np.testing.assert_allclose(table["mean"], mean)
+    np.testing.assert_allclose(table["median"], mean)
+    np.testing.assert_allclose(table["low"], [0.0, 0.0, 0.0, NAN])  # regret intervals cut at 0
+    np.testing.assert_allclose(table["high"], mean + half, rtol=1e-9)
+    assert table["metric"].tolist() == ["regret", "regret", "regret", "best_y"]
+    assert table["seeds"].tolist() == [2, 2, 2, 1]
+    assert table["rank"].tolist() == [1, 3, 2, 1] and table["best"].tolist() == [1, 0, 0, 1]
+    # Exact Mann-Whitney against a's (1, 0) with 2 + 2 values (6 equally likely orderings):
+    # b above both of a's (U = 4) -> p = 2 * 1/6; c = (0.5, 4) has U = 3 -> p = 2 * 2/6.
+    # Holm over the two comparisons: min(1, 2 * 1/3) = 2/3, then max(2/3, 1 * 2/3) = 2/3.
+    np.testing.assert_allclose(table["p_value"], [NAN, 1 / 3, 2 / 3, NAN])
+    np.testing.assert_allclose(table["p_holm"], [NAN, 2 / 3, 2 / 3, NAN])
+    assert not table["significant"].any()
+    assert table["evaluations"].tolist() == [3, 3, 1, 2]
+    assert table["failed_evals"].tolist() == [1, 0, 0, 0]
+    assert table["outliers"].tolist() == [0, 1, 0, 0]  # the untrimmed rows count
+    assert table["fallbacks"].tolist() == [1, 0, 0, 0]
+
+
+def test_runtime_table_by_hand(runs: pd.DataFrame) -> None:
+    """Per BO step (init rows left out): a's fit 1, 3, 2, 2 -> mean 2, sd sqrt(2/3), etc."""
+    table = runtime_table(runs).set_index(["task", "optimizer"])
+    assert list(table.index) == [("known", "a"), ("known", "b"), ("unknown", "a")]  # c: init only
+    assert table["steps"].tolist() == [4, 3, 1]
+    np.testing.assert_allclose(table["fit_mean"], [2.0, 2.0, 0.5])
+    np.testing.assert_allclose(table["acq_mean"], [1.0, 4 / 3, 0.25])
+    np.testing.assert_allclose(table["eval_mean"], [1.0, 1.0, 1.0])
+    np.testing.assert_allclose(table["total_mean"], [4.0, 13 / 3, 1.75])
+    np.testing.assert_allclose(table["fit_sd"], [math.sqrt(2 / 3), math.sqrt(3), NAN])
+    np.testing.assert_allclose(table["acq_sd"], [math.sqrt(1 / 3), math.sqrt(1 / 3), NAN])
+    np.testing.assert_allclose(table["total_sd"], [1.0, 4 / math.sqrt(3), NAN])
+
+
+def test_run_sets_are_never_pooled(runs: pd.DataFrame) -> None:
+    """The same rows stored as a second run set with every value doubled: each run set's tables
+    are those of its own rows."""
+    doubled = runs.assign(run_set="t", regret=2 * runs["regret"], best_y=2 * runs["best_y"])
+    both = final_table(pd.concat([runs, doubled], ignore_index=True), reference="a")
+    alone = final_table(runs, reference="a")
+    first = both[both["run_set"] == "s"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(first, alone)
+    second = both[both["run_set"] == "t"].reset_index(drop=True)
+    np.testing.assert_allclose(second["mean"], 2 * alone["mean"])
+    assert second["seeds"].tolist() == alone["seeds"].tolist()
+
+
+def test_a_known_optimum_task_keeps_its_regret_when_a_first_evaluation_failed() -> None:
+    """A seed whose first evaluation failed has no regret on that row, yet the task still has an
+    optimum: the curve stays on regret and the first evaluation averages the other seed only."""
+    rows = [
+        ("s", "known", "a", 0, 0, "init", NAN, NAN, 0.0, 0.0, 1.0, False, "invalid", None),
+        ("s", "known", "a", 0, 1, "bo", 2.0, 2.5, 0.0, 0.0, 1.0, False, "ok", None),
+        ("s", "known", "a", 1, 0, "init", 4.0, 4.5, 0.0, 0.0, 1.0, False, "ok", None),
+        ("s", "known", "a", 1, 1, "bo", 1.0, 1.5, 0.0, 0.0, 1.0, False, "ok", None),
+    ]
+    table = curves(traces(pd.DataFrame(rows, columns=COLUMNS)))
+    assert table["metric"].tolist() == ["regret", "regret"]
+    assert table["mean"].tolist() == [4.0, 1.5] and table["n"].tolist() == [1, 2]
+
+
+def test_a_task_whose_evaluations_all_failed_gives_empty_values_not_an_error() -> None:
+    rows = [
+        ("s", "broken", "a", seed, i, "init" if i == 0 else "bo", NAN, NAN, 0.0, 0.0, 1.0,
+         False, "invalid", None)
+        for seed in (0, 1) for i in (0, 1)
+    ]  # fmt: skip
+    runs = pd.DataFrame(rows, columns=COLUMNS)
+    table = curves(traces(runs))
+    assert table["n"].tolist() == [0, 0] and table["mean"].isna().all()
+    final = final_table(runs, reference="a")
+    assert final["seeds"].tolist() == [0] and final["mean"].isna().all()
+    assert final["failed_evals"].tolist() == [4]
