@@ -49,7 +49,7 @@ def test_run_twice_stores_nothing_new_and_writes_a_report(plugin, write_suite, t
     assert "0 run, 4 already stored" in second.output
     assert {p.name: digest(p) for p in (out / "runs").glob("*.parquet")} == files
     html = (out / "report.html").read_text()
-    assert html.count("<svg") == 1 and "sphere" in html and "center" in html
+    assert "<svg" in html and "sphere" in html and "center" in html
     forced = invoke("run", str(suite), "-o", str(out), "-q", "--force")
     assert "4 run, 0 already stored" in forced.output
 

@@ -1,58 +1,348 @@
-"""Matplotlib figures rendered to inline SVG strings (so reports stay self-contained)."""
+"""Seaborn figures rendered to inline SVG strings, so a report is one self-contained file.
+
+Every figure is drawn inside a local seaborn/matplotlib style context (no global state is
+changed) and saved without a date, so the same results give the same SVG. Colours come from one
+``palette`` (series label -> colour) that the caller builds once, so an optimizer has the same
+colour in every figure. Intervals are the ones of the tables (:mod:`orthobench.report.stats`,
+:func:`orthobench.probe.tables.summary_table`), never seaborn's own bootstrap.
+"""
 
 from __future__ import annotations
 
+import functools
 import io
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: reports are built on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from orthobench.report import stats  # noqa: E402
+
+Palette = Mapping[str, tuple[float, float, float]]
+#: A log axis is used when the plotted positive values span more than this factor.
+LOG_RANGE = 30.0
+
+
+def palette(labels: Sequence[str]) -> dict[str, tuple[float, float, float]]:
+    """One colour per label (``tab10``, or ``husl`` for more than 10 labels)."""
+    labels = list(dict.fromkeys(labels))
+    colors = sns.color_palette("tab10" if len(labels) <= 10 else "husl", max(len(labels), 1))
+    return dict(zip(labels, colors, strict=False))
+
+
+@contextmanager
+def _style(salt: str) -> Iterator[None]:
+    rc = {"svg.fonttype": "none", "svg.hashsalt": salt, "figure.dpi": 96}
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper"), plt.rc_context(rc):
+        yield
 
 
 def _svg(fig: plt.Figure) -> str:
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg") :]  # drop the XML prolog so the SVG can be inlined
 
 
-def regret_curve_svg(curves: pd.DataFrame, task: str) -> str:
-    """Best-so-far curve (mean and 95% band over seeds) of every optimizer on one task."""
-    data = curves[curves["task"] == task]
-    metric = data["metric"].iloc[0]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for optimizer, group in data.groupby("optimizer", sort=True):
-        ax.plot(
-            group["iteration"], group["mean"], label=f"{optimizer} (n={int(group['n'].iloc[0])})"
+def _needs_log(values: np.ndarray) -> bool:
+    values = values[np.isfinite(values)]
+    return values.size > 0 and values.min() > 0 and values.max() / values.min() > LOG_RANGE
+
+
+def _legend_outside(ax: plt.Axes, title: str | None = None) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, title=title)
+
+
+def task_curves_svg(trace: pd.DataFrame, colors: Palette, title: str) -> str:
+    """Best-so-far value vs evaluations and vs cumulative seconds: mean and t band over seeds.
+
+    ``trace`` holds one task's rows of :func:`orthobench.report.tables.traces` with a
+    ``series`` column (the legend label). A dashed line marks the end of each initial design;
+    ``x`` marks the mean curve at evaluations where some seed's evaluation was an outlier.
+    """
+    metric = trace["metric"].iloc[0]
+    label = "best-so-far regret" if metric == "regret" else "best-so-far objective"
+    mean_seconds = trace.groupby(["series", "evaluation"])["seconds"].transform("mean")
+    data = trace.assign(mean_seconds=mean_seconds)
+    with _style(title):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.2), sharey=True)
+        for ax, x, xlabel in (
+            (left, "evaluation", "evaluations"),
+            (right, "mean_seconds", "cumulative wall-clock seconds (mean over seeds)"),
+        ):
+            sns.lineplot(
+                data=data,
+                x=x,
+                y="value",
+                hue="series",
+                palette=colors,
+                estimator="mean",
+                errorbar=functools.partial(stats.t_interval, bounds=stats.metric_bounds(metric)),
+                ax=ax,
+                legend=ax is right,
+            )
+            ax.set_xlabel(xlabel)
+        left.xaxis.set_major_locator(MaxNLocator(integer=True))
+        for n_init in sorted(data["n_init"].unique()):
+            left.axvline(n_init, color="0.4", lw=0.8, ls="--")
+            left.annotate(
+                f"initial design ({n_init})",
+                (n_init, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(2, -2),
+                textcoords="offset points",
+                fontsize="x-small",
+                va="top",
+                color="0.3",
+            )
+        outliers = data[data["is_outlier"]]
+        if not outliers.empty:
+            means = data.groupby(["series", "evaluation"])["value"].mean()
+            points = outliers[["series", "evaluation"]].drop_duplicates()
+            left.scatter(
+                points["evaluation"],
+                [
+                    means[(s, e)]
+                    for s, e in zip(points["series"], points["evaluation"], strict=True)
+                ],
+                marker="x",
+                s=18,
+                c=[colors[s] for s in points["series"]],
+                label="outlier evaluation",
+                zorder=3,
+            )
+            left.legend(loc="upper right", fontsize="x-small", frameon=False)
+        if _needs_log(data["value"].to_numpy(dtype=float)):
+            left.set_yscale("log")
+        left.set_ylabel(label)
+        left.set_title(title, loc="left")
+        _legend_outside(right)
+        return _svg(fig)
+
+
+def ecdf_svg(table: pd.DataFrame, colors: Palette) -> str:
+    """Share of (task, seed, target) triples reached vs evaluations, one step curve per series."""
+    with _style("ecdf"):
+        fig, ax = plt.subplots(figsize=(6.0, 3.2))
+        sns.lineplot(
+            data=table,
+            x="evaluation",
+            y="reached",
+            hue="series",
+            palette=colors,
+            drawstyle="steps-post",
+            errorbar=None,
+            ax=ax,
         )
-        ax.fill_between(group["iteration"], group["low"], group["high"], alpha=0.2)
-    if metric == "regret" and (data["low"] > 0).all():
-        ax.set_yscale("log")
-    ax.set_xlabel("evaluation")
-    ax.set_ylabel("best-so-far regret" if metric == "regret" else "best-so-far objective")
-    ax.set_title(task)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    return _svg(fig)
+        ax.set_ylim(0, 1)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("evaluations")
+        ax.set_ylabel("share of (task, seed, target) reached")
+        _legend_outside(ax)
+        return _svg(fig)
 
 
-def ratio_svg(table: pd.DataFrame, task: str, column: str = "var_ratio") -> str:
-    """Variance (or MSE) ratio vs naive MC with its bootstrap CI, per estimator and S, one task."""
-    data = table[(table["task"] == task) & (table["estimator"] != table["baseline"])]
-    labels = [f"{r.kernel} S={r.mc_samples} {r.estimator}" for r in data.itertuples()]
-    fig, ax = plt.subplots(figsize=(6.4, 0.28 * len(labels) + 1.2))
-    y = range(len(labels))
-    mid = data[column].to_numpy()
-    low, high = data[f"{column}_low"].to_numpy(), data[f"{column}_high"].to_numpy()
-    ax.errorbar(mid, y, xerr=[mid - low, high - mid], fmt="o", ms=3, capsize=2)
-    ax.axvline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set_xscale("log")
-    ax.set_yticks(list(y), labels, fontsize="small")
-    ax.invert_yaxis()
-    ax.set_xlabel(f"{column.replace('_', ' ')} vs naive MC (> 1: better), 95% bootstrap CI")
-    ax.set_title(task)
-    ax.grid(alpha=0.3, axis="x")
-    return _svg(fig)
+def score_heatmap_svg(scores: pd.DataFrame) -> str:
+    """Normalized score (percent) per task (rows) and series (columns), annotated."""
+    grid = scores.pivot(index="task", columns="series", values="score")
+    with _style("scores"):
+        fig, ax = plt.subplots(figsize=(1.1 * grid.shape[1] + 2.0, 0.45 * grid.shape[0] + 1.2))
+        with (
+            warnings.catch_warnings()
+        ):  # seaborn 0.13 calls a colormap method matplotlib deprecates
+            warnings.simplefilter("ignore", PendingDeprecationWarning)
+            sns.heatmap(
+                grid,
+                annot=True,
+                fmt=".1f",
+                cmap="vlag_r",
+                center=0.0,
+                cbar_kws={"label": "score (%)"},
+                ax=ax,
+            )
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+        ax.tick_params(axis="x", rotation=30)
+        return _svg(fig)
+
+
+def runtime_svg(runs: pd.DataFrame, colors: Palette) -> str:
+    """Seconds per BO step by part (fit, acquisition, evaluation): mean and sd, a panel per task."""
+    bo = runs[runs["phase"] == "bo"]
+    long = bo.melt(
+        id_vars=["task", "series"],
+        value_vars=["fit_seconds", "acq_seconds", "eval_seconds"],
+        var_name="part",
+        value_name="seconds",
+    )
+    long["part"] = long["part"].str.replace("_seconds", "")
+    tasks = sorted(long["task"].unique())
+    with _style("runtime"):
+        fig, axes = plt.subplots(
+            1, len(tasks), figsize=(3.6 * len(tasks) + 1.0, 2.6), sharey=True, squeeze=False
+        )
+        for ax, task in zip(axes[0], tasks, strict=True):
+            sns.barplot(
+                data=long[long["task"] == task],
+                x="part",
+                y="seconds",
+                hue="series",
+                palette=colors,
+                errorbar="sd",
+                ax=ax,
+                legend=ax is axes[0][-1],
+            )
+            ax.set_title(task, loc="left")
+            ax.set_xlabel("")
+        axes[0][0].set_ylabel("seconds per BO step")
+        _legend_outside(axes[0][-1])
+        return _svg(fig)
+
+
+def ensemble_svg(steps: pd.DataFrame) -> str:
+    """Ensemble weight of each kernel vs evaluation (mean and t band over seeds), and entropy.
+
+    One row of panels per (task, series) of an ensemble (more than one kernel).
+    """
+    panels = sorted(steps[["task", "series"]].drop_duplicates().itertuples(index=False))
+    kernel_colors = palette(sorted(steps["kernel"].unique()))
+    with _style("ensemble"):
+        fig, axes = plt.subplots(
+            len(panels), 2, figsize=(8.5, 2.4 * len(panels)), squeeze=False, sharex="row"
+        )
+        for (task, series), (weights_ax, entropy_ax) in zip(panels, axes, strict=True):
+            data = steps[(steps["task"] == task) & (steps["series"] == series)]
+            sns.lineplot(
+                data=data,
+                x="evaluation",
+                y="weight",
+                hue="kernel",
+                palette=kernel_colors,
+                errorbar=functools.partial(stats.t_interval, bounds=(0.0, 1.0)),
+                ax=weights_ax,
+            )
+            entropy = data.drop_duplicates(["seed", "evaluation"])
+            sns.lineplot(
+                data=entropy,
+                x="evaluation",
+                y="entropy",
+                errorbar=functools.partial(stats.t_interval, bounds=(0.0, np.inf)),
+                color="0.2",
+                ax=entropy_ax,
+            )
+            entropy_ax.axhline(entropy["max_entropy"].max(), color="0.5", ls="--", lw=0.8)
+            weights_ax.set_ylim(0, 1)
+            weights_ax.set_title(f"{task}: {series}", loc="left")
+            entropy_ax.set_ylabel("entropy (nats; dashed: log M)")
+            for ax in (weights_ax, entropy_ax):
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            _legend_outside(weights_ax)
+        return _svg(fig)
+
+
+def _cells(table: pd.DataFrame) -> list[tuple[str, str]]:
+    return sorted(table[["task", "kernel"]].drop_duplicates().itertuples(index=False, name=None))
+
+
+def probe_ratio_svg(table: pd.DataFrame, column: str = "mse_ratio", ncols: int = 3) -> str:
+    """Small multiples of a probe ratio: one panel per (task, kernel), estimators on a shared
+    vertical axis, one marker per S with its interval
+    (:func:`~orthobench.probe.tables.summary_table`).
+    """
+    data = table[table["estimator"] != table["baseline"]]
+    estimators = list(dict.fromkeys(data["estimator"]))
+    budgets = sorted(data["mc_samples"].unique())
+    colors = dict(zip(budgets, sns.color_palette("crest", len(budgets)), strict=True))
+    cells = _cells(data)
+    ncols = min(ncols, len(cells))
+    nrows = -(-len(cells) // ncols)
+    height = 0.26 * len(estimators) + 1.0
+    offsets = np.linspace(-0.25, 0.25, len(budgets)) if len(budgets) > 1 else np.zeros(1)
+    with _style(column):
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(3.3 * ncols + 1.6, height * nrows), sharey=True, squeeze=False
+        )
+        for ax, (task, kernel) in zip(axes.flat, cells, strict=False):
+            cell = data[(data["task"] == task) & (data["kernel"] == kernel)]
+            for offset, s in zip(offsets, budgets, strict=True):
+                rows = cell[cell["mc_samples"] == s].set_index("estimator").reindex(estimators)
+                mid = rows[column].to_numpy(dtype=float)
+                low = rows[f"{column}_low"].to_numpy(dtype=float)
+                high = rows[f"{column}_high"].to_numpy(dtype=float)
+                y = np.arange(len(estimators)) + offset
+                err = np.vstack([mid - low, high - mid])
+                ax.errorbar(
+                    mid,
+                    y,
+                    xerr=np.where(np.isfinite(err), err, 0.0),
+                    fmt="o",
+                    ms=3,
+                    lw=0.8,
+                    capsize=1.5,
+                    color=colors[s],
+                    label=f"S = {s}",
+                )
+            ax.axvline(1.0, color="0.4", lw=0.8, ls="--")
+            ax.set_xscale("log")
+            ax.set_title(f"{task} / {kernel}", loc="left", fontsize="small")
+            ax.set_yticks(np.arange(len(estimators)), estimators)
+            ax.set_ylim(len(estimators) - 0.5, -0.5)
+        for ax in axes.flat[len(cells) :]:
+            ax.set_visible(False)
+        for ax in axes[-1]:
+            ax.set_xlabel(f"{column.replace('_', ' ')} vs naive MC (> 1 better)")
+        _legend_outside(axes[0][-1] if len(cells) >= ncols else axes.flat[len(cells) - 1])
+        return _svg(fig)
+
+
+def ratio_vs_s_svg(table: pd.DataFrame, column: str = "var_ratio", ncols: int = 3) -> str:
+    """A probe ratio vs the budget S, one line (with its interval) per estimator, one panel per
+    (task, kernel)."""
+    data = table[table["estimator"] != table["baseline"]]
+    estimators = list(dict.fromkeys(data["estimator"]))
+    colors = palette(estimators)
+    cells = _cells(data)
+    ncols = min(ncols, len(cells))
+    nrows = -(-len(cells) // ncols)
+    with _style(f"{column}-vs-s"):
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(3.3 * ncols + 2.0, 2.6 * nrows), sharex=True, squeeze=False
+        )
+        for ax, (task, kernel) in zip(axes.flat, cells, strict=False):
+            cell = data[(data["task"] == task) & (data["kernel"] == kernel)]
+            for name in estimators:
+                rows = cell[cell["estimator"] == name].sort_values("mc_samples")
+                ax.plot(
+                    rows["mc_samples"], rows[column], marker="o", ms=3, lw=1, color=colors[name],
+                    label=name,
+                )  # fmt: skip
+                ax.fill_between(
+                    rows["mc_samples"],
+                    rows[f"{column}_low"],
+                    rows[f"{column}_high"],
+                    color=colors[name],
+                    alpha=0.12,
+                    lw=0,
+                )
+            ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_title(f"{task} / {kernel}", loc="left", fontsize="small")
+        for ax in axes.flat[len(cells) :]:
+            ax.set_visible(False)
+        for ax in axes[-1]:
+            ax.set_xlabel("S (EI evaluations)")
+        for ax in axes[:, 0]:
+            ax.set_ylabel(f"{column.replace('_', ' ')} vs naive MC")
+        _legend_outside(axes[0][-1] if len(cells) >= ncols else axes.flat[len(cells) - 1])
+        return _svg(fig)

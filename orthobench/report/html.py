@@ -1,4 +1,5 @@
-"""Self-contained HTML report (inline SVG, inline CSS) rendered through jinja2."""
+"""Self-contained HTML report (inline SVG, inline CSS, no external requests) through jinja2,
+with every table also written as CSV beside it."""
 
 from __future__ import annotations
 
@@ -6,12 +7,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import jinja2
-import pandas as pd
 
-from orthobench.probe.tables import summary_table
-from orthobench.report.figures import ratio_svg, regret_curve_svg
-from orthobench.report.tables import best_so_far_curves, final_table
-from orthobench.results import load_probe, load_runs, read_metadata
+from orthobench.exceptions import OrthobenchError
+from orthobench.report.data import load_results
+from orthobench.report.glossary import GLOSSARY
+from orthobench.report.sections import Figure, Table, build_sections
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("orthobench.report", "templates"),
@@ -20,80 +20,63 @@ _ENV = jinja2.Environment(
 )
 
 
-def _fmt(value: float) -> str:
-    if pd.isna(value):
-        return "–"
-    return f"{value:.4g}"
+def csv_path(out: Path, table: Table) -> Path:
+    """Where a table's CSV goes: ``<report stem>.<table name>.csv`` beside the report."""
+    return out.with_name(f"{out.stem}.{table.name}.csv")
 
 
-def _probe_rows(table: pd.DataFrame) -> list[dict[str, str]]:
-    return [
-        {
-            "task": r.task,
-            "kernel": r.kernel,
-            "S": str(r.mc_samples),
-            "n_evaluations": str(r.n_evaluations),
-            "estimator": r.estimator,
-            "states": str(r.states),
-            "probe_variance": _fmt(r.probe_variance),
-            "probe_variance_log": _fmt(r.probe_variance_log),
-            "bias_sq": _fmt(r.bias_sq),
-            "var_ratio": f"{r.var_ratio:.2f} [{r.var_ratio_low:.2f}, {r.var_ratio_high:.2f}]",
-            "mse_ratio": f"{r.mse_ratio:.2f} [{r.mse_ratio_low:.2f}, {r.mse_ratio_high:.2f}]",
-            "median_point": _fmt(r.median_point_var_ratio),
-            "top1": f"{r.top1_agreement:.3f}",
-            "flip": f"{r.flip_rate:.3f}",
-            "regret": _fmt(r.regret),
-        }
-        for r in table.itertuples()
-    ]
+def build_report(
+    dirs: Iterable[str | Path],
+    out: str | Path,
+    title: str | None = None,
+    *,
+    reference: str | None = None,
+    baseline: str | Path | None = None,
+) -> Path:
+    """Read the results of each dir and write one HTML report to ``out``, tables as CSV beside it.
 
+    Args:
+        dirs: Results directories (``DIR/runs``, ``DIR/probe``, ``DIR/runs.jsonl``).
+        out: The HTML file.
+        title: Page title (default: the suites' names).
+        reference: Optimizer label the final values are tested against (default: the first GP
+            optimizer in the order the cells were stored).
+        baseline: One of ``dirs``: compare every other directory with it, cell by cell.
 
-def build_report(dirs: Iterable[str | Path], out: str | Path, title: str | None = None) -> Path:
-    """Read ``DIR/runs`` and ``DIR/probe`` of each dir and write one HTML report to ``out``."""
-    dirs = [Path(d) for d in dirs]
-    frame = load_runs(dirs)
-    probe_rows = load_probe(dirs)
-    probe = summary_table(probe_rows)
+    Raises:
+        OrthobenchError: when ``reference`` names no stored optimizer or ``baseline`` is not
+            one of ``dirs``.
+    """
+    dirs = [str(d) for d in dirs]
+    results = load_results(dirs)
+    if baseline is not None and str(baseline) not in dirs:
+        raise OrthobenchError(
+            f"--baseline must be one of the report's directories {dirs}, but got {str(baseline)!r}."
+        )
+    labels = results.optimizers
+    if reference is not None and reference not in labels:
+        raise OrthobenchError(
+            f"--reference must be a stored optimizer label ({', '.join(labels) or 'none'}), "
+            f"but got {reference!r}."
+        )
+    reference = reference or results.default_reference()
+    sections = build_sections(results, reference, None if baseline is None else str(baseline))
     out = Path(out)
-    tasks = sorted(frame["task"].unique()) if len(frame) else []
-    curves = best_so_far_curves(frame) if len(frame) else pd.DataFrame()
-    table = final_table(frame) if len(frame) else pd.DataFrame()
-    files = sorted(
-        p for d in dirs for sub in ("runs", "probe") for p in (d / sub).glob("*.parquet")
-    )
-    metadata = read_metadata(files[0]) if files else {}
-    rows = [
-        {
-            "task": r.task,
-            "optimizer": r.optimizer,
-            "metric": r.metric,
-            "final": f"{_fmt(r.final_mean)} ± {_fmt(r.final_ci95)}",
-            "seeds": r.seeds,
-            "evaluations": r.evaluations,
-            "fit": _fmt(r.fit_s_per_step),
-            "acq": _fmt(r.acq_s_per_step),
-            "failed": r.failed_evals,
-            "fallbacks": r.fallbacks,
-        }
-        for r in table.itertuples()
-    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for section in sections:
+        for table in section.tables:
+            table.data.to_csv(csv_path(out, table), index=False)
     if title is None:
-        suites = set(frame["suite"]) | set(probe_rows["suite"])
-        title = "orthobench report" + (": " + ", ".join(sorted(suites)) if suites else "")
+        suites = sorted(set(results.runs["suite"]) | set(results.probe["suite"]))
+        title = "orthobench report" + (": " + ", ".join(suites) if suites else "")
     page = _ENV.get_template("report.html").render(
         title=title,
-        sources=[str(d) for d in dirs],
-        figures=[{"task": t, "svg": regret_curve_svg(curves, t)} for t in tasks],
-        rows=rows,
-        probe_rows=_probe_rows(probe),
-        probe_figures=[
-            {"task": t, "svg": ratio_svg(probe, t)} for t in sorted(probe["task"].unique())
-        ],
-        metadata=metadata,
-        n_cells=int(frame["cell_id"].nunique()) if len(frame) else 0,
-        n_rows=len(frame),
+        sources=dirs,
+        sections=sections,
+        glossary=GLOSSARY,
+        csv_name=lambda table: csv_path(out, table).name,
+        is_figure=lambda block: isinstance(block, Figure),
+        is_table=lambda block: isinstance(block, Table),
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
     return out

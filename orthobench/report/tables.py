@@ -1,75 +1,203 @@
-"""Summary tables computed from the per-evaluation results frame."""
+"""Per-task tables from the per-evaluation rows: best-so-far traces, curves, final values, runtime.
+
+Every table is keyed by ``(run_set, task, optimizer)`` (:mod:`orthobench.report.data`): rows of
+different suites, or of one suite stored twice, are never pooled. The curve metric of a task is
+``regret`` when the task has a known optimum (some row has a regret) and the best-so-far
+objective ``best_y`` otherwise (:func:`curve_metric`); lower is better for both.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-Z95 = 1.959963984540054
+from orthobench.report import stats
+
+KEY = ["run_set", "task", "optimizer"]
 
 
-def curve_column(frame: pd.DataFrame) -> str:
-    """``regret`` when every row of ``frame`` has it (known optimum), else ``best_y``."""
-    return "regret" if frame["regret"].notna().all() else "best_y"
+def curve_metric(frame: pd.DataFrame) -> str:
+    """``regret`` when some row of one task's ``frame`` has it (known optimum), else ``best_y``.
 
-
-def best_so_far_curves(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean and normal-approximation 95% interval of the best-so-far curve over seeds.
-
-    Returns one row per (task, optimizer, iteration) with columns ``metric`` (the curve column),
-    ``mean``, ``low``, ``high`` and ``n`` (seeds). Runs are trimmed to the shortest seed so every
-    point averages the same seeds.
+    Rows before a seed's first finite evaluation have neither, whatever the task.
     """
-    rows = []
-    for (task, optimizer), group in frame.groupby(["task", "optimizer"], sort=True):
-        column = curve_column(frame[frame["task"] == task])
-        wide = group.pivot_table(
-            index="iteration", columns="seed", values=column, aggfunc="last"
-        ).dropna()
-        values = wide.to_numpy(dtype=float)
-        n = values.shape[1]
-        mean = values.mean(axis=1)
-        half = Z95 * values.std(axis=1, ddof=1) / np.sqrt(n) if n > 1 else np.zeros_like(mean)
-        rows.append(
+    return "regret" if frame["regret"].notna().any() else "best_y"
+
+
+def traces(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per evaluation with its best-so-far value, trimmed to each key's shortest seed.
+
+    Columns: the :data:`KEY`, ``seed``, ``evaluation`` (1-based), ``n_init``, ``metric``,
+    ``value`` (the best-so-far metric; NaN before the seed's first finite evaluation),
+    ``seconds`` (the seed's cumulative fit + acquisition + evaluation seconds) and ``is_outlier``.
+    Trimming makes every evaluation of a curve average the same seeds.
+    """
+    parts = []
+    for (run_set, task), frame in runs.groupby(["run_set", "task"], sort=True):
+        metric = curve_metric(frame)
+        frame = frame.sort_values(["optimizer", "seed", "iteration"])
+        length = frame.groupby(["optimizer", "seed"])["iteration"].transform("size")
+        shortest = length.groupby(frame["optimizer"]).transform("min")
+        frame = frame[frame["iteration"] < shortest]
+        step = frame[["fit_seconds", "acq_seconds", "eval_seconds"]].sum(axis=1)
+        n_init = (
+            (frame["phase"] == "init").groupby([frame["optimizer"], frame["seed"]]).transform("sum")
+        )
+        parts.append(
             pd.DataFrame(
                 {
+                    "run_set": run_set,
                     "task": task,
-                    "optimizer": optimizer,
-                    "metric": column,
-                    "iteration": wide.index.to_numpy(),
-                    "mean": mean,
-                    "low": mean - half,
-                    "high": mean + half,
-                    "n": n,
+                    "optimizer": frame["optimizer"],
+                    "seed": frame["seed"],
+                    "evaluation": frame["iteration"] + 1,
+                    "n_init": n_init,
+                    "metric": metric,
+                    "value": frame[metric].astype(float),
+                    "seconds": step.groupby([frame["optimizer"], frame["seed"]]).cumsum(),
+                    "is_outlier": frame["is_outlier"].astype(bool),
                 }
             )
         )
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    columns = [*KEY, "seed", "evaluation", "n_init", "metric", "value", "seconds", "is_outlier"]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
-def final_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Final best-so-far value per (task, optimizer): mean, 95% half-width, seeds, per-step seconds."""
+def curves(trace: pd.DataFrame) -> pd.DataFrame:
+    """Mean best-so-far curve per key and evaluation, with its t interval over seeds.
+
+    Columns: the :data:`KEY`, ``metric``, ``evaluation``, ``seconds`` (mean cumulative seconds over
+    seeds), ``mean``, ``low``, ``high`` (:func:`orthobench.report.stats.t_interval` within the
+    metric's range, NaN with fewer than two finite seeds) and ``n`` (seeds with a finite value).
+    """
     rows = []
-    for (task, optimizer), group in frame.groupby(["task", "optimizer"], sort=True):
-        column = curve_column(frame[frame["task"] == task])
-        last = group.sort_values("iteration").groupby("seed").tail(1)[column].to_numpy(dtype=float)
-        bo = group[group["phase"] == "bo"]
-        n = len(last)
+    for (*key, metric, evaluation), group in trace.groupby(
+        [*KEY, "metric", "evaluation"], sort=True
+    ):
+        values = group["value"].to_numpy(dtype=float)
+        finite = values[np.isfinite(values)]
+        low, high = stats.t_interval(finite, bounds=stats.metric_bounds(metric))
+        rows.append(
+            (
+                *key,
+                metric,
+                evaluation,
+                group["seconds"].mean(),
+                finite.mean() if finite.size else np.nan,
+                low,
+                high,
+                finite.size,
+            )
+        )
+    columns = [*KEY, "metric", "evaluation", "seconds", "mean", "low", "high", "n"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def final_values(runs: pd.DataFrame) -> pd.DataFrame:
+    """The last best-so-far value of every seed (not trimmed): one row per cell.
+
+    Columns: the :data:`KEY`, ``seed``, ``metric``, ``final`` (NaN when the seed has no finite
+    evaluation), ``evaluations``.
+    """
+    parts = []
+    for (run_set, task), frame in runs.groupby(["run_set", "task"], sort=True):
+        metric = curve_metric(frame)
+        last = frame.sort_values("iteration").groupby(["optimizer", "seed"], sort=True)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "final": last[metric].last().astype(float),
+                    "evaluations": last.size(),
+                }
+            )
+            .reset_index()
+            .assign(run_set=run_set, task=task, metric=metric)
+        )
+    columns = [*KEY, "seed", "metric", "final", "evaluations"]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+
+
+def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    """Final best-so-far value per key: summary, rank and a test against ``reference``.
+
+    Columns: the :data:`KEY`, ``metric``, ``seeds`` (with a finite final value), ``mean``,
+    ``low``, ``high`` (t interval), ``median``, ``rank`` (of the mean within the run set and
+    task, 1 = lowest), ``best``, ``p_value`` (two-sided Mann-Whitney U of the seeds' final values
+    against ``reference``'s on the same task; NaN for the reference itself), ``p_holm`` (Holm over
+    the task's comparisons), ``significant`` (``p_holm < 0.05``), ``evaluations`` (the largest
+    count of a seed), ``failed_evals`` (``status != "ok"``), ``outliers`` (``is_outlier``) and
+    ``fallbacks`` (rows with a recorded fallback).
+    """
+    finals = final_values(runs)
+    rows = []
+    for (run_set, task, optimizer), group in finals.groupby(KEY, sort=True):
+        values = group["final"].to_numpy(dtype=float)
+        finite = values[np.isfinite(values)]
+        cell = runs[
+            (runs["run_set"] == run_set) & (runs["task"] == task) & (runs["optimizer"] == optimizer)
+        ]
+        metric = group["metric"].iloc[0]
+        low, high = stats.t_interval(finite, bounds=stats.metric_bounds(metric))
+        ref = finals[
+            (finals["run_set"] == run_set)
+            & (finals["task"] == task)
+            & (finals["optimizer"] == reference)
+        ]["final"]
         rows.append(
             {
+                "run_set": run_set,
                 "task": task,
                 "optimizer": optimizer,
-                "metric": column,
-                "final_mean": float(np.mean(last)),
-                "final_ci95": float(Z95 * np.std(last, ddof=1) / np.sqrt(n))
-                if n > 1
-                else float("nan"),
-                "seeds": n,
-                "evaluations": int(group.groupby("seed").size().max()),
-                "fit_s_per_step": float(bo["fit_seconds"].mean()) if len(bo) else float("nan"),
-                "acq_s_per_step": float(bo["acq_seconds"].mean()) if len(bo) else float("nan"),
-                "failed_evals": int((group["status"] != "ok").sum()),
-                "fallbacks": int(group["fallback"].notna().sum()),
+                "metric": metric,
+                "seeds": int(finite.size),
+                "mean": float(finite.mean()) if finite.size else np.nan,
+                "low": low,
+                "high": high,
+                "median": float(np.median(finite)) if finite.size else np.nan,
+                "p_value": np.nan
+                if optimizer == reference or ref.empty
+                else stats.mann_whitney(values, ref.to_numpy(dtype=float)),
+                "evaluations": int(group["evaluations"].max()),
+                "failed_evals": int((cell["status"] != "ok").sum()),
+                "outliers": int(cell["is_outlier"].sum()),
+                "fallbacks": int(cell["fallback"].notna().sum()),
             }
         )
-    return pd.DataFrame(rows)
+    columns = [
+        *KEY, "metric", "seeds", "mean", "low", "high", "median", "rank", "best", "p_value",
+        "p_holm", "significant", "evaluations", "failed_evals", "outliers", "fallbacks",
+    ]  # fmt: skip
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    by_task = table.groupby(["run_set", "task"], sort=False)
+    table["rank"] = by_task["mean"].rank(method="min")
+    table["best"] = table["rank"] == 1
+    table["p_holm"] = by_task["p_value"].transform(lambda p: stats.holm(p.to_numpy()))
+    table["significant"] = table["p_holm"] < 0.05
+    return table[columns]
+
+
+def runtime_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per BO step per key: mean and standard deviation of fit, acquisition, evaluation.
+
+    Columns: the :data:`KEY`, ``steps`` and ``<part>_mean``, ``<part>_sd`` for ``part`` in
+    ``fit``, ``acq``, ``eval``, ``total``; initial-design rows are left out (no model is fitted).
+    """
+    bo = runs[runs["phase"] == "bo"].assign(
+        fit=lambda f: f["fit_seconds"],
+        acq=lambda f: f["acq_seconds"],
+        eval=lambda f: f["eval_seconds"],
+    )
+    bo = bo.assign(total=bo["fit"] + bo["acq"] + bo["eval"])
+    parts = ["fit", "acq", "eval", "total"]
+    if bo.empty:
+        return pd.DataFrame(
+            columns=[*KEY, "steps", *[f"{p}_{s}" for p in parts for s in ("mean", "sd")]]
+        )
+    grouped = bo.groupby(KEY, sort=True)
+    table = grouped.size().rename("steps").to_frame()
+    for part in parts:
+        table[f"{part}_mean"] = grouped[part].mean()
+        table[f"{part}_sd"] = grouped[part].std(ddof=1)
+    return table.reset_index()

@@ -1,0 +1,120 @@
+r"""Views across tasks: normalized score against Sobol, mean rank, ECDF of runtimes to targets.
+
+* Normalized score (Ax's ``compute_score_trace``, Bayesmark's normalized score): per seed,
+  :math:`100 (r_{Sobol} - r) / r_{Sobol}` with ``r`` the final best-so-far regret and
+  :math:`r_{Sobol}` the mean final regret of the run set's Sobol optimizer on the task; 100 is the
+  optimum, 0 Sobol's level. Regret is the distance to the optimum, so this is
+  :math:`(f_{Sobol} - f) / (f_{Sobol} - f^*)`. Only tasks with a known optimum have one.
+* Mean rank: the rank of an optimizer's mean final value among the run set's optimizers on each
+  task (:func:`orthobench.report.tables.final_table`), averaged over tasks.
+* ECDF of evaluations to target (COCO's runtime distributions): for each task, :data:`N_TARGETS`
+  targets between the median best-so-far value at the end of the initial design and the best
+  final value of any run, log-spaced when both are positive (regrets), else evenly; the curve of
+  an optimizer is the share of (task, seed, target) triples whose target its best-so-far value
+  has reached (``<=``) by each evaluation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from orthobench.report import stats
+from orthobench.report.tables import KEY
+
+N_TARGETS = 20
+
+
+def normalized_scores(finals: pd.DataFrame, sobol: dict[str, str]) -> pd.DataFrame:
+    """Score per key with its t interval over seeds, from :func:`~.tables.final_values`.
+
+    Args:
+        finals: Per-seed final values (regret tasks only are scored).
+        sobol: ``run_set -> optimizer label`` of the Sobol baseline of each run set.
+
+    Returns:
+        Columns: the :data:`~.tables.KEY`, ``seeds``, ``score``, ``low``, ``high`` (percent).
+    """
+    rows = []
+    regret = finals[finals["metric"] == "regret"]
+    for (run_set, task), group in regret.groupby(["run_set", "task"], sort=True):
+        base = group[group["optimizer"] == sobol.get(run_set)]["final"].mean()
+        if not np.isfinite(base) or base <= 0:
+            continue
+        for optimizer, own in group.groupby("optimizer", sort=True):
+            scores = 100.0 * (base - own["final"].to_numpy(dtype=float)) / base
+            scores = scores[np.isfinite(scores)]
+            low, high = stats.t_interval(scores, bounds=(-np.inf, 100.0))
+            rows.append(
+                (
+                    run_set,
+                    task,
+                    optimizer,
+                    scores.size,
+                    scores.mean() if scores.size else np.nan,
+                    low,
+                    high,
+                )
+            )
+    return pd.DataFrame(rows, columns=[*KEY, "seeds", "score", "low", "high"])
+
+
+def mean_ranks(final: pd.DataFrame) -> pd.DataFrame:
+    """Per (run set, optimizer): the mean over tasks of :func:`~.tables.final_table`'s rank.
+
+    Columns: ``run_set``, ``optimizer``, ``tasks``, ``mean_rank``.
+    """
+    ranked = final[final["rank"].notna()]
+    table = ranked.groupby(["run_set", "optimizer"], sort=True)["rank"].agg(["size", "mean"])
+    return table.rename(columns={"size": "tasks", "mean": "mean_rank"}).reset_index()
+
+
+def targets(values_at_init: np.ndarray, finals: np.ndarray, n: int = N_TARGETS) -> np.ndarray:
+    """``n`` targets from the median of ``values_at_init`` down to the smallest finite final.
+
+    Log-spaced when both ends are positive, else evenly spaced; empty without finite values or
+    when nothing improved on the initial design.
+    """
+    start, finals = values_at_init[np.isfinite(values_at_init)], finals[np.isfinite(finals)]
+    if start.size == 0 or finals.size == 0:
+        return np.empty(0)
+    hi, lo = float(np.median(start)), float(finals.min())
+    if not lo < hi:
+        return np.empty(0)
+    if lo > 0:
+        return np.geomspace(hi, lo, n)
+    return np.linspace(hi, lo, n)
+
+
+def ecdf(trace: pd.DataFrame, n_targets: int = N_TARGETS) -> pd.DataFrame:
+    """Share of (task, seed, target) triples reached by each evaluation, per run set and optimizer.
+
+    ``trace`` is :func:`~.tables.traces`; ``n_targets`` targets per task (:func:`targets`).
+    Returns columns ``run_set``, ``optimizer``,
+    ``evaluation``, ``reached`` (a share in [0, 1]), ``triples``.
+    """
+    hits = []  # (run_set, optimizer, evaluation at which a triple is reached, or inf)
+    for (run_set, _task), frame in trace.groupby(["run_set", "task"], sort=True):
+        at_init = frame[frame["evaluation"] == frame["n_init"]]["value"].to_numpy(dtype=float)
+        last = frame.groupby(["optimizer", "seed"])["value"].last().to_numpy(dtype=float)
+        levels = targets(at_init, last, n_targets)
+        if levels.size == 0:
+            continue
+        for (optimizer, _seed), run in frame.groupby(["optimizer", "seed"], sort=True):
+            values = run["value"].to_numpy(dtype=float)
+            evaluations = run["evaluation"].to_numpy()
+            reached = values[None, :] <= levels[:, None]  # targets x evaluations
+            first = np.where(reached.any(axis=1), evaluations[reached.argmax(axis=1)], np.inf)
+            hits += [(run_set, optimizer, e) for e in first]
+    if not hits:
+        return pd.DataFrame(columns=["run_set", "optimizer", "evaluation", "reached", "triples"])
+    hits_frame = pd.DataFrame(hits, columns=["run_set", "optimizer", "first"])
+    horizon = int(trace["evaluation"].max())
+    rows = []
+    for (run_set, optimizer), group in hits_frame.groupby(["run_set", "optimizer"], sort=True):
+        first = group["first"].to_numpy(dtype=float)
+        for evaluation in range(1, horizon + 1):
+            rows.append(
+                (run_set, optimizer, evaluation, float(np.mean(first <= evaluation)), first.size)
+            )
+    return pd.DataFrame(rows, columns=["run_set", "optimizer", "evaluation", "reached", "triples"])

@@ -1,0 +1,171 @@
+"""What a report reads: the stored rows, failed cells and file metadata of one or more directories.
+
+Rows are keyed by ``(run_set, task, optimizer)``. ``run_set`` is the suite name; when the same
+cell of a suite is stored in two directories (a suite run twice, e.g. before and after a change),
+each directory's rows get their own run set, ``"<suite> @ <dir>"``, so they are shown side by side
+and never pooled. Directories holding different cells of one suite (seeds split over machines)
+stay one run set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from orthobench.exceptions import ResultsError
+from orthobench.results import ResultStore, load_probe, load_runs, read_metadata
+
+#: Optimizers with a GP surrogate, by registry name: the default reference of the final-value
+#: tests is the first of these in the order the cells were stored (the suite's order inline).
+GP_OPTIMIZERS = frozenset({"orthobo", "mc-ei", "qlogei", "ucb", "turbo", "rpr"})
+
+
+@dataclass(frozen=True)
+class ResultSet:
+    """The stored results of some directories, as the report sections read them.
+
+    Attributes:
+        runs: :class:`~orthobench.results.RunRecord` rows plus ``source`` (the directory as
+            given) and ``run_set``.
+        probe: :class:`~orthobench.results.ProbeRecord` rows plus ``source`` and ``run_set``.
+        failures: Cells whose last journal entry is a failure: ``source``, ``cell_id``, ``error``
+            (the first line of the stored error).
+        files: One row per stored file: ``source``, ``kind`` (``runs`` or ``probe``), ``suite``,
+            ``run_set``, ``task``, ``optimizer`` (label), ``optimizer_name`` (registry name),
+            ``n_init``, ``budget``, ``device``, ``threads``, ``git_sha``, ``python``,
+            ``versions`` (text), ``seconds``, ``written_at``. Missing values are None.
+    """
+
+    runs: pd.DataFrame
+    probe: pd.DataFrame
+    failures: pd.DataFrame
+    files: pd.DataFrame
+
+    @property
+    def optimizers(self) -> list[str]:
+        """Optimizer labels in the order their cells were stored."""
+        stored = self.files[self.files["kind"] == "runs"].sort_values("order", kind="stable")
+        return list(dict.fromkeys(stored["optimizer"]))
+
+    def default_reference(self) -> str | None:
+        """The first GP optimizer in stored order (else the first optimizer; None without runs)."""
+        names = dict(zip(self.files["optimizer"], self.files["optimizer_name"], strict=True))
+        labels = self.optimizers
+        gp = [label for label in labels if names.get(label) in GP_OPTIMIZERS]
+        return (gp or labels or [None])[0]
+
+
+_FILE_COLUMNS = (
+    "source kind file suite task optimizer optimizer_name n_init budget device threads git_sha "
+    "python versions seconds written_at"
+).split()
+
+
+def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
+    rows = []
+    for path in sorted((directory / kind).glob("*.parquet")):
+        try:
+            meta = read_metadata(path)
+        except ResultsError:  # unreadable: the loaders skip it with a warning
+            continue
+        cell = meta.get("cell") or {}
+        state = meta.get("state") or {}
+        task = cell.get("task", {}).get("label") or (state.get("task") or {}).get("label")
+        optimizer = cell.get("optimizer") or {}
+        versions = meta.get("versions") or {}
+        rows.append(
+            {
+                "source": source,
+                "kind": kind,
+                "file": path.stem,
+                "suite": cell.get("suite") or state.get("suite") or "(unknown suite)",
+                "task": task,
+                "optimizer": optimizer.get("label"),
+                "optimizer_name": optimizer.get("name"),
+                "n_init": cell.get("n_init"),
+                "budget": cell.get("budget"),
+                "device": meta.get("device"),
+                "threads": meta.get("threads_per_cell"),
+                "git_sha": meta.get("git_sha"),
+                "python": meta.get("python"),
+                "versions": ", ".join(f"{k} {v}" for k, v in versions.items() if v),
+                "seconds": meta.get("seconds"),
+                "written_at": meta.get("written_at"),
+            }
+        )
+    return rows
+
+
+def _failures(source: str, store: ResultStore) -> list[dict]:
+    last = {e["cell_id"]: e for e in store.runs_journal.entries() if "cell_id" in e}
+    return [
+        {
+            "source": source,
+            "cell_id": cell_id,
+            "error": (str(e.get("error") or "").strip().splitlines() or ["(no error text)"])[0],
+        }
+        for cell_id, e in last.items()
+        if e.get("status") == "failed"
+    ]
+
+
+def _run_sets(frame: pd.DataFrame, unit: str) -> pd.Series:
+    """``suite``, or ``suite @ source`` where a unit of the suite is stored in several sources."""
+    if frame.empty:
+        return pd.Series([], dtype=str, index=frame.index)
+    units = frame[["suite", unit, "source"]].drop_duplicates()
+    counts = units.groupby(["suite", unit])["source"].nunique()
+    split = set(counts[counts > 1].index.get_level_values("suite"))
+    return pd.Series(
+        [
+            s if s not in split else f"{s} @ {src}"
+            for s, src in zip(frame["suite"], frame["source"], strict=True)
+        ],
+        index=frame.index,
+        dtype=str,
+    )
+
+
+def load_results(dirs: Iterable[str | Path]) -> ResultSet:
+    """Read the runs, probe rows, failed cells and file metadata of each directory."""
+    runs, probe, failures, files = [], [], [], []
+    for rank, d in enumerate(dirs):
+        directory, source = Path(d), str(d)
+        store = ResultStore(directory)
+        runs.append(load_runs([directory]).assign(source=source))
+        probe.append(load_probe([directory]).assign(source=source))
+        failures += _failures(source, store)
+        journal = {}
+        for entry in store.runs_journal.entries():
+            journal.setdefault(entry.get("cell_id"), len(journal))
+        for kind in ("runs", "probe"):
+            files += [
+                {**row, "order": (rank, journal.get(row["file"], len(journal)))}
+                for row in _file_rows(source, directory, kind)
+            ]
+    runs_frame = pd.concat(runs, ignore_index=True)
+    runs_frame["run_set"] = _run_sets(runs_frame, "cell_id")
+    probe_frame = pd.concat(probe, ignore_index=True)
+    state = probe_frame["task"] + "/" + probe_frame["kernel"]
+    state = state + "/" + probe_frame["seed"].astype(str) + "/"
+    state = state + probe_frame["state_iteration"].astype(str)
+    probe_frame["run_set"] = _run_sets(probe_frame.assign(state=state), "state")
+    files_frame = pd.DataFrame(files, columns=[*_FILE_COLUMNS, "order"])
+    files_frame["run_set"] = pd.Series(dtype=str)
+    for _, group in files_frame.groupby("kind"):
+        files_frame.loc[group.index, "run_set"] = _run_sets(group, "file")
+    return ResultSet(
+        runs=runs_frame,
+        probe=probe_frame,
+        failures=pd.DataFrame(failures, columns=["source", "cell_id", "error"]),
+        files=files_frame,
+    )
+
+
+def step_info(frame: pd.DataFrame) -> pd.Series:
+    """The parsed ``info`` JSON object of each row (an empty dict where it is empty)."""
+    return frame["info"].map(lambda text: json.loads(text) if text else {})

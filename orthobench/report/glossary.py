@@ -1,0 +1,138 @@
+"""The report's glossary: every metric exactly as computed, with the interval it carries.
+
+Sections name the entries they use (:attr:`orthobench.report.sections.Section.terms`); the
+glossary lists those, in order of first use.
+"""
+
+from __future__ import annotations
+
+from orthobench.report.aggregate import N_TARGETS
+
+GLOSSARY: dict[str, str] = {
+    "best-so-far regret": (
+        "At each evaluation, the lowest noise-free objective value among the points evaluated so "
+        "far minus the known global minimum (the regret column). Lower is better."
+    ),
+    "best-so-far objective": (
+        "For tasks without a known optimum (cnn, wm811k-vit): the lowest observed y so far "
+        "(the best_y column), shown instead of the regret."
+    ),
+    "mean [95% CI]": (
+        "Mean over seeds with the Student-t interval mean ± t(0.975, n-1) · s / sqrt(n) "
+        "(scipy.stats.t), s the sample standard deviation (ddof 1), cut at 0 for regrets (a mean "
+        "regret cannot be negative). No interval with one seed. "
+        "Curves are trimmed to each optimizer's shortest seed, so every point averages the same "
+        "seeds; rows before a seed's first finite evaluation are left out."
+    ),
+    "outlier evaluation": (
+        "An evaluation the task flagged as an outlier (is_outlier, e.g. a CNN run whose training "
+        "was cut short); marked with x on the curves, counted in the final table."
+    ),
+    "cumulative seconds": (
+        "Per seed, the running sum of fit, acquisition and evaluation seconds up to each "
+        "evaluation; the curve's x is its mean over seeds at that evaluation."
+    ),
+    "final value": (
+        "The last best-so-far value of a seed (regret, or objective without a known optimum), "
+        "not trimmed."
+    ),
+    "rank": (
+        "Rank of the mean final value among the optimizers of a task and run set (1 = lowest; "
+        "ties share the smaller rank)."
+    ),
+    "Mann-Whitney U, Holm": (
+        "Two-sided Mann-Whitney U test of two sets of final values over seeds "
+        "(scipy.stats.mannwhitneyu, exact for small samples), then Holm's step-down correction "
+        "over the comparisons of one task. * marks a corrected p < 0.05. With two seeds per side "
+        "the smallest possible p is 1/3: few seeds cannot show a difference."
+    ),
+    "failed evals": "Evaluations with a non-finite y (status invalid), not told to the optimizer.",
+    "fallbacks": (
+        "Steps whose optimizer recorded a numerical fallback (the fallback column): a GP fit "
+        "that kept its initialization, a Laplace Hessian that was not positive definite, "
+        "Cholesky jitter."
+    ),
+    "normalized score": (
+        "Per seed 100 · (r_Sobol − r) / r_Sobol, r the final regret and r_Sobol the mean final "
+        "regret of the run set's Sobol optimizer on the task: equal to (f_Sobol − f) / "
+        "(f_Sobol − f*). 100 is the optimum, 0 Sobol's level, negative worse than Sobol. Mean "
+        "over seeds with its t interval."
+    ),
+    "mean rank": "The rank of the mean final value on each task, averaged over tasks.",
+    "ECDF of evaluations to target": (
+        f"COCO-style runtime distribution: per task, {N_TARGETS} targets from the median "
+        "best-so-far value at the end of the initial design down to the best final value of any "
+        "run (log-spaced for regrets, else evenly). The curve is the share of (task, seed, "
+        "target) triples whose target the optimizer's best-so-far value has reached by each "
+        "evaluation."
+    ),
+    "fit / acquisition / evaluation seconds": (
+        "Wall seconds per BO step spent fitting the surrogate (Hessians included), building and "
+        "maximizing the acquisition, and evaluating the task; initial-design steps left out."
+    ),
+    "eigenvalue floored": (
+        "BO steps where some eigenvalue of the Laplace Hessian was raised to the floor (routine "
+        "for unidentified ARD lengthscales; docs/design.md, 'Indefinite Hessians and the "
+        "eigenvalue floor')."
+    ),
+    "indefinite Hessian": (
+        "BO steps whose raw Laplace Hessian had an eigenvalue <= 0: a recorded fallback."
+    ),
+    "ensemble entropy": (
+        "Shannon entropy −Σ π log π (nats) of the ensemble weights after the step; log M for "
+        "equal weights over M kernels, 0 for a single model."
+    ),
+    "probe state": (
+        "A fixed BO history (shared Sobol design of n0 points plus the given number of steps of "
+        "the state optimizer) with its surrogate fitted once and left untouched."
+    ),
+    "rebuild": (
+        "A fresh draw of the S theta samples (or function samples, or bootstrap fits) with the "
+        "surrogate unchanged; estimators of one rebuild share their draws (common random "
+        "numbers)."
+    ),
+    "probe variance": (
+        "For each of the N probe points, the sample variance (ddof 1) of the estimate across the "
+        "R rebuilds, averaged over points; mean over states. 'EI' is on the GP's standardized "
+        "outcome scale; 'log' is of the outer-log acquisition log max(EI_hat, 0.001 EI_hat_MC)."
+    ),
+    "bias²": (
+        "Mean over points of (mean over rebuilds − reference)², the reference being the same "
+        "target at high precision; bias²/MSE is its share of the MSE (about 1/R when unbiased), "
+        "mean over states."
+    ),
+    "EI evals": (
+        "EI evaluations behind one estimate: S for sampled estimators, the rule's real point "
+        "count for point sets, whose baseline is naive MC with that many draws."
+    ),
+    "variance / MSE ratio": (
+        "Baseline's probe variance (MSE against its own reference) divided by the estimator's "
+        "on one state, at the same number of EI evaluations; the baseline is naive iid theta-MC "
+        "(mc-tpe for TPE). Above 1: the estimator is better. Over states: the geometric mean "
+        "exp(mean log ratio)."
+    ),
+    "CI over states": (
+        "With several states, the 95% percentile bootstrap interval of the geometric mean over "
+        "states (scipy.stats.bootstrap, 2000 resamples, seeded): it covers the spread between "
+        "states, which the rebuild intervals of one state do not. With one state ('rebuilds'), "
+        "that state's 95% percentile bootstrap over paired rebuilds."
+    ),
+    "worst state": "The smallest ratio of any single state.",
+    "median point ratio": (
+        "Median over probe points of the per-point ratio (shows whether a few heavy-tailed "
+        "points carry the mean); geometric mean over states."
+    ),
+    "top-1 agreement": (
+        "Share of rebuilds whose highest-ranked probe is the reference's highest-ranked probe; "
+        "mean over states."
+    ),
+    "flip rate": (
+        "Over the k-1 adjacent pairs among the reference's top-k probes (k = 10 by default) and "
+        "all rebuilds, the share whose order is reversed; mean over states."
+    ),
+    "regret (probe)": "Best-so-far regret of the probe state's history, mean over states.",
+    "identical y": (
+        "Every observed y of the cell is the same in both result sets (same length, NaN equal to "
+        "NaN). Runs are deterministic for a given library version and thread count."
+    ),
+}

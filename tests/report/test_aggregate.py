@@ -1,0 +1,68 @@
+"""Across-task views by value: normalized score, mean rank, targets and the ECDF."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from orthobench.report.aggregate import ecdf, mean_ranks, normalized_scores, targets
+
+FINALS = pd.DataFrame(
+    [
+        # run_set, task, optimizer, seed, metric, final
+        ("s", "t1", "sobol", 0, "regret", 4.0),
+        ("s", "t1", "sobol", 1, "regret", 2.0),
+        ("s", "t1", "bo", 0, "regret", 1.5),
+        ("s", "t1", "bo", 1, "regret", 0.0),
+        ("s", "t2", "sobol", 0, "best_y", 1.0),  # no optimum: not scored
+        ("s", "t2", "bo", 0, "best_y", 0.5),
+    ],
+    columns=["run_set", "task", "optimizer", "seed", "metric", "final"],
+)
+
+
+def test_normalized_score_against_sobols_mean_final_regret() -> None:
+    scores = normalized_scores(FINALS, {"s": "sobol"}).set_index("optimizer")
+    # Sobol's mean final regret is 3: bo scores 100 (3 - 1.5) / 3 = 50 and 100 (3 - 0) / 3 = 100.
+    assert scores.loc["bo", "score"] == pytest.approx(75.0)
+    assert scores.loc["sobol", "score"] == pytest.approx(0.0)
+    assert scores.loc["bo", "high"] == 100.0  # a score cannot exceed 100
+    assert set(scores["task"]) == {"t1"}
+    assert normalized_scores(FINALS, {}).empty  # no Sobol run: no score
+
+
+def test_mean_rank_over_tasks() -> None:
+    final = pd.DataFrame(
+        {"run_set": "s", "optimizer": ["a", "b", "a", "b"], "rank": [1.0, 2.0, 2.0, 1.0]}
+    )
+    assert mean_ranks(final)["mean_rank"].tolist() == [1.5, 1.5]
+
+
+def test_targets_are_log_spaced_for_regrets_and_even_otherwise() -> None:
+    np.testing.assert_allclose(targets(np.array([100.0, 10.0, 1000.0]), np.array([1.0, 5.0]), 3),
+                               [100.0, 10.0, 1.0])  # fmt: skip
+    np.testing.assert_allclose(targets(np.array([2.0]), np.array([-2.0]), 3), [2.0, 0.0, -2.0])
+    assert targets(np.array([1.0]), np.array([1.0])).size == 0  # nothing improved
+    assert targets(np.array([np.nan]), np.array([1.0])).size == 0
+
+
+def test_ecdf_counts_reached_triples_by_hand() -> None:
+    # One task, n_init 1. Three log-spaced targets from 8 (the value at the end of the design)
+    # to 1 (the best final): 8, 2.83, 1. "a" reaches 8 at evaluation 1, 2.83 at 2, 1 at 3;
+    # "b" reaches only 8, at evaluation 1.
+    trace = pd.DataFrame(
+        {
+            "run_set": "s",
+            "task": "t",
+            "optimizer": ["a"] * 3 + ["b"] * 3,
+            "seed": 0,
+            "evaluation": [1, 2, 3] * 2,
+            "n_init": 1,
+            "value": [8.0, 2.0, 1.0, 8.0, 8.0, 4.0],
+        }
+    )
+    table = ecdf(trace, n_targets=3)
+    a = table[table["optimizer"] == "a"]["reached"].tolist()
+    b = table[table["optimizer"] == "b"]["reached"].tolist()
+    assert a == pytest.approx([1 / 3, 2 / 3, 1.0]) and b == pytest.approx([1 / 3, 1 / 3, 1 / 3])

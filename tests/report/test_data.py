@@ -1,0 +1,53 @@
+"""Loading result directories: run sets are never pooled, failures come from the journal."""
+
+from __future__ import annotations
+
+from orthobench.report.data import load_results
+from orthobench.report.tables import final_table
+
+from .conftest import cell, write_cell
+
+
+def test_two_suites_with_the_same_task_and_optimizer_are_not_merged(tmp_path):
+    """The reported bug: two suites' hartmann6/qlogei cells (11 and 18 evaluations) became one
+    row with 2 seeds and 29 evaluations. Rows are keyed by (suite, task, optimizer)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_cell(a, cell("smoke", "hartmann6", "qlogei", 0, n_init=8, budget=3), [3.0] * 11)
+    write_cell(b, cell("orthobo-smoke", "hartmann6", "qlogei", 0, n_init=16, budget=2), [2.0] * 18)
+    results = load_results([a, b])
+    table = final_table(results.runs, reference="qlogei").set_index("run_set")
+    assert sorted(table.index) == ["orthobo-smoke", "smoke"]
+    assert table.loc["smoke", "evaluations"] == 11 and table.loc["smoke", "seeds"] == 1
+    assert table.loc["orthobo-smoke", "evaluations"] == 18
+    assert table.loc["orthobo-smoke", "mean"] == 2.0 and table.loc["smoke", "mean"] == 3.0
+
+
+def test_one_suite_stored_twice_gives_two_run_sets_and_split_seeds_one(tmp_path):
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for root in (a, b):
+        write_cell(root, cell("s", "t", "sobol", 0, n_init=1, budget=1), [2.0, 1.0])
+    write_cell(c, cell("s", "t", "sobol", 1, n_init=1, budget=1), [2.0, 1.0])
+    assert set(load_results([a, b]).runs["run_set"]) == {f"s @ {a}", f"s @ {b}"}
+    assert set(load_results([a, c]).runs["run_set"]) == {"s"}  # seeds split over directories
+
+
+def test_failed_cells_come_from_the_journal_with_the_first_line_of_their_error(tmp_path):
+    from orthobench.results import ResultStore
+
+    spec = cell("s", "t", "sobol", 0, n_init=1, budget=1)
+    ResultStore(tmp_path).record_failure(spec, "ValueError: bad\ndetails", "tb", 1.0)
+    other = cell("s", "t", "sobol", 1, n_init=1, budget=1)
+    ResultStore(tmp_path).record_failure(other, "ValueError: first try", "tb", 1.0)
+    write_cell(tmp_path, other, [2.0, 1.0])  # retried and stored: no longer failed
+    failures = load_results([tmp_path]).failures
+    assert failures[["cell_id", "error"]].values.tolist() == [
+        ["t__sobol__seed0", "ValueError: bad"]
+    ]
+
+
+def test_the_default_reference_is_the_first_gp_optimizer_stored(tmp_path):
+    for optimizer in ("sobol", "qlogei", "orthobo"):
+        write_cell(tmp_path, cell("s", "t", optimizer, 0, n_init=1, budget=1), [2.0, 1.0])
+    results = load_results([tmp_path])
+    assert results.optimizers == ["sobol", "qlogei", "orthobo"]
+    assert results.default_reference() == "qlogei"
