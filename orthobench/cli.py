@@ -271,8 +271,24 @@ def _warnings_as_lines() -> Iterator[None]:
     help="HTML file [default: DIR/report.html of the first DIR].",
 )
 @click.option("--title", default=None, help="Report title.")
-def report(dirs: tuple[str, ...], output: str | None, title: str | None) -> None:
-    """Build an HTML report from stored results in one or more DIRS.
+@click.option(
+    "--reference",
+    default=None,
+    help="Optimizer label the final values are tested against [default: the first GP optimizer].",
+)
+@click.option(
+    "--baseline",
+    default=None,
+    help="One of DIRS: compare the other DIRS with it cell by cell, one verdict per optimizer.",
+)
+def report(
+    dirs: tuple[str, ...],
+    output: str | None,
+    title: str | None,
+    reference: str | None,
+    baseline: str | None,
+) -> None:
+    """Build an HTML report from stored results in one or more DIRS (tables also as CSV beside it).
 
     A results file that cannot be read is skipped with a warning naming it; when the cells were
     computed by several orthobench versions, the cells of each are listed.
@@ -285,7 +301,13 @@ def report(dirs: tuple[str, ...], output: str | None, title: str | None) -> None
             raise OrthobenchError(
                 f"no stored results under {', '.join(d + '/runs or /probe' for d in dirs)}; run or probe a suite first."
             )
-        path = build_report(dirs, output or Path(dirs[0]) / "report.html", title)
+        path = build_report(
+            dirs,
+            output or Path(dirs[0]) / "report.html",
+            title,
+            reference=reference,
+            baseline=baseline,
+        )
     versions: dict[str, list[str]] = {}
     for d in dirs:
         for version, cells in ResultStore(d).code_versions().items():
