@@ -77,6 +77,7 @@ def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
         task = cell.get("task", {}).get("label") or (state.get("task") or {}).get("label")
         optimizer = cell.get("optimizer") or {}
         versions = meta.get("versions") or {}
+        threads = meta.get("threads_per_cell")
         rows.append(
             {
                 "source": source,
@@ -89,7 +90,7 @@ def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
                 "n_init": cell.get("n_init"),
                 "budget": cell.get("budget"),
                 "device": meta.get("device"),
-                "threads": meta.get("threads_per_cell"),
+                "threads": None if threads is None else str(threads),
                 "git_sha": meta.get("git_sha"),
                 "python": meta.get("python"),
                 "versions": ", ".join(f"{k} {v}" for k, v in versions.items() if v),

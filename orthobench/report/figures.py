@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from orthobench.report import stats  # noqa: E402
 
@@ -56,6 +56,42 @@ def _svg(fig: plt.Figure) -> str:
 def _needs_log(values: np.ndarray) -> bool:
     values = values[np.isfinite(values)]
     return values.size > 0 and values.min() > 0 and values.max() / values.min() > LOG_RANGE
+
+
+_RATIO_NAMES = {"mse_ratio": "MSE ratio", "var_ratio": "variance ratio"}
+#: A probe ratio axis shows at most this range; estimates beyond it are marked at its edge.
+RATIO_LIMITS = (1e-3, 1e3)
+
+
+def _ratio_axis(ax: plt.Axes, values: np.ndarray, axis: str) -> tuple[float, float] | None:
+    """Log axis spanning the point ``values`` within :data:`RATIO_LIMITS` (intervals may run
+    off it); a value beyond is drawn as a triangle at the edge, labelled with the value."""
+    values = values[np.isfinite(values) & (values > 0)]
+    if values.size == 0:
+        return None
+    low = max(min(values.min(), 1.0) / 2, RATIO_LIMITS[0])
+    high = min(max(values.max(), 1.0) * 2, RATIO_LIMITS[1])
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(low, high)
+    scale = ax.xaxis if axis == "x" else ax.yaxis
+    scale.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    scale.set_minor_formatter(NullFormatter())
+    return low, high
+
+
+def _mark_off_scale(ax: plt.Axes, value: float, position: float, limits, axis: str, color) -> None:
+    """Draw ``value`` (outside ``limits``) as a triangle at the axis edge with its value."""
+    edge = limits[1] if value > limits[1] else limits[0]
+    up = value > limits[1]
+    if axis == "x":
+        xy, marker, offset = (edge, position), ">" if up else "<", (-4 if up else 4, 4)
+    else:
+        xy, marker, offset = (position, edge), "^" if up else "v", (4, -8 if up else 4)
+    ax.plot(*xy, marker=marker, color=color, ms=5, clip_on=False)
+    ax.annotate(
+        stats.sig(value), xy, xytext=offset, textcoords="offset points", fontsize="xx-small",
+        ha="right" if axis == "x" and up else "left", color=color,
+    )  # fmt: skip
 
 
 def _legend_outside(ax: plt.Axes, title: str | None = None) -> None:
@@ -294,13 +330,18 @@ def probe_ratio_svg(table: pd.DataFrame, column: str = "mse_ratio", ncols: int =
                 )
             ax.axvline(1.0, color="0.4", lw=0.8, ls="--")
             ax.set_xscale("log")
+            limits = _ratio_axis(ax, cell[column].to_numpy(dtype=float), "x")
+            for r in cell.itertuples():
+                if limits and not limits[0] <= getattr(r, column) <= limits[1]:
+                    y = estimators.index(r.estimator) + offsets[budgets.index(r.mc_samples)]
+                    _mark_off_scale(ax, getattr(r, column), y, limits, "x", colors[r.mc_samples])
             ax.set_title(f"{task} / {kernel}", loc="left", fontsize="small")
             ax.set_yticks(np.arange(len(estimators)), estimators)
             ax.set_ylim(len(estimators) - 0.5, -0.5)
         for ax in axes.flat[len(cells) :]:
             ax.set_visible(False)
         for ax in axes[-1]:
-            ax.set_xlabel(f"{column.replace('_', ' ')} vs naive MC (> 1 better)")
+            ax.set_xlabel(f"{_RATIO_NAMES[column]} vs naive MC (> 1 better)")
         _legend_outside(axes[0][-1] if len(cells) >= ncols else axes.flat[len(cells) - 1])
         return _svg(fig)
 
@@ -310,6 +351,7 @@ def ratio_vs_s_svg(table: pd.DataFrame, column: str = "var_ratio", ncols: int = 
     (task, kernel)."""
     data = table[table["estimator"] != table["baseline"]]
     estimators = list(dict.fromkeys(data["estimator"]))
+    budgets = sorted(data["mc_samples"].unique())
     colors = palette(estimators)
     cells = _cells(data)
     ncols = min(ncols, len(cells))
@@ -336,13 +378,20 @@ def ratio_vs_s_svg(table: pd.DataFrame, column: str = "var_ratio", ncols: int = 
                 )
             ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
             ax.set_xscale("log", base=2)
+            ax.set_xticks(budgets, [str(b) for b in budgets])
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_yscale("log")
+            limits = _ratio_axis(ax, cell[column].to_numpy(dtype=float), "y")
+            for r in cell.itertuples():
+                if limits and not limits[0] <= getattr(r, column) <= limits[1]:
+                    _mark_off_scale(ax, getattr(r, column), r.mc_samples, limits, "y",
+                                    colors[r.estimator])  # fmt: skip
             ax.set_title(f"{task} / {kernel}", loc="left", fontsize="small")
         for ax in axes.flat[len(cells) :]:
             ax.set_visible(False)
         for ax in axes[-1]:
             ax.set_xlabel("S (EI evaluations)")
         for ax in axes[:, 0]:
-            ax.set_ylabel(f"{column.replace('_', ' ')} vs naive MC")
+            ax.set_ylabel(f"{_RATIO_NAMES[column]} vs naive MC")
         _legend_outside(axes[0][-1] if len(cells) >= ncols else axes.flat[len(cells) - 1])
         return _svg(fig)

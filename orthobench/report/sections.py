@@ -58,10 +58,14 @@ class Section:
         return [b for b in self.blocks if isinstance(b, Table)]
 
 
-def _ci(mean: float, low: float, high: float) -> str:
+def _ci(mean: float, low: float, high: float, show: Callable[[float], str] = sig) -> str:
     if not np.isfinite(low):
-        return sig(mean)
-    return f"{sig(mean)} [{sig(low)}, {sig(high)}]"
+        return show(mean)
+    return f"{show(mean)} [{show(low)}, {show(high)}]"
+
+
+def _percent(value: float) -> str:
+    return f"{value:.1f}" if np.isfinite(value) else "-"
 
 
 def _join(values: Sequence, empty: str = "-") -> str:
@@ -341,7 +345,13 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
                 "normalized-scores",
                 ["run set", "task", "optimizer", "seeds", "score % [95% CI]"],
                 [
-                    [r.run_set, r.task, r.optimizer, str(r.seeds), _ci(r.score, r.low, r.high)]
+                    [
+                        r.run_set,
+                        r.task,
+                        r.optimizer,
+                        str(r.seeds),
+                        _ci(r.score, r.low, r.high, _percent),
+                    ]  # fmt: skip
                     for r in scores.itertuples()
                 ],
                 scores.drop(columns="series"),
