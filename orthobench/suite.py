@@ -40,8 +40,7 @@ from yaml.constructor import ConstructorError
 
 from orthobench.config import names
 from orthobench.config.params import MAX_COUNT
-from orthobench.exceptions import ConfigError, SuiteError
-from orthobench.exceptions import show_value as _show
+from orthobench.exceptions import ConfigError, SuiteError, show_value
 from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry
 
 DTYPES = ("float64", "float32")
@@ -115,16 +114,16 @@ _PROBE_LISTS = {
 
 def _check_int(value: Any, field: str, minimum: int, maximum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(field, f"must be an integer >= {minimum}, but got {_show(value)}.")
+        raise ConfigError(field, f"must be an integer >= {minimum}, but got {show_value(value)}.")
     if value < minimum:
         raise ConfigError(field, f"must be >= {minimum}, but got {value}.")
     if value > maximum:
-        raise ConfigError(field, f"must be <= {maximum}, but got {_show(value)}.")
+        raise ConfigError(field, f"must be <= {maximum}, but got {show_value(value)}.")
 
 
 def _check_tuple(value: Any, field: str, what: str) -> None:
     if not isinstance(value, tuple):
-        raise ConfigError(field, f"must be a tuple of {what}, but got {_show(value)}.")
+        raise ConfigError(field, f"must be a tuple of {what}, but got {show_value(value)}.")
     if not value:
         raise ConfigError(field, f"must not be empty; give at least one of the {what}.")
 
@@ -148,7 +147,7 @@ def _check_seeds(value: Any, field: str) -> None:
 def _check_label(value: Any, field: str) -> None:
     """A name or label: a safe file-name component (:data:`_LABEL_RE`, the whole string)."""
     if not isinstance(value, str) or not _LABEL_RE.fullmatch(value):
-        raise ConfigError(field, f"must be {_LABEL_CHARS}, but got {_show(value)}.")
+        raise ConfigError(field, f"must be {_LABEL_CHARS}, but got {show_value(value)}.")
 
 
 def _within(prefix: str, err: ConfigError) -> ConfigError:
@@ -190,7 +189,7 @@ def _check_observations(
 def _check_component(spec: Any, field: str, registry: Registry) -> Entry:
     """Check one :class:`ComponentSpec` against ``registry``; returns the registry entry."""
     if not isinstance(spec, ComponentSpec):
-        raise ConfigError(field, f"must be a ComponentSpec, but got {_show(spec)}.")
+        raise ConfigError(field, f"must be a ComponentSpec, but got {show_value(spec)}.")
     try:
         return registry.check_params(spec.name, spec.params)
     except ConfigError as err:
@@ -219,10 +218,12 @@ class ComponentSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise ConfigError("name", f"must be a non-empty string, but got {_show(self.name)}.")
+            raise ConfigError(
+                "name", f"must be a non-empty string, but got {show_value(self.name)}."
+            )
         if not isinstance(self.params, Mapping) or not all(isinstance(k, str) for k in self.params):
             raise ConfigError(
-                "params", f"must be a mapping with string keys, but got {_show(self.params)}."
+                "params", f"must be a mapping with string keys, but got {show_value(self.params)}."
             )
         _check_label(self.label, "label")
 
@@ -291,7 +292,9 @@ class ProbeSpec:
         _check_tuple(self.estimators, "estimators", "estimator names")
         for i, name in enumerate(self.estimators):
             if not isinstance(name, str):
-                raise ConfigError(f"estimators[{i}]", f"must be a string, but got {_show(name)}.")
+                raise ConfigError(
+                    f"estimators[{i}]", f"must be a string, but got {show_value(name)}."
+                )
             names.parse_estimator(name, field=f"estimators[{i}]")
         _check_seeds(self.seeds, "seeds")
         self._check_state_optimizer()
@@ -299,7 +302,9 @@ class ProbeSpec:
     def _check_state_optimizer(self) -> None:
         spec = self.state_optimizer
         if not isinstance(spec, ComponentSpec):
-            raise ConfigError("state_optimizer", f"must be a ComponentSpec, but got {_show(spec)}.")
+            raise ConfigError(
+                "state_optimizer", f"must be a ComponentSpec, but got {show_value(spec)}."
+            )
         if "kernel" in spec.params:
             raise ConfigError(
                 "state_optimizer.params.kernel",
@@ -341,7 +346,7 @@ class Cell:
         for key in ("task", "optimizer"):
             if not isinstance(getattr(self, key), ComponentSpec):
                 raise ConfigError(
-                    key, f"must be a ComponentSpec, but got {_show(getattr(self, key))}."
+                    key, f"must be a ComponentSpec, but got {show_value(getattr(self, key))}."
                 )
         _check_int(self.seed, "seed", 0, MAX_SEED)
         _check_int(self.n_init, "n_init", 1, MAX_EVALUATIONS)
@@ -369,7 +374,7 @@ class Cell:
 
 def _check_dtype(dtype: Any) -> None:
     if dtype not in DTYPES:
-        raise ConfigError("dtype", f"must be {' or '.join(DTYPES)}, but got {_show(dtype)}.")
+        raise ConfigError("dtype", f"must be {' or '.join(DTYPES)}, but got {show_value(dtype)}.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -397,7 +402,7 @@ class Suite:
         _check_label(self.name, "name")
         if not isinstance(self.description, str):
             raise ConfigError(
-                "description", f"must be a string, but got {_show(self.description)}."
+                "description", f"must be a string, but got {show_value(self.description)}."
             )
         _check_seeds(self.seeds, "seeds")
         _check_int(self.n_init, "n_init", 1, MAX_EVALUATIONS)
@@ -415,7 +420,9 @@ class Suite:
                 f"{len(self.seeds)} seeds make {n_cells} cells; a suite holds at most {MAX_CELLS}.",
             )
         if self.probe is not None and not isinstance(self.probe, ProbeSpec):
-            raise ConfigError("probe", f"must be a ProbeSpec or None, but got {_show(self.probe)}.")
+            raise ConfigError(
+                "probe", f"must be a ProbeSpec or None, but got {show_value(self.probe)}."
+            )
 
     def cells(self) -> list[Cell]:
         """All cells, ordered task-major, then seed, then optimizer."""
@@ -459,7 +466,9 @@ class _Validator:
 
     def mapping(self, value: Any, path: str, allowed: Mapping[str, str]) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise self.fail(path or "(top level)", f"must be a mapping, but got {_show(value)}.")
+            raise self.fail(
+                path or "(top level)", f"must be a mapping, but got {show_value(value)}."
+            )
         for key in value:
             if key not in allowed:
                 raise self.fail(
@@ -476,7 +485,9 @@ class _Validator:
 
     def tuple_(self, value: Any, path: str, what: str) -> tuple[Any, ...]:
         if not isinstance(value, list):
-            raise self.fail(path, f"must be a non-empty list of {what}, but got {_show(value)}.")
+            raise self.fail(
+                path, f"must be a non-empty list of {what}, but got {show_value(value)}."
+            )
         return tuple(value)
 
     def seeds(self, value: Any, path: str) -> tuple[Any, ...]:
@@ -486,7 +497,7 @@ class _Validator:
             raise self.fail(
                 path,
                 f"must be an integer in 1..{MAX_CELLS} (seeds 0..n-1) or a list of integers, "
-                f"but got {_show(value)}.",
+                f"but got {show_value(value)}.",
             )
         return tuple(range(value))
 
