@@ -40,6 +40,15 @@ STATEFUL_PARAMS = {
 }
 
 
+# Relevance pursuit refits the GP for every support size: seconds per step. Its cases run with
+# the slow tests (test_rpr.py keeps a fast single-fit check in the default run).
+SLOW = {"rpr"}
+
+
+def _names() -> list:
+    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in OPTIMIZERS.names()]
+
+
 def objective(u: np.ndarray) -> float:
     return float(np.sum((u - 0.3) ** 2) + 0.1 * np.sin(10 * u[0]))
 
@@ -53,7 +62,7 @@ def make(name: str, seed: int, device: torch.device | str = "cpu", **overrides) 
     )
 
 
-@pytest.mark.parametrize("name", OPTIMIZERS.names())
+@pytest.mark.parametrize("name", _names())
 def test_optimizer_contract(name, device):
     first = make(name, seed=11, device=device)
     ys = drive(first, objective, n_init=6, steps=3)
@@ -71,7 +80,10 @@ def test_optimizer_contract(name, device):
 
 
 def _resume_cases() -> list:
-    cases = [pytest.param(name, {}, id=name) for name in OPTIMIZERS.names()]
+    cases = [
+        pytest.param(name, {}, id=name, marks=[pytest.mark.slow] if name in SLOW else [])
+        for name in OPTIMIZERS.names()
+    ]
     cases += [
         pytest.param(name, params, id=case) for case, (name, params) in STATEFUL_PARAMS.items()
     ]

@@ -28,6 +28,7 @@ def test_injected_outlier_is_identified_on_a_toy_set() -> None:
     assert info["outliers"] == [5] and info["fallback"] is None
 
 
+@pytest.mark.slow
 def test_rpr_runs_in_the_loop_reports_outliers_and_is_deterministic() -> None:
     calls = {"n": 0}
 
