@@ -8,6 +8,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
+from orthobench.exceptions import NumericsWarning
 from orthobench.loop import run_cell
 from orthobench.results import EvaluationJournal
 from orthobench.space import SearchSpace
@@ -190,3 +191,22 @@ def test_evaluation_journal_ignores_another_configuration(tmp_path):
     run_cell(spec, journal=journal)
     other = EvaluationJournal(journal.path, cell(n_init=3, budget=2).config_hash)
     assert len(journal.read()) == 4 and other.read() == []
+
+
+def test_qlogei_under_extreme_noise_records_a_fallback_and_finishes():
+    """Noise 1e150 makes qLogEI's values non-finite, which broke ``optimize_acqf``'s
+    starting-point sampling; the step now takes the best raw Sobol' candidate, warns and records it."""
+    noisy = cell(
+        optimizer="qlogei",
+        n_init=4,
+        budget=2,
+        task_params={"noise_std": 1e150},
+        opt_params={"function_samples": 16, "raw_samples": 16, "num_restarts": 2},
+    )
+    with pytest.warns(NumericsWarning, match="acquisition maximization failed"):
+        records = run_cell(noisy)
+    bo = [r for r in records if r.phase == "bo"]
+    assert len(bo) == 2 and all(r.status == "ok" for r in bo)
+    for record in bo:
+        assert record.fallback.startswith("acquisition maximization failed (RuntimeError: ")
+        assert record.fallback.endswith("took the best of 16 raw Sobol' candidates")

@@ -9,17 +9,27 @@ acquisitions over function samples get their ``SobolQMCNormalSampler`` seeded pe
 
 from __future__ import annotations
 
+import contextlib
+import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
+from botorch.exceptions import CandidateGenerationError
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
+from botorch.utils.sampling import draw_sobol_samples
 from torch import Tensor
 
-from orthobench.optimizers.base import Optimizer, check_at_least
+from orthobench.exceptions import NumericsWarning, one_line
+from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
 from orthobench.seeding import torch_seed
+
+# What a non-finite acquisition makes BoTorch's multistart raise (torch.multinomial's "probability
+# tensor contains either `inf`, `nan` or element < 0", NaN gradients, scipy's line search).
+_MAXIMIZE_ERRORS = (RuntimeError, ValueError, CandidateGenerationError)
 
 
 class GPOptimizer(Optimizer):
@@ -39,6 +49,7 @@ class GPOptimizer(Optimizer):
         check_at_least(1, raw_samples=raw_samples, num_restarts=num_restarts)
         self.raw_samples = raw_samples
         self.num_restarts = num_restarts
+        self._acq_fallbacks: list[str] = []  # of the current ask (see `_maximize`)
 
     def _unit_bounds(self) -> Tensor:
         """``2 x d`` bounds of the unit cube on the optimizer's device and dtype."""
@@ -49,6 +60,15 @@ class GPOptimizer(Optimizer):
         return SobolQMCNormalSampler(
             sample_shape=torch.Size([function_samples]), seed=self._step_seed("sampler") % (2**31)
         )
+
+    def ask(self, n: int = 1) -> Suggestion:
+        """:meth:`Optimizer.ask`, with the fallbacks of :meth:`_maximize` added to ``info``."""
+        self._acq_fallbacks = []
+        suggestion = super().ask(n)
+        if self._acq_fallbacks:
+            taken = [suggestion.info.get("fallback"), *self._acq_fallbacks]
+            suggestion.info["fallback"] = "; ".join(f for f in taken if f)
+        return suggestion
 
     def _maximize(
         self,
@@ -63,14 +83,48 @@ class GPOptimizer(Optimizer):
         ``acqf`` may be a function that builds the acquisition: it is then called inside the seeded
         block, for acquisitions whose construction draws from the global generator (qLogNEI's
         pruning of its baseline).
+
+        When the acquisition cannot be built or maximized (e.g. non-finite values under extreme
+        observation noise break ``optimize_acqf``'s starting-point sampling), the best of
+        ``raw_samples`` scrambled Sobol' candidates by acquisition value is returned instead, or
+        the first of them when no value is finite; the fallback is warned about
+        (:class:`~orthobench.exceptions.NumericsWarning`) and recorded in the suggestion's
+        ``fallback``.
         """
+        bounds = self._unit_bounds() if bounds is None else bounds
         with torch_seed(self._step_seed("acq")):
-            candidate, _ = optimize_acqf(
-                acqf if isinstance(acqf, AcquisitionFunction) else acqf(),
-                bounds=self._unit_bounds() if bounds is None else bounds,
-                q=q,
-                num_restarts=self.num_restarts,
-                raw_samples=self.raw_samples,
-                options=options,
-            )
+            try:
+                acqf = acqf if isinstance(acqf, AcquisitionFunction) else acqf()
+                candidate, _ = optimize_acqf(
+                    acqf,
+                    bounds=bounds,
+                    q=q,
+                    num_restarts=self.num_restarts,
+                    raw_samples=self.raw_samples,
+                    options=options,
+                )
+            except _MAXIMIZE_ERRORS as err:
+                reason = one_line(f"{err.__class__.__name__}: {err}", limit=160)
+            else:
+                return candidate
+        candidate, fallback = self._fallback_candidate(acqf, bounds, q)
+        fallback = f"acquisition maximization failed ({reason}); took {fallback}"
+        warnings.warn(f"{type(self).__name__}: {fallback}.", NumericsWarning, stacklevel=2)
+        self._acq_fallbacks.append(fallback)
         return candidate
+
+    def _fallback_candidate(
+        self, acqf: AcquisitionFunction | Callable[[], AcquisitionFunction], bounds: Tensor, q: int
+    ) -> tuple[Tensor, str]:
+        """``q x d`` best of ``raw_samples`` Sobol' candidates by ``acqf`` and what was taken."""
+        candidates = draw_sobol_samples(
+            bounds, n=self.raw_samples, q=q, seed=self._step_seed("acq-fallback") % (2**31)
+        )  # raw_samples x q x d
+        values = None
+        if isinstance(acqf, AcquisitionFunction):
+            with torch.no_grad(), contextlib.suppress(*_MAXIMIZE_ERRORS):
+                values = acqf(candidates)  # raw_samples
+        if values is None or not torch.isfinite(values).any():
+            return candidates[0], "a Sobol' point (no finite acquisition value)"
+        best = torch.where(torch.isfinite(values), values, -math.inf).argmax()
+        return candidates[best], f"the best of {self.raw_samples} raw Sobol' candidates"
