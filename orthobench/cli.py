@@ -20,6 +20,7 @@ from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
 from orthobench.progress import Progress
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 
 
 class _Group(click.Group):
@@ -103,6 +104,20 @@ def cli(ctx: click.Context, debug: bool) -> None:
     default=None,
     help="Dask scheduler address (implies --executor dask); a LocalCluster otherwise.",
 )
+@click.option(
+    "--threads-per-cell",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Torch threads per running cell, in every executor (results depend on it).",
+)
+@click.option(
+    "--cell-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Stop a cell running longer and store it as failed (inline: cells run in a worker process).",
+)
 @click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
 @_quiet_option
 def run(
@@ -112,12 +127,19 @@ def run(
     workers: int,
     executor: str | None,
     scheduler: str | None,
+    threads_per_cell: int,
+    cell_timeout: float | None,
     force: bool,
     quiet: bool,
 ) -> None:
-    """Run every cell of SUITE_FILE not yet stored, then write DIR/report.html."""
+    """Run every cell of SUITE_FILE not yet stored, then write DIR/report.html.
+
+    Exit code 0 when every cell is stored, 1 when a cell failed (the others are stored), 2 for a
+    bad suite or setting, 130 on Ctrl-C (a rerun resumes: stored cells and the evaluations of
+    unfinished cells are kept).
+    """
     from orthobench.devices import resolve_device
-    from orthobench.execution import run_suite
+    from orthobench.execution import RunInterrupted, run_suite
     from orthobench.report import build_report
     from orthobench.results import ResultStore
 
@@ -130,19 +152,31 @@ def run(
         raise OrthobenchError(f"--scheduler needs --executor dask, but got --executor {executor}.")
     n_cells = len(suite.cells())
     click.echo(
-        f"suite {suite.name}: {n_cells} cells on {resolved} ({executor}, {workers} worker(s)) -> {out_dir}",
+        f"suite {suite.name}: {n_cells} cells on {resolved} ({executor}, {workers} worker(s), "
+        f"{threads_per_cell} thread(s) per cell) -> {out_dir}",
         err=True,
     )
-    summary = run_suite(
-        suite,
-        store,
-        device=resolved,
-        executor=executor,
-        workers=workers,
-        force=force,
-        show_progress=not quiet,
-        scheduler=scheduler,
-    )
+    try:
+        summary = run_suite(
+            suite,
+            store,
+            device=resolved,
+            executor=executor,
+            workers=workers,
+            force=force,
+            show_progress=not quiet,
+            scheduler=scheduler,
+            threads_per_cell=threads_per_cell,
+            cell_timeout=cell_timeout,
+        )
+    except RunInterrupted as stop:
+        done = stop.summary
+        click.echo(
+            f"orthobench: interrupted: {done.count('ok') + done.count('skipped')} of {n_cells} "
+            f"cells stored ({done.count('ok')} by this run); rerun the same command to resume.",
+            err=True,
+        )
+        sys.exit(EXIT_INTERRUPTED)
     report = build_report([out_dir], out_dir / "report.html")
     click.echo(
         f"{summary.count('ok')} run, {summary.count('skipped')} already stored, {summary.count('failed')} failed "

@@ -1,4 +1,4 @@
-"""Executors: run cells inline or in a local process pool, storing each as it finishes.
+"""Executors: run cells inline, in a local process pool or on Dask, storing each as it finishes.
 
 Executors never know what a cell does (they call :func:`orthobench.loop.run_cell`), and the BO
 loop never knows how it is executed. The parent process (the Dask client) writes the results,
@@ -6,28 +6,66 @@ one atomic file per finished cell; the process running a cell appends each finis
 that cell's evaluation journal, so a killed run loses at most the evaluations in flight and a
 rerun completes only what is missing. (With an external Dask scheduler the workers may not see
 the results directory: there, resume is per cell.)
+
+Execution settings travel in each :class:`_Job`, never in globals, and are the same for every
+executor:
+
+- ``threads_per_cell``: torch's thread count while the cell runs (set around the cell, restored
+  after it), recorded in the cell's metadata. BLAS reductions depend on it, so the same suite,
+  seed and thread count give identical values inline, in the pool and on Dask (docs/design.md,
+  "Thread counts"). Default 1: small-GP code is bound by per-operation overhead.
+- ``cell_timeout``: seconds a cell may run before its process is stopped and the cell stored as
+  failed. Inline, cells then run one at a time in a worker process, so a hung task cannot block
+  the rest.
+
+What ends a cell, and what ends the run:
+
+- An exception of any kind raised while the cell runs -- ``SystemExit`` and
+  ``KeyboardInterrupt`` included -- fails that cell (its error and traceback are journaled) and
+  the run goes on. The one exception is the user's Ctrl-C: inline, a ``KeyboardInterrupt`` ends
+  the run when this process received SIGINT during the run (:func:`_sigint_watch`), and is the
+  cell's failure otherwise; pool workers ignore SIGINT, so a ``KeyboardInterrupt`` there always
+  comes from the cell's own code.
+- A pool worker that dies (``os.abort()``, an out-of-memory kill) fails the cell it was running
+  ("worker process died (exit code -6: SIGABRT)") and is replaced; a Dask worker that dies fails
+  its cell at once on the private ``LocalCluster`` (no retries) and after the cluster's allowed
+  retries on an external one (``KilledWorker``).
+- Ctrl-C stops the run: :class:`RunInterrupted` (a ``KeyboardInterrupt``) carries the summary of
+  the cells finished so far; pool workers are killed.
+- Pool workers watch the runner: when it dies (``kill -9``), they exit within a second.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
+import threading
 import time
 import traceback
-from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+import warnings
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for
+from typing import Any, Literal, NamedTuple
 
 import torch
 
-from orthobench.exceptions import OrthobenchError
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning, one_line
 from orthobench.loop import ProgressCallback, make_task, run_cell
 from orthobench.progress import Progress
 from orthobench.results import EvaluationJournal, ResultStore, RunRecord, run_metadata
 from orthobench.suite import Cell, Suite
 
 EXECUTORS = ("inline", "process", "dask")
+
+#: Seconds between a pool worker's checks that the runner is still alive.
+_PARENT_POLL_S = 0.5
+#: What a pool worker sends when it starts running a job (its result follows).
+_STARTED = "started"
 
 
 @dataclass
@@ -51,33 +89,104 @@ class RunSummary:
         return [o for o in self.outcomes if o.status == "failed"]
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :func:`run_suite`; ``summary`` holds the cells finished before it."""
+
+    def __init__(self, summary: RunSummary) -> None:
+        super().__init__(f"interrupted after {summary.count('ok')} stored cell(s)")
+        self.summary = summary
+
+
+@dataclass(frozen=True)
+class _Job:
+    """Everything a process needs to run one cell (it pickles to pool and Dask workers)."""
+
+    cell: Cell
+    device: str
+    threads: int
+    journal: EvaluationJournal | None
+
+
+class _Result(NamedTuple):
+    records: list[RunRecord] | None  # None when the cell failed
+    error: str | None
+    traceback: str
+    seconds: float
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(threads)``; the previous count is restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _describe(err: BaseException) -> str:
+    """``"RuntimeError: message"`` (``"KeyboardInterrupt"`` without one), on one short line."""
+    text = str(err)
+    return one_line(f"{err.__class__.__name__}: {text}" if text else err.__class__.__name__)
+
+
 def _execute(
-    cell: Cell,
-    device: str,
+    job: _Job,
     on_evaluation: ProgressCallback | None = None,
-    journal: EvaluationJournal | None = None,
-) -> tuple[list[RunRecord] | None, str | None, str, float]:
-    """Run a cell, catching its error: ``(records or None, error or None, traceback, seconds)``."""
+    user_interrupt: threading.Event | None = None,
+) -> _Result:
+    """Run a cell with its thread count; any exception it raises is returned as its failure.
+
+    Except when ``user_interrupt`` is set (the user pressed Ctrl-C): the cell ended because of it,
+    and ``KeyboardInterrupt`` is raised to end the run.
+    """
     start = time.perf_counter()
     try:
-        records = run_cell(cell, device, on_evaluation, journal)
-    except Exception as err:  # noqa: BLE001 -- a failing cell must not stop the suite; its error is stored
-        return (
-            None,
-            f"{err.__class__.__name__}: {err}",
-            traceback.format_exc(),
-            time.perf_counter() - start,
-        )
-    return records, None, "", time.perf_counter() - start
+        with torch_threads(job.threads):
+            records = run_cell(job.cell, job.device, on_evaluation, job.journal)
+    except BaseException as err:  # noqa: BLE001 -- SystemExit/KeyboardInterrupt of a cell's code are its failure
+        if user_interrupt is not None and user_interrupt.is_set():
+            raise KeyboardInterrupt from err
+        return _Result(None, _describe(err), traceback.format_exc(), time.perf_counter() - start)
+    return _Result(records, None, "", time.perf_counter() - start)
 
 
-def _init_worker(threads: int) -> None:
-    # Workers share the machine's cores: without this each one would start as many threads.
-    torch.set_num_threads(threads)
+@contextlib.contextmanager
+def _sigint_watch() -> Iterator[threading.Event]:
+    """An event set when this process receives SIGINT (Ctrl-C) while the block runs.
+
+    The handler sets the event, then does what the previous handler did (Python's default raises
+    ``KeyboardInterrupt``). Signals reach only the main thread: elsewhere, and where SIGINT is
+    ignored, nothing is installed and the event stays clear.
+    """
+    event = threading.Event()
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous == signal.SIG_IGN:
+        yield event
+        return
+
+    def handler(signum, frame) -> None:  # noqa: ANN001 -- signal handler signature
+        event.set()
+        if not callable(previous):  # SIG_DFL: SIGINT would end the process; end the run instead
+            raise KeyboardInterrupt
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _evaluations(cell: Cell) -> int:
     return cell.n_init + cell.budget
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def run_suite(
@@ -90,20 +199,73 @@ def run_suite(
     force: bool = False,
     show_progress: bool = True,
     scheduler: str | None = None,
+    threads_per_cell: int = 1,
+    cell_timeout: float | None = None,
 ) -> RunSummary:
     """Run every cell of ``suite`` that ``store`` does not hold yet (all of them with ``force``).
 
     Args:
         executor: ``inline`` (this process), ``process`` (a local pool of ``workers`` processes) or
             ``dask`` (the Dask cluster at ``scheduler``, else a ``LocalCluster`` of ``workers``).
+        workers: Processes of the pool or the ``LocalCluster``.
         scheduler: Address of an existing Dask scheduler (``dask`` only).
+        threads_per_cell: Torch threads while a cell runs, in every executor (recorded in the
+            cell's metadata). A warning says when ``workers x threads_per_cell`` exceeds the cores.
+        cell_timeout: Seconds after which a running cell is stopped and stored as failed (None:
+            no limit). Inline, each cell then runs in a worker process.
+
+    Raises:
+        RunInterrupted: on Ctrl-C, with the summary of the cells finished so far.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"Unknown executor {executor!r}; choose one of {EXECUTORS}.")
     if workers < 1:
         raise ValueError(f"`workers` must be >= 1, but got {workers=}.")
+    if threads_per_cell < 1:
+        raise ValueError(f"`threads_per_cell` must be >= 1, but got {threads_per_cell=}.")
+    if cell_timeout is not None and not cell_timeout > 0:
+        raise ValueError(f"`cell_timeout` must be > 0 seconds, but got {cell_timeout=}.")
     start = time.perf_counter()
     summary = RunSummary()
+    try:
+        with store.open_for_writing(), _sigint_watch() as interrupted:
+            _run_cells(
+                suite,
+                store,
+                summary,
+                interrupted,
+                device=device,
+                executor=executor,
+                workers=workers,
+                force=force,
+                show_progress=show_progress,
+                scheduler=scheduler,
+                threads_per_cell=threads_per_cell,
+                cell_timeout=cell_timeout,
+            )
+    except KeyboardInterrupt:
+        summary.seconds = time.perf_counter() - start
+        raise RunInterrupted(summary) from None
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _run_cells(
+    suite: Suite,
+    store: ResultStore,
+    summary: RunSummary,
+    interrupted: threading.Event,
+    *,
+    device: torch.device,
+    executor: str,
+    workers: int,
+    force: bool,
+    show_progress: bool,
+    scheduler: str | None,
+    threads_per_cell: int,
+    cell_timeout: float | None,
+) -> None:
+    """The body of :func:`run_suite`, with the store held: outcomes go to ``summary``."""
     stored = store.stored()
     todo: list[Cell] = []
     for cell in suite.cells():
@@ -119,121 +281,316 @@ def run_suite(
     if force:
         for journal in journals.values():
             journal.discard()
+    external = executor == "dask" and scheduler is not None
+    jobs = [
+        # An external cluster's workers may not see this results directory.
+        _Job(cell, str(device), threads_per_cell, None if external else journals[cell.id])
+        for cell in todo
+    ]
+    parallel = workers if executor != "inline" and not external else 1
+    if parallel * threads_per_cell > _cores() and todo:
+        warnings.warn(
+            f"{parallel} worker(s) x {threads_per_cell} thread(s) per cell exceed the "
+            f"{_cores()} cores: the cells compete for them (slower, same values).",
+            OrthobenchWarning,
+            stacklevel=3,
+        )
     progress = Progress(
         sum(map(_evaluations, todo)), label=f"[{suite.name}]", enabled=show_progress and bool(todo)
     )
-    metadata = run_metadata(str(device))
+    metadata = {**run_metadata(str(device)), "threads_per_cell": threads_per_cell}
 
-    def finish(
-        cell: Cell, records: list[RunRecord] | None, error: str | None, tb: str, seconds: float
-    ) -> None:
-        if records is not None:
-            store.write_cell(cell, records, metadata, seconds)
-            summary.outcomes.append(CellOutcome(cell, "ok", seconds))
-            progress.message(f"  done   {cell.id} ({seconds:.1f} s)")
+    def finish(cell: Cell, result: _Result) -> None:
+        if result.records is not None:
+            store.write_cell(cell, result.records, metadata, result.seconds)
+            summary.outcomes.append(CellOutcome(cell, "ok", result.seconds))
+            progress.message(f"  done   {cell.id} ({result.seconds:.1f} s)")
         else:
-            store.record_failure(cell, error or "", tb, seconds)
-            summary.outcomes.append(CellOutcome(cell, "failed", seconds, error))
+            error = result.error or ""
+            store.record_failure(cell, error, result.traceback, result.seconds)
+            summary.outcomes.append(CellOutcome(cell, "failed", result.seconds, error))
             progress.message(f"  FAILED {cell.id}: {error}")
 
     try:
         if executor == "dask":
-            _run_dask(todo, device, workers, scheduler, progress, finish, journals)
-        elif executor == "inline" or workers == 1 or len(todo) <= 1:
-            for cell in todo:
-                finish(cell, *_execute(cell, str(device), progress.advance, journals[cell.id]))
+            _run_dask(jobs, device, workers, scheduler, cell_timeout, progress, finish)
+        elif executor == "process" or cell_timeout is not None:
+            _run_pool(jobs, parallel, cell_timeout, progress, finish)
         else:
-            _run_pool(todo, str(device), workers, progress, finish, journals)
+            for job in jobs:
+                finish(job.cell, _execute(job, progress.advance, interrupted))
+                if interrupted.is_set():  # the cell's code swallowed the KeyboardInterrupt
+                    raise KeyboardInterrupt
     finally:
         progress.close()
-    summary.seconds = time.perf_counter() - start
-    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# Process pool
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit this process once ``parent`` is no longer its parent (it died; we were reparented)."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_POLL_S)
+    os._exit(1)
+
+
+def _worker_main(conn: Connection, parent: int) -> None:
+    """A pool worker: run the jobs received on ``conn`` and send back each :class:`_Result`.
+
+    Ends when the runner sends None, closes its end of the pipe, or dies.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner handles Ctrl-C and ends its workers
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        conn.send(_STARTED)  # the cell's clock starts now, not while the worker imported torch
+        conn.send(_execute(job))
+
+
+def _exit_reason(code: int | None) -> str:
+    """``"exit code -6: SIGABRT"`` for a process ended by a signal, else ``"exit code 1"``."""
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"exit code {code}: {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+class _Worker:
+    """A spawned worker process running one job at a time, sent over its own pipe.
+
+    Unlike ``concurrent.futures.ProcessPoolExecutor``, whose pool breaks as a whole when one
+    worker dies and does not say which task killed it, the worker knows its cell: its death or
+    timeout fails that cell only.
+    """
+
+    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child, os.getpid()))
+        self.process.start()
+        child.close()
+        self.job: _Job | None = None
+        self.running_since: float | None = None  # when the worker started the job
+
+    def submit(self, job: _Job) -> None:
+        self.conn.send(job)
+        self.job = job
+        self.running_since = None
+
+    def waitables(self) -> list[object]:
+        return [self.conn, self.process.sentinel]
+
+    def seconds(self) -> float:
+        """How long the job has been running (0 before the worker started it)."""
+        return 0.0 if self.running_since is None else time.monotonic() - self.running_since
+
+    def result(self, ready: Sequence[object]) -> _Result | None:
+        """The job's result if the worker finished it or died (``ready`` from ``wait``)."""
+        if self.conn not in ready and self.process.sentinel not in ready:
+            return None
+        with contextlib.suppress(EOFError, OSError):
+            while self.conn.poll():
+                message = self.conn.recv()
+                if message != _STARTED:
+                    return message
+                self.running_since = time.monotonic()
+            if self.process.is_alive():
+                return None
+        self.process.join()
+        reason = f"worker process died ({_exit_reason(self.process.exitcode)})"
+        return _Result(None, reason, reason + "\n", self.seconds())
+
+    def stop(self) -> None:
+        """Kill the process at once (its cell is abandoned; its journal keeps what it stored)."""
+        self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+    def close(self, grace: float = 10.0) -> None:
+        """Ask the idle worker to exit; kill it if it has not after ``grace`` seconds."""
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.process.join(grace)
+        if self.process.is_alive():
+            self.stop()
+        self.conn.close()
 
 
 def _run_pool(
-    cells: Sequence[Cell],
-    device: str,
+    jobs: Sequence[_Job],
     workers: int,
+    timeout: float | None,
     progress: Progress,
-    finish: Any,
-    journals: dict[str, EvaluationJournal],
+    finish: Callable[[Cell, _Result], None],
 ) -> None:
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    # spawn, not fork: forking a process that already initialized torch/OpenMP (or CUDA) can hang.
+    """Run ``jobs`` on up to ``workers`` spawned processes, replacing any that dies or times out.
+
+    ``spawn``, not ``fork``: forking a process that already initialized torch/OpenMP (or CUDA)
+    can hang. A worker's process is reused for the next job, so tasks keep their per-process
+    caches.
+    """
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(threads,)
-    ) as pool:
-        pending: dict[Future, Cell] = {
-            pool.submit(_execute, cell, device, None, journals[cell.id]): cell for cell in cells
-        }
-        try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    cell = pending.pop(future)
-                    progress.advance(_evaluations(cell))
-                    finish(cell, *future.result())
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
+    queue = deque(jobs)
+    idle: list[_Worker] = []
+    busy: list[_Worker] = []
+    try:
+        while queue or busy:
+            while queue and len(busy) < workers:
+                worker = idle.pop() if idle else _Worker(context)
+                worker.submit(queue.popleft())
+                busy.append(worker)
+            running = [w.seconds() for w in busy if w.running_since is not None]
+            left = None if timeout is None or not running else max(timeout - max(running), 0.0)
+            ready = wait_for([o for w in busy for o in w.waitables()], left)
+            for worker in list(busy):
+                result = worker.result(ready)
+                if result is None and timeout is not None and worker.seconds() >= timeout:
+                    seconds = worker.seconds()
+                    worker.stop()
+                    reason = (
+                        f"timed out: still running after the cell timeout of {timeout:g} s; "
+                        "its process was stopped"
+                    )
+                    result = _Result(None, reason, reason + "\n", seconds)
+                if result is None:
+                    continue
+                busy.remove(worker)
+                if worker.process.is_alive():
+                    idle.append(worker)
+                progress.advance(_evaluations(worker.job.cell))
+                finish(worker.job.cell, result)
+    except BaseException:
+        for worker in busy:
+            worker.stop()
+        raise
+    finally:
+        for worker in idle:
+            worker.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Dask
+
+
+def _dask_result(future) -> _Result:  # noqa: ANN001 -- a distributed.Future
+    """The future's :class:`_Result`; a lost worker or a task Dask could not run fails the cell."""
+    from distributed.scheduler import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker as err:
+        return _Result(None, "worker process died (Dask KilledWorker)", str(err) + "\n", 0.0)
+    except Exception as err:  # noqa: BLE001 -- e.g. the worker cannot import the task: the cell fails
+        return _Result(None, _describe(err), traceback.format_exc(), 0.0)
 
 
 def _run_dask(
-    cells: Sequence[Cell],
+    jobs: Sequence[_Job],
     device: torch.device,
     workers: int,
     scheduler: str | None,
+    timeout: float | None,
     progress: Progress,
-    finish: Any,
-    journals: dict[str, EvaluationJournal],
+    finish: Callable[[Cell, _Result], None],
 ) -> None:
     """Submit every cell to Dask; this process (the client) stores each cell as it finishes.
 
-    A lost worker loses only its cell in flight (Dask retries it elsewhere); a killed client loses
-    the cells in flight and nothing stored (on a ``LocalCluster``, the evaluations of the cells in
-    flight are journaled too). CUDA cells ask for one ``GPU`` worker resource each,
-    so start GPU workers with ``--resources GPU=1`` (per GPU).
+    At most as many cells are in flight as the cluster has worker threads, so a worker holds one
+    cell at a time. On the private ``LocalCluster`` (``workers`` processes, one thread each) a
+    worker that dies fails its cell at once (``allowed-failures: 0``). A killed client loses the
+    cells in flight and nothing stored (on a ``LocalCluster``, the evaluations of the cells in
+    flight are journaled too). CUDA cells ask for one ``GPU`` worker resource each, so start GPU
+    workers with ``--resources GPU=1`` (per GPU).
+
+    With a ``timeout``, a cell's clock starts when the scheduler first reports it processing on a
+    worker (polled each second); an expired cell is cancelled and its worker restarted (which
+    needs a nanny: a worker started with ``--no-nanny`` keeps running it, with a warning).
     """
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
+        import dask
+        from dask.distributed import Client, LocalCluster, wait
     except ImportError as err:
         raise OrthobenchError(
             "--executor dask needs the dask extra: pip install 'orthobench[dask]'."
         ) from err
+    resources = {"GPU": 1} if device.type == "cuda" else None
     cluster = None
     if scheduler is None:
-        gpu = {"GPU": 1} if device.type == "cuda" else None
-        cluster = LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            resources=gpu,
-            dashboard_address=None,
-        )
+        with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                resources=resources,
+                dashboard_address=None,
+            )
     client = Client(scheduler or cluster)
     try:
-        resources = {"GPU": 1} if device.type == "cuda" else None
-        futures = {
-            client.submit(
-                _execute,
-                cell,
-                str(device),
-                None,
-                # An external cluster's workers may not see this results directory.
-                journals[cell.id] if cluster is not None else None,
-                key=f"orthobench-{cell.id}-{cell.config_hash}",
-                pure=False,
-                resources=resources,
-            ): cell
-            for cell in cells
-        }
-        for future in as_completed(futures):
-            cell = futures[future]
-            progress.advance(_evaluations(cell))
-            finish(cell, *future.result())
+        queue = deque(jobs)
+        futures: dict[Any, Cell] = {}  # distributed.Future -> its cell
+        pending: set[Any] = set()
+        started: dict[str, float] = {}
+        while queue or pending:
+            # No more cells in flight than worker threads: a worker that dies takes its own cell
+            # only, and a cell's timeout clock starts when it does.
+            while queue and len(pending) < max(1, sum(client.nthreads().values())):
+                job = queue.popleft()
+                future = client.submit(
+                    _execute,
+                    job,
+                    key=f"orthobench-{job.cell.id}-{job.cell.config_hash}",
+                    pure=False,
+                    resources=resources,
+                )
+                futures[future] = job.cell
+                pending.add(future)
+            try:
+                done, pending = wait(pending, timeout=1.0, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            for future in done:
+                cell = futures[future]
+                progress.advance(_evaluations(cell))
+                finish(cell, _dask_result(future))
+            if timeout is not None:
+                for future in _expired(client, pending, started, timeout):
+                    pending.discard(future)
+                    cell = futures[future]
+                    reason = f"timed out: still running after the cell timeout of {timeout:g} s"
+                    progress.advance(_evaluations(cell))
+                    finish(cell, _Result(None, reason, reason + "\n", timeout))
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _expired(client, pending: set, started: dict[str, float], timeout: float) -> list:  # noqa: ANN001
+    """The pending futures processing for longer than ``timeout``: cancelled, workers restarted."""
+    now = time.monotonic()
+    by_key = {future.key: future for future in pending}
+    where = {}
+    for address, keys in client.processing().items():
+        for key in keys:
+            if key in by_key:
+                started.setdefault(key, now)
+                where[key] = address
+    expired = [by_key[k] for k, t in started.items() if k in where and now - t >= timeout]
+    for future in expired:
+        future.cancel()
+        try:
+            client.restart_workers([where[future.key]])
+        except Exception as err:  # noqa: BLE001 -- the cell is failed either way; say what still runs
+            warnings.warn(
+                f"cell {future.key} timed out, but its Dask worker {where[future.key]} could not be "
+                f"restarted ({_describe(err)}); it keeps running the cell.",
+                OrthobenchWarning,
+                stacklevel=2,
+            )
+    return expired

@@ -3,14 +3,22 @@ the same stored values, failures recorded and the rest stored, progress counted 
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from orthobench import execution
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning
 from orthobench.progress import Progress
-from orthobench.results import ResultStore, load_runs
+from orthobench.results import ResultStore, load_runs, read_metadata
 from orthobench.suite import load_suite
 
 # `crashy` raises at its first point with x_0 > 0, which a 3-point scrambled Sobol' design has.
@@ -119,3 +127,267 @@ def test_a_rerun_skips_stored_cells_and_retries_failed_ones(
     assert (summary.count("skipped"), summary.count("failed"), summary.count("ok")) == (2, 2, 0)
     assert progress.total == 2 * EVALUATIONS  # only the retried cells
     pd.testing.assert_frame_equal(_stored(tmp_path), before)
+
+
+# A task whose evaluations misbehave as `fault` says; its info reports torch's thread count, and
+# with a `log` each evaluation first appends "<fault> <pid>" to that file.
+FAULTY_SOURCE = """
+import os
+import resource
+import time
+
+import numpy as np
+import torch
+
+from orthobench import Evaluation, SearchSpace, Task
+
+
+class Faulty(Task):
+    optimal_value = 0.0
+
+    def __init__(self, fault: str = "none", log: str = ""):
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+        self.fault, self.log = fault, log
+
+    def evaluate(self, x, *, seed, device):
+        if self.log:
+            with open(self.log, "a") as fh:
+                fh.write(f"{self.fault} {os.getpid()}\\n")
+        if self.fault == "abort":
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
+            os.abort()
+        if self.fault == "exit":
+            raise SystemExit(3)
+        if self.fault == "interrupt":
+            raise KeyboardInterrupt
+        if self.fault == "hang":
+            time.sleep(3600)
+        y = float(np.sum(np.asarray(x) ** 2))
+        return Evaluation(y=y, info={"threads": torch.get_num_threads()})
+"""
+
+
+@pytest.fixture
+def faulty(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """Write a suite of ``Faulty`` tasks (one per fault, labelled by it) and return its path."""
+    root = tmp_path / "faulty-plugin"
+    root.mkdir()
+    (root / "faultytask.py").write_text(FAULTY_SOURCE)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("PYTHONPATH", str(root))
+
+    def write(*faults: str, seeds: int = 1, log: str = ""):
+        tasks = "".join(
+            f'\n  - {{name: "faultytask:Faulty", params: {{fault: {f}, log: "{log}"}}, label: {f}}}'
+            for f in faults
+        )
+        path = tmp_path / "faults.yaml"
+        path.write_text(
+            f"name: faults\nseeds: {seeds}\nn_init: 3\nbudget: 2\ntasks:{tasks}\noptimizers: [sobol]\n"
+        )
+        return path
+
+    return write
+
+
+def _outcomes(summary: execution.RunSummary) -> dict[tuple[str, int], tuple[str, str | None]]:
+    """``(task label, seed) -> (status, error)``."""
+    return {(o.cell.task.label, o.cell.seed): (o.status, o.error) for o in summary.outcomes}
+
+
+def _quiet_run(suite, root, executor: str, **kwargs) -> execution.RunSummary:
+    kwargs = {"workers": 2, **kwargs}
+    return execution.run_suite(
+        suite,
+        ResultStore(root),
+        device=torch.device("cpu"),
+        executor=executor,
+        show_progress=False,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("executor", ["inline", pytest.param("process", marks=pytest.mark.slow)])
+def test_threads_per_cell_are_set_around_every_cell_restored_and_recorded(
+    executor: str, faulty, tmp_path, monkeypatch
+) -> None:
+    suite = load_suite(faulty("none", seeds=2))
+    monkeypatch.setattr(execution, "_cores", lambda: 1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with pytest.warns(OrthobenchWarning, match=r"thread\(s\) per cell exceed the 1 cores"):
+            summary = _quiet_run(suite, tmp_path, executor, threads_per_cell=2)
+        assert torch.get_num_threads() == 1  # restored after the inline cells
+    finally:
+        torch.set_num_threads(before)
+    assert summary.count("ok") == 2, summary.failed
+    frame = load_runs([tmp_path])
+    assert {json.loads(info)["threads"] for info in frame["info"]} == {2}
+    for path in (tmp_path / "runs").glob("*.parquet"):
+        assert read_metadata(path)["threads_per_cell"] == 2
+
+
+@pytest.mark.parametrize("executor", ["inline", pytest.param("process", marks=pytest.mark.slow)])
+def test_an_objective_raising_system_exit_or_keyboard_interrupt_fails_only_its_cell(
+    executor: str, faulty, tmp_path
+) -> None:
+    suite = load_suite(faulty("exit", "interrupt", "none"))
+    outcomes = _outcomes(_quiet_run(suite, tmp_path, executor))
+    assert outcomes == {
+        ("exit", 0): ("failed", "SystemExit: 3"),
+        ("interrupt", 0): ("failed", "KeyboardInterrupt"),
+        ("none", 0): ("ok", None),
+    }
+    assert [json.loads(i)["threads"] for i in load_runs([tmp_path])["info"]] == [1] * 5
+
+
+def _orthobench_run(suite, out, *options: str, **popen) -> subprocess.Popen:
+    """Start ``orthobench run SUITE -o OUT -q OPTIONS`` (the environment's PYTHONPATH finds the
+    plugin)."""
+    command = [sys.executable, "-m", "orthobench", "run", str(suite), "-o", str(out), "-q"]
+    return subprocess.Popen([*command, *options], text=True, **popen)
+
+
+def _wait_for_evaluations(log, n: int, runner: subprocess.Popen) -> list[tuple[str, int]]:
+    """The first ``n`` "<fault> <pid>" lines of ``log``, once the evaluations have written them."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and runner.poll() is None:
+        lines = log.read_text().split("\n")[:-1] if log.exists() else []
+        if len(lines) >= n:
+            return [(fault, int(pid)) for fault, pid in (line.split() for line in lines[:n])]
+        time.sleep(0.2)
+    raise AssertionError(f"{n} evaluations did not start (runner exit code {runner.poll()})")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.slow
+def test_a_dying_worker_fails_its_cell_the_others_finish_and_run_exits_1(faulty, tmp_path) -> None:
+    suite = faulty("abort", "none", seeds=2)
+    runner = _orthobench_run(suite, tmp_path / "out", "--workers", "2", stderr=subprocess.PIPE)
+    _, stderr = runner.communicate(timeout=600)
+    assert runner.returncode == 1, stderr
+    cells = {(c.task.label, c.seed): c.id for c in load_suite(suite).cells()}
+    for seed in (0, 1):
+        died = f"failed: {cells['abort', seed]}: worker process died (exit code -6: SIGABRT)"
+        assert died in stderr.splitlines()
+    stored = {p.stem for p in (tmp_path / "out" / "runs").glob("*.parquet")}
+    assert stored == {cells["none", 0], cells["none", 1]}
+    assert (tmp_path / "out" / "report.html").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_pool_workers_exit_when_the_runner_is_killed(faulty, tmp_path) -> None:
+    log = tmp_path / "evaluations.log"
+    suite = faulty("hang", seeds=2, log=str(log))
+    runner = _orthobench_run(suite, tmp_path / "out", "--workers", "2", stderr=subprocess.DEVNULL)
+    try:
+        workers = [pid for _, pid in _wait_for_evaluations(log, 2, runner)]
+    finally:
+        runner.kill()
+        runner.wait()
+    deadline = time.monotonic() + 10
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(_alive, workers))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["inline", "process"])
+def test_ctrl_c_exits_130_saying_what_is_stored_and_that_a_rerun_resumes(
+    executor: str, faulty, tmp_path
+) -> None:
+    log = tmp_path / "evaluations.log"
+    suite = faulty("none", "hang", log=str(log))
+    runner = _orthobench_run(
+        suite, tmp_path / "out", "--executor", executor, stderr=subprocess.PIPE
+    )
+    # The `none` cell's 5 evaluations, then the hanging one.
+    (*_, (fault, pid)) = _wait_for_evaluations(log, EVALUATIONS + 1, runner)
+    assert fault == "hang"
+    runner.send_signal(signal.SIGINT)
+    _, stderr = runner.communicate(timeout=120)
+    assert runner.returncode == 130, stderr
+    assert stderr.splitlines()[1:] == [
+        "orthobench: interrupted: 1 of 2 cells stored (1 by this run); rerun the same command "
+        "to resume."
+    ]
+    assert not _alive(pid)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["inline", "process", "dask"])
+def test_a_cell_past_the_timeout_is_stopped_and_stored_as_failed(
+    executor: str, faulty, tmp_path
+) -> None:
+    if executor == "dask":
+        pytest.importorskip("dask.distributed")
+    suite = load_suite(faulty("hang", "none"))
+    start = time.monotonic()
+    outcomes = _outcomes(_quiet_run(suite, tmp_path, executor, cell_timeout=3.0))
+    assert time.monotonic() - start < 120
+    assert outcomes[("hang", 0)][0] == "failed"
+    assert outcomes[("hang", 0)][1].startswith(
+        "timed out: still running after the cell timeout of 3 s"
+    )
+    assert outcomes[("none", 0)] == ("ok", None)
+
+
+@pytest.mark.slow
+def test_a_dying_dask_worker_fails_its_cell_and_the_others_finish(faulty, tmp_path) -> None:
+    pytest.importorskip("dask.distributed")
+    suite = load_suite(faulty("abort", "none", seeds=2))
+    outcomes = _outcomes(_quiet_run(suite, tmp_path, "dask"))
+    died = ("failed", "worker process died (Dask KilledWorker)")
+    assert outcomes == {
+        ("abort", 0): died,
+        ("abort", 1): died,
+        ("none", 0): ("ok", None),
+        ("none", 1): ("ok", None),
+    }
+
+
+@pytest.mark.slow
+def test_a_gp_optimizer_gives_identical_values_inline_in_a_pool_and_on_dask(
+    write_suite, tmp_path
+) -> None:
+    """The issue's case (Hartmann6, qLogEI, 2 seeds, 2 BO steps), at one thread per cell."""
+    pytest.importorskip("dask.distributed")
+    suite = load_suite(
+        write_suite(
+            """
+            name: same
+            seeds: 2
+            n_init: 4
+            budget: 2
+            tasks: [hartmann6]
+            optimizers:
+              - {name: qlogei, params: {function_samples: 64, raw_samples: 64, num_restarts: 2}}
+            """
+        )
+    )
+    frames = {}
+    for executor in execution.EXECUTORS:
+        summary = _quiet_run(suite, tmp_path / executor, executor)
+        assert summary.count("ok") == 2, summary.failed
+        frames[executor] = _stored(tmp_path / executor)
+    assert (frames["inline"]["phase"] == "bo").sum() == 2 * 2
+    pd.testing.assert_frame_equal(frames["process"], frames["inline"], check_exact=True)
+    pd.testing.assert_frame_equal(frames["dask"], frames["inline"], check_exact=True)
+
+
+def test_run_suite_holds_the_results_directory(faulty, tmp_path) -> None:
+    suite = load_suite(faulty("none"))
+    with ResultStore(tmp_path).open_for_writing():
+        with pytest.raises(OrthobenchError, match="in use by another orthobench run"):
+            _quiet_run(suite, tmp_path, "inline")
+    assert not (tmp_path / "runs").exists()

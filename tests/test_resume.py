@@ -1,5 +1,6 @@
-"""Evaluation-level resume end to end: a run killed with SIGKILL mid-cell resumes from the cell's
-evaluation journal, re-runs none of the stored evaluations and finishes equal to a clean run."""
+"""Evaluation-level resume end to end: a run (or a pool worker) killed with SIGKILL mid-cell
+resumes from the cell's evaluation journal, re-runs none of the stored evaluations and finishes
+equal to a clean run."""
 
 from __future__ import annotations
 
@@ -55,10 +56,10 @@ optimizers:
 """
 
 
-def run(suite: Path, out: Path, root: Path) -> subprocess.CompletedProcess:
+def run(suite: Path, out: Path, root: Path, *options: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(root)}
     return subprocess.run(
-        [sys.executable, "-m", "orthobench", "run", str(suite), "-o", str(out), "-q"],
+        [sys.executable, "-m", "orthobench", "run", str(suite), "-o", str(out), "-q", *options],
         capture_output=True,
         text=True,
         env=env,
@@ -66,7 +67,11 @@ def run(suite: Path, out: Path, root: Path) -> subprocess.CompletedProcess:
     )
 
 
-def killed_then_resumed(tmp_path: Path, **fields) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def killed_then_resumed(
+    tmp_path: Path, *options: str, **fields
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Run the suite with ``options`` until the kill, rerun it, and run it clean elsewhere:
+    ``(resumed runs, clean runs, evaluation seeds of the first two runs)``."""
     root = tmp_path / "plugins"
     root.mkdir()
     (root / "killer.py").write_text(KILLER_SOURCE)
@@ -74,9 +79,13 @@ def killed_then_resumed(tmp_path: Path, **fields) -> tuple[pd.DataFrame, pd.Data
     marker.touch()
     suite = tmp_path / "suite.yaml"
     suite.write_text(textwrap.dedent(SUITE.format(marker=marker, log=log, **fields)))
-    first = run(suite, tmp_path / "out", root)
-    assert first.returncode < 0 or first.returncode == 137, first.stderr  # killed
-    second = run(suite, tmp_path / "out", root)
+    first = run(suite, tmp_path / "out", root, *options)
+    if "--workers" in options:  # a pool worker was killed: its cell failed, the run went on
+        assert first.returncode == 1, first.stderr
+        assert "worker process died (exit code -9: SIGKILL)" in first.stderr
+    else:
+        assert first.returncode < 0 or first.returncode == 137, first.stderr  # killed
+    second = run(suite, tmp_path / "out", root, *options)
     assert second.returncode == 0, second.stderr
     assert not (tmp_path / "out" / "partial").exists() or not any(
         (tmp_path / "out" / "partial").iterdir()
@@ -122,6 +131,27 @@ def test_sigkill_mid_cnn_digits_cell_resumes_from_the_evaluation_journal(tmp_pat
         label="cnn-digits",
         inner="cnn",
         inner_params="{dataset: digits, batch_size: 16, outlier_prob: 0.5}",
+        kill_at=5,
+        optimizer="{name: qlogei, params: {function_samples: 16, raw_samples: 16, "
+        "num_restarts: 2}}",
+    )
+    pd.testing.assert_frame_equal(resumed, clean)
+    assert len(seeds) == 5 + 2 and len(set(seeds)) == 6
+
+
+@pytest.mark.slow
+def test_a_pool_worker_killed_mid_cell_fails_the_cell_and_the_rerun_resumes(tmp_path):
+    """As an out-of-memory kill does: the worker's cell is stored as failed with the reason, and
+    the rerun continues it from its evaluation journal."""
+    resumed, clean, seeds = killed_then_resumed(
+        tmp_path,
+        "--workers",
+        "2",
+        n_init=3,
+        budget=3,
+        label="hartmann",
+        inner="hartmann6",
+        inner_params="{}",
         kill_at=5,
         optimizer="{name: qlogei, params: {function_samples: 16, raw_samples: 16, "
         "num_restarts: 2}}",
