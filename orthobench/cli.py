@@ -150,6 +150,15 @@ def run(
     executor = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
     if scheduler and executor != "dask":
         raise OrthobenchError(f"--scheduler needs --executor dask, but got --executor {executor}.")
+    changed = [] if force else store.config_changes(suite.cells())
+    if changed:
+        for line in changed[:20]:
+            click.echo(line, err=True)
+        raise OrthobenchError(
+            f"{len(changed)} stored cell(s) in {out_dir} have another configuration than the suite "
+            "now gives them (listed above): rerun with --force to replace them, or write to another "
+            "folder with -o."
+        )
     n_cells = len(suite.cells())
     click.echo(
         f"suite {suite.name}: {n_cells} cells on {resolved} ({executor}, {workers} worker(s), "

@@ -143,3 +143,16 @@ def test_sigkill_mid_suite_then_resume_completes_only_missing_cells(plugin, writ
         .reset_index(drop=True)
     )
     pd.testing.assert_frame_equal(resumed_frame, clean_frame)
+
+
+def test_a_changed_configuration_is_not_reused_silently(plugin, write_suite, tmp_path):
+    out = tmp_path / "out"
+    first = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    assert invoke("run", str(first), "-o", str(out), "-q").exit_code == 0
+    changed = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.001), name="changed.yaml")
+    result = CliRunner().invoke(cli, ["run", str(changed), "-o", str(out), "-q"])
+    assert result.exit_code == 2
+    assert "task.params.delay 0.0 (stored) -> 0.001 (now)" in result.output
+    assert "rerun with --force" in result.output
+    forced = invoke("run", str(changed), "-o", str(out), "-q", "--force")
+    assert forced.exit_code == 0 and "4 run, 0 already stored" in forced.output
