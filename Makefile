@@ -16,8 +16,10 @@ $(BIN)/orthobench: pyproject.toml constraints.txt
 
 install: $(BIN)/orthobench  ## create .venv and install orthobench with dev tools and dask
 
-demo: install  ## run the embedded default job and write results/smoke/report.html
-	$(BIN)/orthobench run suites/smoke.yaml
+demo: install  ## suites/demo.yaml: OrthoBO vs mc-ei vs qLogEI vs Sobol, then a small probe; prints the report path
+	$(BIN)/orthobench run suites/demo.yaml -o results/demo --workers 2 -q
+	$(BIN)/orthobench probe suites/demo.yaml -o results/demo -q
+	@echo "report: results/demo/report.html"
 
 test: install  ## the default test run: everything not marked slow, docstring examples included
 	$(BIN)/pytest -q
