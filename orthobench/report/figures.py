@@ -58,6 +58,8 @@ def _needs_log(values: np.ndarray) -> bool:
     return values.size > 0 and values.min() > 0 and values.max() / values.min() > LOG_RANGE
 
 
+#: The most estimators whose interval bands :func:`ratio_vs_s_svg` draws.
+MAX_BANDS = 5
 _RATIO_NAMES = {"mse_ratio": "MSE ratio", "var_ratio": "variance ratio"}
 #: A probe ratio axis shows at most this range; estimates beyond it are marked at its edge.
 RATIO_LIMITS = (1e-3, 1e3)
@@ -347,8 +349,11 @@ def probe_ratio_svg(table: pd.DataFrame, column: str = "mse_ratio", ncols: int =
 
 
 def ratio_vs_s_svg(table: pd.DataFrame, column: str = "var_ratio", ncols: int = 3) -> str:
-    """A probe ratio vs the budget S, one line (with its interval) per estimator, one panel per
-    (task, kernel)."""
+    """A probe ratio vs the budget S, one line per estimator, one panel per (task, kernel).
+
+    Interval bands are drawn for up to :data:`MAX_BANDS` estimators (beyond, they would hide each
+    other; the table has them).
+    """
     data = table[table["estimator"] != table["baseline"]]
     estimators = list(dict.fromkeys(data["estimator"]))
     budgets = sorted(data["mc_samples"].unique())
@@ -368,14 +373,15 @@ def ratio_vs_s_svg(table: pd.DataFrame, column: str = "var_ratio", ncols: int = 
                     rows["mc_samples"], rows[column], marker="o", ms=3, lw=1, color=colors[name],
                     label=name,
                 )  # fmt: skip
-                ax.fill_between(
-                    rows["mc_samples"],
-                    rows[f"{column}_low"],
-                    rows[f"{column}_high"],
-                    color=colors[name],
-                    alpha=0.12,
-                    lw=0,
-                )
+                if len(estimators) <= MAX_BANDS:
+                    ax.fill_between(
+                        rows["mc_samples"],
+                        rows[f"{column}_low"],
+                        rows[f"{column}_high"],
+                        color=colors[name],
+                        alpha=0.12,
+                        lw=0,
+                    )
             ax.axhline(1.0, color="0.4", lw=0.8, ls="--")
             ax.set_xscale("log", base=2)
             ax.set_xticks(budgets, [str(b) for b in budgets])
