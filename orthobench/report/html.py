@@ -49,10 +49,14 @@ def build_report(
     """
     dirs = [str(d) for d in dirs]
     results = load_results(dirs)
-    if baseline is not None and str(baseline) not in dirs:
-        raise OrthobenchError(
-            f"--baseline must be one of the report's directories {dirs}, but got {str(baseline)!r}."
-        )
+    if baseline is not None:
+        same = [d for d in dirs if Path(d).resolve() == Path(baseline).resolve()]
+        if not same:
+            raise OrthobenchError(
+                f"--baseline must be one of the report's directories {dirs}, but got "
+                f"{str(baseline)!r}."
+            )
+        baseline = same[0]
     labels = results.optimizers
     if reference is not None and reference not in labels:
         raise OrthobenchError(

@@ -131,7 +131,7 @@ def test_baseline_comparison_of_a_suite_run_twice(demo_dir, tmp_path):
     shutil.copytree(demo_dir, new)
     out = tmp_path / "cmp.html"
     result = CliRunner().invoke(
-        cli, ["report", str(base), str(new), "--baseline", str(base), "-o", str(out)]
+        cli, ["report", str(base), str(new), "--baseline", f"{base}/", "-o", str(out)]
     )
     assert result.exit_code == 0, result.output
     html = out.read_text()
