@@ -11,10 +11,10 @@ PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check -q -c constraints.
 $(BIN)/orthobench: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) --upgrade pip
-	$(PIP_INSTALL) -e '.[dev,dask]'
+	$(PIP_INSTALL) -e '.[dev,dask,vision]'
 	@touch $@
 
-install: $(BIN)/orthobench  ## create .venv and install orthobench with dev tools and dask
+install: $(BIN)/orthobench  ## create .venv and install orthobench with dev tools, dask and vision (transformers)
 
 demo: install  ## suites/demo.yaml: OrthoBO vs mc-ei vs qLogEI vs Sobol, then a small probe; prints the report path
 	$(BIN)/orthobench run suites/demo.yaml -o results/demo --workers 2 -q
@@ -24,7 +24,11 @@ demo: install  ## suites/demo.yaml: OrthoBO vs mc-ei vs qLogEI vs Sobol, then a 
 test: install  ## the default test run: everything not marked slow, docstring examples included
 	$(BIN)/pytest -q
 
-test-slow: install  ## only the tests marked slow (statistical checks, end-to-end gate and executors)
+test-slow: install  ## only the tests marked slow (statistical checks, end-to-end gate, executors, the report in a browser)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	    apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "chromium not installed: the browser test of the report will be skipped"
 	$(BIN)/pytest -q -m slow
 
 test-cuda: install  ## only the CUDA cases of the device-parametrized tests (skipped without a GPU)
