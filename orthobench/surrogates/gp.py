@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -135,10 +136,22 @@ def fit_model(
     kernel: str = "matern52-ard",
     *,
     outputscale: bool = False,
+    fit: str = "botorch",
+    warm_start: Sequence[float] | torch.Tensor | None = None,
 ) -> tuple[SingleTaskGP, dict[str, object]]:
-    """Build and MAP-fit a GP; returns the model and the fit record of :func:`fit_gp`."""
+    """Build and MAP-fit a GP; returns the model and its fit info.
+
+    Args:
+        fit: ``"botorch"`` (:func:`fit_gp`) or ``"fast"``
+            (:func:`orthobench.surrogates.fit.fit_fast`); the info has the fit's stationarity
+            check either way (``grad_norm``, ``stationary``).
+        warm_start: ``p`` theta of the previous fit, a second start of the ``"fast"`` fit.
+    """
+    # NOTE: imported here because the fit module builds on this module's closed form.
+    from orthobench.surrogates.fit import fit_map
+
     model = build_gp(train_x, train_y, kernel, outputscale=outputscale)
-    return model, fit_gp(model)
+    return model, fit_map(model, fit, warm_start=warm_start)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,343 @@
+r"""A fast MAP fit of a GP's hyperparameters on the closed-form log posterior, and its check.
+
+:func:`fit_fast` maximizes BoTorch's MAP objective, the log marginal likelihood plus the log priors
+*of the parameter values*, written in the log coordinates ``theta`` of
+:class:`~orthobench.surrogates.gp.ThetaLayout`:
+
+.. math::
+
+    \ell(\theta) = \log p(y \mid \theta) + \log p(\theta) - \sum_{i \in \text{pos}} \theta_i,
+
+i.e. :func:`~orthobench.surrogates.gp.log_posterior` *without* the log-Jacobian of the log
+transform (with it the optimum moves: docs/design.md, "MAP objective and fit stationarity"). Its
+maximizer is the one ``fit_gpytorch_mll`` looks for; here it is found by scipy's L-BFGS-B with
+the analytic gradient (autograd of the closed form), BoTorch's lower bounds in log form
+(noise >= 1e-4, lengthscale >= 0.025), from BoTorch's initialization (the prior modes; the
+*cold* start) and, when given, the previous BO step's fit (the *warm* start), keeping the
+better. Each run costs tens of milliseconds on a 32-point GP where ``fit_gpytorch_mll`` takes
+hundreds (``benchmarks/fit_benchmark.py``).
+
+Every fit, fast or BoTorch's, is checked for stationarity (:func:`stationarity`): the Euclidean
+norm of the projected gradient of ``-ell`` in theta (components at an active lower bound that
+push against it are zero) must be at most :data:`STATIONARY_TOL`. A fast fit that fails the
+check is polished (L-BFGS-B restarted from where it stopped, with a fresh curvature memory); one
+that still fails is a fallback: BoTorch's fit replaces it, and the fit info records why
+(``fallback``) with a :class:`~orthobench.exceptions.NumericsWarning`. A BoTorch fit that fails
+the check is only recorded (``stationary: False``): it is the default, and what its users know.
+
+Fits run with one torch thread (restored afterwards): a 32-point GP is a few hundred tiny
+operations per evaluation, and with two threads on two cores they stall (a fit gets 10-100x
+slower).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+from botorch.models import SingleTaskGP
+from gpytorch.constraints import Interval
+from scipy.optimize import minimize
+
+from orthobench.exceptions import NumericsWarning
+from orthobench.surrogates.gp import (
+    ThetaLayout,
+    _split_kernel,
+    fit_gp,
+    get_theta,
+    log_marginal_likelihood,
+    log_prior,
+    set_theta,
+    theta_layout,
+)
+
+#: Fit methods: BoTorch's ``fit_gpytorch_mll`` or :func:`fit_fast`.
+FITS: tuple[str, ...] = ("botorch", "fast")
+
+#: Largest projected-gradient norm of the negative log posterior (nats per unit of log parameter)
+#: at which a fit counts as stationary. A gradient of this size moves the optimum by about
+#: ``1e-2 / H`` in theta, under 0.03 for a Hessian eigenvalue at the Laplace floor of 1/3, and
+#: changes the objective by at most about ``1e-4`` nats there. BoTorch's fit stops above it on
+#: about 1 Matérn-ARD state in 6 with 32 points (docs/design.md, "MAP objective and fit
+#: stationarity"); L-BFGS-B run to convergence on the closed form ends several orders below it.
+STATIONARY_TOL = 1e-2
+
+# L-BFGS-B stopping rules: projected-gradient infinity norm and relative decrease. Tight enough
+# that a converged run ends far below STATIONARY_TOL; an iteration cap per run (each start and
+# the polish).
+_GTOL = 1e-6
+_FTOL = 1e-12
+_MAXITER = 200
+# A coordinate within this of its lower bound counts as on it (the projected gradient drops a
+# component that pushes against it).
+_ON_BOUND = 1e-7
+
+
+def neg_map_objective(
+    theta: torch.Tensor, layout: ThetaLayout, train_x: torch.Tensor, train_y: torch.Tensor
+) -> torch.Tensor:
+    r"""``-ell(theta)``, BoTorch's MAP objective in log coordinates, negated: ``S x p`` -> ``S``.
+
+    ``-(log p(y | theta) + log p(theta) - sum of the log coordinates)``: the log-Jacobian that
+    :func:`~orthobench.surrogates.gp.log_prior` includes is subtracted again, so this is
+    ``-n * ExactMarginalLogLikelihood`` (priors on the values) up to a constant.
+    """
+    positive = ~torch.isnan(torch.tensor(layout.prior_loc))
+    jacobian = theta[:, positive.to(theta.device)].sum(-1)
+    return -(
+        log_marginal_likelihood(theta, layout, train_x, train_y)
+        + log_prior(theta, layout)
+        - jacobian
+    )
+
+
+def log_bounds(model: SingleTaskGP) -> torch.Tensor:
+    """``2 x p`` lower and upper bounds of theta: the model's constraints in log form.
+
+    BoTorch's ``transform=None`` constraints (noise >= 1e-4, lengthscale >= 0.025) give finite
+    lower bounds ``log(bound)``; softplus-transformed ones (linear variance, outputscale) and the
+    constant mean are unbounded (``-inf``, ``inf``).
+    """
+    base, scale = _split_kernel(model)
+    layout = theta_layout(model)
+    kernel_constraint = (
+        base.raw_variance_constraint
+        if hasattr(base, "raw_variance_constraint")
+        else base.raw_lengthscale_constraint
+    )
+    constraints = [None, model.likelihood.noise_covar.raw_noise_constraint]
+    constraints += [kernel_constraint] * len(range(layout.p)[layout.kernel_slice])
+    if scale is not None:
+        constraints.append(scale.raw_outputscale_constraint)
+    lower, upper = [], []
+    for c in constraints:
+        lo = float(c.lower_bound) if isinstance(c, Interval) else 0.0
+        hi = float(c.upper_bound) if isinstance(c, Interval) else math.inf
+        lower.append(math.log(lo) if lo > 0 else -math.inf)
+        upper.append(math.log(hi) if math.isfinite(hi) else math.inf)
+    return torch.tensor([lower, upper], dtype=torch.float64)
+
+
+def projected_gradient(
+    theta: torch.Tensor,
+    layout: ThetaLayout,
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    bounds: torch.Tensor,
+) -> torch.Tensor:
+    """``p`` gradient of :func:`neg_map_objective` at ``theta`` (``p``), projected on the box.
+
+    A component whose coordinate is on a bound (within ``1e-7``) and whose descent direction
+    leaves the box is zero: L-BFGS-B's first-order optimality measure.
+    """
+    t = theta.detach().clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(neg_map_objective(t.unsqueeze(0), layout, train_x, train_y), t)
+    grad = grad.detach().double().cpu()
+    theta = theta.detach().double().cpu()
+    at_lower = (theta - bounds[0] <= _ON_BOUND) & (grad > 0)
+    at_upper = (bounds[1] - theta <= _ON_BOUND) & (grad < 0)
+    return torch.where(at_lower | at_upper, torch.zeros_like(grad), grad)
+
+
+def stationarity(model: SingleTaskGP) -> dict[str, object]:
+    """Check a fitted ``model`` for stationarity of the MAP objective.
+
+    Returns:
+        ``{"grad_norm": ||projected gradient||_2, "stationary": grad_norm <= STATIONARY_TOL}``.
+    """
+    layout = theta_layout(model)
+    train_x, train_y = model.train_inputs[0].detach(), model.train_targets.detach()
+    grad = projected_gradient(get_theta(model), layout, train_x, train_y, log_bounds(model))
+    norm = float(grad.norm())
+    return {"grad_norm": norm, "stationary": bool(norm <= STATIONARY_TOL)}
+
+
+@contextmanager
+def _single_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+class _Objective:
+    """``-ell`` and its gradient as scipy wants them: float64 arrays in, ``(value, p array)`` out.
+
+    A point where the kernel matrix is not numerically positive definite (an L-BFGS-B line-search
+    step to an extreme value) evaluates to ``+inf``, which the line search backtracks from.
+    """
+
+    def __init__(self, layout: ThetaLayout, train_x: torch.Tensor, train_y: torch.Tensor) -> None:
+        self.layout, self.train_x, self.train_y = layout, train_x, train_y
+        self.calls = 0
+
+    def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        self.calls += 1
+        t = torch.as_tensor(theta, dtype=self.train_x.dtype, device=self.train_x.device)
+        t = t.unsqueeze(0).requires_grad_(True)
+        try:
+            value = neg_map_objective(t, self.layout, self.train_x, self.train_y).squeeze(0)
+        except torch.linalg.LinAlgError:
+            return math.inf, np.zeros_like(theta)
+        (grad,) = torch.autograd.grad(value, t)
+        value, grad = float(value.detach()), grad.squeeze(0).double().cpu().numpy()
+        if not (math.isfinite(value) and np.isfinite(grad).all()):
+            return math.inf, np.zeros_like(theta)
+        return value, grad
+
+
+def _lbfgsb(objective: _Objective, start: np.ndarray, bounds: np.ndarray, maxiter: int):
+    return minimize(
+        objective,
+        np.clip(start, bounds[0], bounds[1]),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(bounds[0], bounds[1], strict=True)),
+        options={"maxiter": maxiter, "gtol": _GTOL, "ftol": _FTOL},
+    )
+
+
+def fit_fast(
+    model: SingleTaskGP,
+    *,
+    warm_start: Sequence[float] | torch.Tensor | None = None,
+    maxiter: int = _MAXITER,
+) -> dict[str, object]:
+    """MAP-fit ``model`` in place by L-BFGS-B on the closed-form objective (see the module notes).
+
+    Args:
+        model: An unfitted GP from :func:`~orthobench.surrogates.gp.build_gp` (its parameters are
+            BoTorch's initialization, the cold start).
+        warm_start: ``p`` theta to start from as well (the previous BO step's fit of the same
+            kernel), or ``None``. Ignored, with the reason recorded, when its length is not ``p``
+            or it is not finite.
+        maxiter: L-BFGS-B iterations per run (each start, and the polish).
+
+    Returns:
+        The fit info: ``fit`` (``"fast"``), ``fallback`` (``None``, or why BoTorch's fit replaced
+        this one), ``grad_norm`` and ``stationary`` (:func:`stationarity` of the model handed
+        on), ``neg_log_posterior`` (``-ell`` there), ``start`` (``"cold"`` or ``"warm"``, the
+        better one), ``polished``, ``iterations`` and ``evaluations`` (all runs together).
+    """
+    layout = theta_layout(model)
+    train_x, train_y = model.train_inputs[0].detach(), model.train_targets.detach()
+    bounds_t = log_bounds(model)
+    bounds = bounds_t.numpy()
+    cold = get_theta(model)
+    starts = {"cold": cold.double().cpu().numpy()}
+    if warm_start is not None:
+        warm = torch.as_tensor(warm_start, dtype=torch.float64).reshape(-1).numpy()
+        if warm.shape == (layout.p,) and np.isfinite(warm).all():
+            starts["warm"] = warm
+    objective = _Objective(layout, train_x, train_y)
+    with _single_thread():
+        runs = {name: _lbfgsb(objective, x0, bounds, maxiter) for name, x0 in starts.items()}
+        start = min(runs, key=lambda name: runs[name].fun)
+        best = runs[start]
+        iterations = sum(int(r.nit) for r in runs.values())
+
+        def check(x: np.ndarray) -> float:
+            theta = torch.as_tensor(x, dtype=train_x.dtype, device=train_x.device)
+            return float(projected_gradient(theta, layout, train_x, train_y, bounds_t).norm())
+
+        grad_norm = check(best.x) if math.isfinite(best.fun) else math.inf
+        polished = False
+        if not grad_norm <= STATIONARY_TOL and math.isfinite(best.fun):
+            polished = True
+            polish = _lbfgsb(objective, best.x, bounds, maxiter)
+            iterations += int(polish.nit)
+            if polish.fun <= best.fun:
+                best, grad_norm = polish, check(polish.x)
+    info: dict[str, Any] = {
+        "fit": "fast",
+        "fallback": None,
+        "start": start,
+        "polished": polished,
+        "iterations": iterations,
+        "evaluations": objective.calls,
+    }
+    if grad_norm <= STATIONARY_TOL:
+        set_theta(model, torch.as_tensor(best.x, dtype=cold.dtype, device=cold.device))
+        model.eval()
+        return {**info, "grad_norm": grad_norm, "stationary": True, "neg_log_posterior": best.fun}
+    set_theta(model, cold)
+    botorch_info = fit_gp(model)
+    fallback = (
+        f"fast fit not stationary (gradient norm {grad_norm:.3g} > {STATIONARY_TOL:g} after "
+        f"{iterations} iterations); used fit_gpytorch_mll"
+    )
+    if botorch_info["fallback"]:
+        fallback += f", which {botorch_info['fallback']}"
+    warnings.warn(f"GP fit: {fallback}.", NumericsWarning, stacklevel=2)
+    theta = get_theta(model).unsqueeze(0)
+    nlp = float(neg_map_objective(theta, layout, train_x, train_y).squeeze(0))
+    return {**info, "fallback": fallback, **stationarity(model), "neg_log_posterior": nlp}
+
+
+def fit_map(
+    model: SingleTaskGP, fit: str = "botorch", *, warm_start: Sequence[float] | None = None
+) -> dict[str, object]:
+    """MAP-fit ``model`` in place by BoTorch's ``fit_gpytorch_mll`` or :func:`fit_fast`.
+
+    Args:
+        model: An unfitted GP from :func:`~orthobench.surrogates.gp.build_gp`.
+        fit: ``"botorch"`` or ``"fast"`` (:data:`FITS`).
+        warm_start: ``p`` theta of a previous fit, used by ``"fast"`` only.
+
+    Returns:
+        The fit info, with :func:`stationarity`'s ``grad_norm`` and ``stationary`` either way.
+    """
+    if fit == "fast":
+        return fit_fast(model, warm_start=warm_start)
+    if fit != "botorch":
+        raise ValueError(f"`fit` must be one of {FITS}, but got {fit!r}.")
+    return {"fit": "botorch", **fit_gp(model), **stationarity(model)}
+
+
+class WarmStarts:
+    """An optimizer's latest fitted thetas (one per GP), the warm starts of its next step's fits.
+
+    :meth:`record` after each fit; :meth:`advance` when observations arrive (``tell``), so every
+    fit of one step (``ask``, and a probe's rebuild of the acquisition before the ``tell``)
+    starts from the same thetas. Only a ``"fast"`` fit uses them: for ``"botorch"`` nothing is
+    kept and :meth:`state_dict` is empty, so such an optimizer's state is what it was before
+    the option existed.
+
+    Args:
+        fit: The optimizer's fit, one of :data:`FITS`.
+    """
+
+    def __init__(self, fit: str) -> None:
+        if fit not in FITS:
+            raise ValueError(f"`fit` must be one of {FITS}, but got {fit!r}.")
+        self.enabled = fit == "fast"
+        self.current: list[list[float]] | None = None
+        self._latest: list[list[float]] | None = None
+
+    def record(self, thetas: Sequence[torch.Tensor]) -> None:
+        if self.enabled:
+            self._latest = [theta.detach().double().cpu().tolist() for theta in thetas]
+
+    def advance(self) -> None:
+        if self._latest is not None:
+            self.current = self._latest
+
+    def get(self, i: int) -> list[float] | None:
+        """The warm start of GP ``i``, or ``None`` before the first fit."""
+        return None if self.current is None else self.current[i]
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"fit_warm_starts": thetas}`` for a ``"fast"`` fit, else ``{}``."""
+        return {"fit_warm_starts": self.current} if self.enabled else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.enabled:
+            current = state["fit_warm_starts"]
+            self.current = None if current is None else [list(map(float, t)) for t in current]

@@ -1,0 +1,163 @@
+"""The fast MAP fit on the closed-form log posterior, its stationarity check and its fallback."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from botorch.fit import fit_gpytorch_mll
+from botorch.utils.sampling import draw_sobol_samples
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from orthobench.exceptions import NumericsWarning
+from orthobench.surrogates.fit import (
+    STATIONARY_TOL,
+    WarmStarts,
+    _Objective,
+    fit_fast,
+    fit_map,
+    neg_map_objective,
+    stationarity,
+)
+from orthobench.surrogates.gp import (
+    KERNELS,
+    build_gp,
+    fit_model,
+    get_theta,
+    set_theta,
+    theta_layout,
+)
+
+DTYPE = torch.float64
+# Iso and linear kernels fit in about a second; ARD ones take seconds (slow).
+CASES = [pytest.param(k, marks=[pytest.mark.slow] if k.endswith("-ard") else []) for k in KERNELS]
+
+
+def _data(n: int = 20, d: int = 3, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, d, generator=gen, dtype=DTYPE)
+    y = torch.sin(6.0 * x[:, 0]) + x[:, 1] ** 2 - 0.5 * x[:, 2]
+    return x, y + 0.05 * torch.randn(n, generator=gen, dtype=DTYPE)
+
+
+def _nlp(model) -> float:
+    layout, x, y = theta_layout(model), model.train_inputs[0], model.train_targets
+    return float(neg_map_objective(get_theta(model).unsqueeze(0), layout, x, y))
+
+
+def _botorch_optimum(x: torch.Tensor, y: torch.Tensor, kernel: str):
+    """``fit_gpytorch_mll`` run to convergence (its defaults stop at a per-datum ``ftol``, about
+    ``3e-4`` from the optimum in theta on these states)."""
+    model = build_gp(x, y, kernel)
+    options = {"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-10}
+    fit_gpytorch_mll(
+        ExactMarginalLogLikelihood(model.likelihood, model),
+        optimizer_kwargs={"options": options},
+    )
+    return model
+
+
+@pytest.mark.parametrize("kernel", CASES)
+def test_fast_fit_finds_botorchs_optimum_on_easy_states(kernel: str) -> None:
+    x, y = _data()
+    botorch = _botorch_optimum(x, y, kernel)
+    fast, info = fit_model(x, y, kernel, fit="fast")
+    assert stationarity(botorch)["stationary"] and info["stationary"]
+    assert info["fallback"] is None
+    torch.testing.assert_close(get_theta(fast), get_theta(botorch), rtol=0, atol=1e-4)
+    assert info["neg_log_posterior"] == pytest.approx(_nlp(fast))
+
+
+def test_map_objective_is_n_times_botorchs_mll_without_the_jacobian() -> None:
+    """``-ell`` is ``-n * ExactMarginalLogLikelihood`` (priors on the values) up to a constant."""
+    x, y = _data()
+    model = build_gp(x, y, "matern52-ard")
+    layout, base, targets = theta_layout(model), get_theta(model), model.train_targets
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    gaps = []
+    for shift in (0.0, 0.3, -0.4):
+        theta = base + shift * torch.linspace(-1.0, 1.0, layout.p, dtype=DTYPE)
+        set_theta(model, theta)
+        model.train()
+        with torch.no_grad():
+            botorch = float(mll(model(*model.train_inputs), targets)) * x.shape[0]
+        ours = float(neg_map_objective(theta.unsqueeze(0), layout, x, targets))
+        gaps.append(ours + botorch)
+    assert max(gaps) - min(gaps) < 1e-6
+
+
+def test_stationarity_check_catches_a_stopped_fit_and_falls_back_to_botorch() -> None:
+    x, y = _data(n=16, seed=1)
+    unfitted = build_gp(x, y, "matern52-ard")
+    check = stationarity(unfitted)
+    assert not check["stationary"] and check["grad_norm"] > STATIONARY_TOL
+
+    stopped = build_gp(x, y, "matern52-ard")
+    with pytest.warns(NumericsWarning, match="not stationary.*used fit_gpytorch_mll"):
+        info = fit_fast(stopped, maxiter=1)
+    assert info["polished"] and "not stationary" in info["fallback"]
+    botorch, botorch_info = fit_model(x, y, "matern52-ard")
+    # The model handed on is BoTorch's fit, and the info checks that one.
+    torch.testing.assert_close(get_theta(stopped), get_theta(botorch))
+    assert info["grad_norm"] == pytest.approx(botorch_info["grad_norm"], rel=1e-3)
+
+
+def test_warm_started_fit_reaches_the_cold_multistart_optimum() -> None:
+    """A BO step: fit at ``n`` points, add one, refit warm-started from the previous theta; the
+    result is at least as good as the best of 8 cold starts (Sobol points in the prior box)."""
+    x, y = _data(n=25, d=4, seed=2)
+    previous, _ = fit_model(x[:-1], y[:-1], "matern52-ard", fit="fast")
+    warm, info = fit_model(x, y, "matern52-ard", fit="fast", warm_start=get_theta(previous))
+    assert info["stationary"]
+
+    layout = theta_layout(warm)
+    loc, scale = torch.tensor(layout.prior_loc), torch.tensor(layout.prior_scale)
+    box = torch.stack([loc - 2 * scale, loc + 2 * scale]).nan_to_num(0.0)
+    best = math.inf
+    for start in draw_sobol_samples(box, n=8, q=1, seed=0).squeeze(1):
+        model = build_gp(x, y, "matern52-ard")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NumericsWarning)
+            best = min(best, fit_fast(model, warm_start=start)["neg_log_posterior"])
+    assert info["neg_log_posterior"] <= best + 1e-3
+
+
+def test_objective_is_inf_where_the_cholesky_fails() -> None:
+    """A line-search step to a tiny noise and huge lengthscales makes K singular: +inf, no crash."""
+    x, y = _data()
+    model = build_gp(x, y, "matern52-ard")
+    objective = _Objective(theta_layout(model), x, model.train_targets)
+    value, grad = objective(np.array([0.0, -60.0, 12.0, 12.0, 12.0]))
+    assert value == math.inf and np.all(grad == 0)
+
+
+def test_fast_fit_restores_the_thread_count() -> None:
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        fit_model(*_data(), fit="fast")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_unknown_fit_is_refused() -> None:
+    with pytest.raises(ValueError, match="`fit` must be one of .* but got 'lbfgs'"):
+        fit_map(build_gp(*_data()), "lbfgs")
+    with pytest.raises(ValueError, match="but got 'lbfgs'"):
+        WarmStarts("lbfgs")
+
+
+def test_warm_starts_advance_on_tell_and_round_trip_only_for_the_fast_fit() -> None:
+    starts = WarmStarts("fast")
+    starts.record([torch.tensor([0.5, -1.0], dtype=DTYPE)])
+    assert starts.get(0) is None  # the same step's fits start from the same thetas
+    starts.advance()
+    assert starts.get(0) == [0.5, -1.0]
+    again = WarmStarts("fast")
+    again.load_state_dict(starts.state_dict())
+    assert again.current == starts.current
+    assert WarmStarts("botorch").state_dict() == {}
