@@ -15,7 +15,8 @@ Every size is bounded, so a mistyped number is an error at load time rather than
 ``MemoryError`` or a failure after the compute: the file (:data:`MAX_FILE_BYTES`), its nesting
 (:data:`MAX_DEPTH`) and its nodes with aliases expanded (:data:`MAX_NODES`), the cells of a suite
 (:data:`MAX_CELLS`), the evaluations of a cell (:data:`MAX_EVALUATIONS`), seeds (int64, as
-stored) and names and labels (:data:`MAX_LABEL` characters: they become file names).
+stored), names and labels (:data:`MAX_LABEL` characters: they become file names) and time limits
+(:data:`MAX_TIMEOUT_S`).
 
 This module imports neither torch nor the probe; the names it checks come from
 :mod:`orthobench.config.names` (docs/design.md, "Layers and data flow"). Checking a task or an
@@ -59,9 +60,13 @@ MAX_FILE_BYTES = 2**20
 MAX_DEPTH = 32
 #: Most YAML nodes of a suite file, counted with its aliases expanded.
 MAX_NODES = 100_000
+#: Longest time limit, in seconds (about 116 days; ``setitimer`` overflows near 1e10).
+MAX_TIMEOUT_S = 1e7
 
 # A safe file-name component: starts with a letter or digit (so never '.', '..' or '-x').
 _LABEL_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_LABEL - 1}}}", re.ASCII)
+# A number in exponent notation that YAML 1.1 (PyYAML) reads as a string: 1e4, -2E-3.
+_FLOAT_TEXT_RE = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+", re.ASCII)
 _LABEL_CHARS = (
     f"1 to {MAX_LABEL} letters, digits, '.', '_' or '-', starting with a letter or a digit"
 )
@@ -77,6 +82,9 @@ _TOP_LEVEL = {
     "tasks": "list of task names or {name, params, label}",
     "optimizers": "list of optimizer names or {name, params, label}",
     "probe": "probe settings (mapping)",
+    "timeout_s": "seconds a cell may run before it is stopped and stored as failed (number > 0)",
+    "evaluation_timeout_s": "seconds an evaluation may run before it is recorded as timed out "
+    "(number > 0)",
 }
 _REQUIRED = ("name", "budget", "tasks", "optimizers")
 _PROBE_KEYS = {
@@ -142,6 +150,23 @@ def _check_seeds(value: Any, field: str) -> None:
     if len(set(value)) != len(value):
         repeated = next(v for i, v in enumerate(value) if v in value[:i])
         raise ConfigError(field, f"seeds must be distinct, but {repeated} is given twice.")
+
+
+def _check_seconds(value: Any, field: str) -> None:
+    """None (no limit) or a number of seconds in ``(0, MAX_TIMEOUT_S]``."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        hint = ""
+        if isinstance(value, str) and _FLOAT_TEXT_RE.fullmatch(value.strip()):
+            hint = " (YAML reads an exponent without a '.' and a sign as text: write 1.0e+4)"
+        raise ConfigError(
+            field, f"must be a number of seconds > 0, but got {show_value(value)}{hint}."
+        )
+    if not 0 < value <= MAX_TIMEOUT_S:
+        raise ConfigError(
+            field, f"must be > 0 and <= {MAX_TIMEOUT_S:g} seconds, but got {show_value(value)}."
+        )
 
 
 def _check_label(value: Any, field: str) -> None:
@@ -381,6 +406,18 @@ def _check_dtype(dtype: Any) -> None:
 class Suite:
     """A validated suite.
 
+    ``timeout_s`` and ``evaluation_timeout_s`` are execution settings, like the executor: they
+    stay out of the :class:`Cell` (and so out of its configuration hash), and a limit changed
+    between runs does not make stored cells stale.
+
+    Attributes:
+        timeout_s: Seconds of wall-clock time a cell attempt may run (its whole run, evaluations
+            replayed from its journal included) before it is stopped and stored as failed; None:
+            no limit. ``orthobench run --cell-timeout`` overrides it.
+        evaluation_timeout_s: Seconds one evaluation may run before it is stopped and recorded
+            with ``status="timeout"`` (y NaN, not told to the optimizer), the cell going on; meant
+            for training tasks. None: no limit.
+
     Raises:
         ConfigError: naming the field and the bad value. Checking ``tasks`` and ``optimizers``
             against the registries imports their modules.
@@ -396,6 +433,8 @@ class Suite:
     tasks: tuple[ComponentSpec, ...]
     optimizers: tuple[ComponentSpec, ...]
     probe: ProbeSpec | None = None
+    timeout_s: float | None = None
+    evaluation_timeout_s: float | None = None
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -423,6 +462,8 @@ class Suite:
             raise ConfigError(
                 "probe", f"must be a ProbeSpec or None, but got {show_value(self.probe)}."
             )
+        _check_seconds(self.timeout_s, "timeout_s")
+        _check_seconds(self.evaluation_timeout_s, "evaluation_timeout_s")
 
     def cells(self) -> list[Cell]:
         """All cells, ordered task-major, then seed, then optimizer."""
@@ -553,7 +594,16 @@ def parse_suite(data: Any, file: str = "<suite>") -> Suite:
         "optimizers": v.components(data["optimizers"], "optimizers", "optimizer"),
         "source": file,
     }
-    for key in ("name", "budget", "description", "n_init", "device", "dtype"):
+    for key in (
+        "name",
+        "budget",
+        "description",
+        "n_init",
+        "device",
+        "dtype",
+        "timeout_s",
+        "evaluation_timeout_s",
+    ):
         if key in data:
             kwargs[key] = data[key]
     if "seeds" in data:

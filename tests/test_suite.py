@@ -15,6 +15,7 @@ from orthobench.suite import (
     MAX_FILE_BYTES,
     MAX_LABEL,
     MAX_SEED,
+    MAX_TIMEOUT_S,
     Cell,
     ComponentSpec,
     ProbeSpec,
@@ -264,6 +265,24 @@ def test_good_suite_expands_into_cells(write_suite):
             "probe.rebuilds",
             "must be <= 65536",
         ),
+        *(
+            (
+                "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobol]\n" + line,
+                field,
+                fragment,
+            )
+            for field in ("timeout_s", "evaluation_timeout_s")
+            for line, fragment in (
+                (f"{field}: 0\n", "must be > 0 and <= 1e+07 seconds, but got int 0"),
+                (f"{field}: -2.5\n", "but got float -2.5"),
+                (f"{field}: .nan\n", "but got float nan"),
+                (f"{field}: .inf\n", "but got float inf"),
+                (f"{field}: 1.0e+8\n", "but got float 100000000.0"),
+                (f"{field}: 1e4\n", "got str '1e4' (YAML reads an exponent without a '.' and a"),
+                (f"{field}: 10 min\n", "must be a number of seconds > 0, but got str '10 min'"),
+                (f"{field}: true\n", "must be a number of seconds > 0, but got bool True"),
+            )
+        ),
     ],
 )
 def test_bad_suite_names_file_field_and_allowed(write_suite, text, field, fragment):
@@ -432,6 +451,8 @@ def test_cell_checks_its_values(kwargs, field):
         ({"n_init": 1, "optimizers": (ComponentSpec(name="orthobo", label="o"),)}, "n_init"),
         ({"seeds": ()}, "seeds"),
         ({"probe": {"tasks": ["hartmann6"]}}, "probe"),
+        ({"timeout_s": 0.0}, "timeout_s"),
+        ({"evaluation_timeout_s": "5"}, "evaluation_timeout_s"),
     ],
 )
 def test_suite_built_in_code_is_validated(kwargs, field):
@@ -439,6 +460,29 @@ def test_suite_built_in_code_is_validated(kwargs, field):
     with pytest.raises(ConfigError) as info:
         Suite(**{"name": "s", "budget": 1, "tasks": (HARTMANN,), "optimizers": (sobol,), **kwargs})
     assert info.value.field == field
+
+
+def test_time_limits_are_execution_settings_that_leave_the_cells_unchanged(write_suite):
+    """``timeout_s`` and ``evaluation_timeout_s`` are read (an int is seconds too) but stay out of
+    the cells: their ids, configurations and hashes, resolved ones included, are those of the
+    suite without the limits, so stored cells stay valid when a limit changes."""
+    from orthobench.results import resolved_hash
+
+    plain = load_suite(write_suite(GOOD, "plain.yaml"))
+    limited = load_suite(
+        write_suite(GOOD + "timeout_s: 600\nevaluation_timeout_s: 2.5\n", "limited.yaml")
+    )
+    assert (plain.timeout_s, plain.evaluation_timeout_s) == (None, None)
+    assert (limited.timeout_s, limited.evaluation_timeout_s) == (600, 2.5)
+    assert limited.cells() == plain.cells()
+    for a, b in zip(limited.cells(), plain.cells(), strict=True):
+        assert (a.config(), a.config_hash, resolved_hash(a)) == (
+            b.config(),
+            b.config_hash,
+            resolved_hash(b),
+        )
+    edge = write_suite(GOOD + f"timeout_s: {int(MAX_TIMEOUT_S)}\nevaluation_timeout_s: 0.001\n")
+    assert load_suite(edge).timeout_s == MAX_TIMEOUT_S
 
 
 def test_state_optimizer_default_and_yaml_form(write_suite):
