@@ -7,21 +7,29 @@ Seeds (all from :func:`orthobench.seeding.derive_seed`):
 - optimizer: ``(seed, "optimizer", task label, optimizer label)``;
 - BO evaluations: ``(seed, "eval", task label, optimizer label, iteration)``.
 
+An evaluation may be given a time limit (:func:`evaluation_deadline`): one that runs longer is
+stopped and recorded with ``status="timeout"``, and the cell goes on.
+
 The loop never knows how it is executed (inline, process pool, cluster).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import signal
+import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch.quasirandom import SobolEngine
 
+from orthobench.exceptions import OrthobenchWarning
 from orthobench.registry import OPTIMIZERS, TASKS
 from orthobench.results import EvaluationJournal, RunRecord
 from orthobench.seeding import derive_seed, torch_seed
@@ -41,18 +49,65 @@ def make_task(cell: Cell) -> Task:
     return TASKS.create(cell.task.name, **cell.task.params)
 
 
+class _EvaluationTimeout(BaseException):
+    """Raised into an evaluation past its deadline. A ``BaseException``, like
+    ``KeyboardInterrupt``, so that a task's own ``except Exception`` does not swallow it."""
+
+
+@contextlib.contextmanager
+def evaluation_deadline(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`_EvaluationTimeout` in the block once it has run ``seconds`` of wall-clock time.
+
+    A ``SIGALRM`` timer (``signal.setitimer``) whose handler raises; the previous handler is
+    restored and the timer cleared on exit. The exception arrives between two Python bytecodes,
+    so a sleep or a Python training loop stops at once, but one long call into C code (a single
+    huge kernel) only when it returns. Where no timer can be set (outside the main thread, where
+    signal handlers run, as in a Dask worker; on Windows), the block runs without a limit, with
+    an :class:`~orthobench.exceptions.OrthobenchWarning`.
+    """
+    if seconds is None:
+        yield
+        return
+    if (
+        not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        warnings.warn(
+            f"the evaluation timeout of {seconds:g} s is not enforced here: only a process's "
+            "main thread can set a SIGALRM timer; evaluations run without a limit.",
+            OrthobenchWarning,
+            stacklevel=3,
+        )
+        yield
+        return
+
+    def expire(signum, frame) -> None:  # noqa: ANN001 -- signal handler signature
+        raise _EvaluationTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def run_cell(
     cell: Cell,
     device: torch.device | str = "cpu",
     on_evaluation: ProgressCallback | None = None,
     journal: EvaluationJournal | None = None,
+    evaluation_timeout: float | None = None,
 ) -> list[RunRecord]:
     """Run one cell and return one :class:`~orthobench.results.RunRecord` per evaluation.
 
     ``regret`` is the best-so-far simple regret: the lowest noise-free value among the points
     evaluated so far (:attr:`Evaluation.y_true` where the task reports it, else ``y``) minus the
     known optimum; None when the optimum is unknown. Evaluations with a non-finite ``y`` are
-    recorded with ``status="invalid"`` and not told to the optimizer.
+    recorded with ``status="invalid"`` and not told to the optimizer; so are evaluations stopped
+    after ``evaluation_timeout`` seconds (:func:`evaluation_deadline`), with ``status="timeout"``
+    and ``y`` NaN.
 
     With a ``journal``, every finished evaluation is appended to it with the optimizer's
     :meth:`~orthobench.optimizers.base.Optimizer.state_dict` after the tell, and the evaluations it
@@ -91,12 +146,19 @@ def run_cell(
     def evaluate(u: np.ndarray, iteration: int, phase: str, eval_seed: int, step: dict[str, Any]):
         x = space.from_unit(u)[0]
         t0 = time.perf_counter()
-        with torch_seed(eval_seed):
-            evaluation = task.evaluate(x, seed=eval_seed, device=device)
+        try:
+            with evaluation_deadline(evaluation_timeout), torch_seed(eval_seed):
+                evaluation = task.evaluate(x, seed=eval_seed, device=device)
+        except _EvaluationTimeout:
+            evaluation = None
         eval_seconds = time.perf_counter() - t0
-        y = float(evaluation.y)
-        ok = math.isfinite(y)
-        y_true = evaluation.y_true
+        if evaluation is None:
+            status, y, y_true, is_outlier, extra = "timeout", math.nan, None, False, {}
+        else:
+            y, y_true = float(evaluation.y), evaluation.y_true
+            status = "ok" if math.isfinite(y) else "invalid"
+            is_outlier, extra = bool(evaluation.is_outlier), evaluation.info
+        ok = status == "ok"
         if ok:
             observed_best = min(best_y, y)
             true_best = min(best_true, float(y_true) if y_true is not None else y)
@@ -115,13 +177,13 @@ def run_cell(
             y_true=None if y_true is None else float(y_true),
             best_y=observed_best if math.isfinite(observed_best) else None,
             regret=task.regret(true_best) if math.isfinite(true_best) else None,
-            is_outlier=bool(evaluation.is_outlier),
+            is_outlier=is_outlier,
             fit_seconds=step.get("fit_seconds", 0.0),
             acq_seconds=step.get("acq_seconds", 0.0),
             eval_seconds=eval_seconds,
-            status="ok" if ok else "invalid",
+            status=status,
             fallback=step.get("fallback"),
-            info=json.dumps({**step.get("info", {}), **evaluation.info}, default=str),
+            info=json.dumps({**step.get("info", {}), **extra}, default=str),
         )
 
     def told(batch: list[RunRecord]) -> tuple[np.ndarray, np.ndarray] | None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
+import signal
+import threading
+import time
 from dataclasses import asdict
 
 import numpy as np
 import pytest
 
-from orthobench.exceptions import NumericsWarning
-from orthobench.loop import run_cell
+from orthobench.exceptions import NumericsWarning, OrthobenchWarning
+from orthobench.loop import evaluation_deadline, run_cell
 from orthobench.results import EvaluationJournal
 from orthobench.space import SearchSpace
 from orthobench.suite import Cell, ComponentSpec
@@ -106,6 +110,67 @@ def test_a_task_reporting_y_true_gets_its_regret_from_it():
     np.testing.assert_allclose([r.best_y for r in records], np.minimum.accumulate(y_true + 1.0))
     # The task's extras are stored as they are; y_true has its own column, not an info key.
     assert all(json.loads(r.info) == {"note": "extra"} for r in records if r.phase == "init")
+
+
+class HangsOnce(Task):
+    """A sphere on [-1, 1]^2 whose second evaluation sleeps for a minute, inside an
+    ``except Exception`` that would swallow an ordinary exception (as a training loop's retry
+    might)."""
+
+    optimal_value = 0.0
+
+    def __init__(self) -> None:
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+        self.calls = 0
+
+    def evaluate(self, x, *, seed, device):
+        self.calls += 1
+        if self.calls == 2:
+            try:
+                time.sleep(60)
+            except Exception:  # noqa: BLE001 -- the timeout must get through this
+                return Evaluation(y=-1.0)
+        return Evaluation(y=float(np.sum(np.asarray(x) ** 2)), info={"note": "done"})
+
+
+def test_an_evaluation_past_its_timeout_is_recorded_as_timed_out_and_the_cell_goes_on(tmp_path):
+    spec = cell(task=f"{__name__}:HangsOnce", n_init=3, budget=2)
+    handler = signal.getsignal(signal.SIGALRM)
+    journal = EvaluationJournal(tmp_path / "j.jsonl", spec.config_hash)
+    start = time.perf_counter()
+    records = run_cell(spec, journal=journal, evaluation_timeout=0.5)
+    assert time.perf_counter() - start < 30
+    assert [r.status for r in records] == ["ok", "timeout", "ok", "ok", "ok"]
+    late = records[1]
+    assert math.isnan(late.y) and late.y_true is None and json.loads(late.info) == {}
+    assert 0.5 <= late.eval_seconds < 5
+    # As for a non-finite y: not a best value, and not told to the optimizer (whose `tell` refuses
+    # NaN; its journaled state counts the observations it was told).
+    ok_y = [r.y for r in records if r.status == "ok"]
+    assert [r.best_y for r in records] == [ok_y[0], ok_y[0], *np.minimum.accumulate(ok_y)[1:]]
+    assert records[0].regret == records[1].regret
+    assert journal.read()[-1][1]["n_observations"] == 4
+    # The timer is cleared and the previous SIGALRM handler is back.
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is handler
+    # A rerun replays the journaled records, the timed-out one included, timings and all.
+    rerun = run_cell(spec, journal=journal, evaluation_timeout=0.5)
+    assert json.dumps([asdict(r) for r in rerun]) == json.dumps([asdict(r) for r in records])
+
+
+def test_without_a_main_thread_the_evaluation_timeout_is_warned_about_and_not_enforced():
+    caught = []
+
+    def body() -> None:
+        with pytest.warns(OrthobenchWarning, match="timeout of 0.01 s is not enforced here"):
+            with evaluation_deadline(0.01):
+                time.sleep(0.1)  # past the deadline, undisturbed
+                caught.append("finished")
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert caught == ["finished"]
 
 
 def test_mixed_parameter_kinds_are_stored_in_native_units(plugin):
