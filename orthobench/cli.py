@@ -71,6 +71,15 @@ def _load_suite(suite_file: str):
     return load_suite(suite_file)
 
 
+def _check_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A ``--cell-timeout`` bounded as the suite's ``timeout_s`` is (a finite number of seconds)."""
+    from orthobench.suite import MAX_TIMEOUT_S
+
+    if value is not None and not value <= MAX_TIMEOUT_S:
+        raise click.BadParameter(f"must be at most {MAX_TIMEOUT_S:g} seconds, but got {value:g}.")
+    return value
+
+
 _quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 
 
@@ -115,8 +124,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
     "--cell-timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
+    callback=_check_timeout,
     metavar="SECONDS",
-    help="Stop a cell running longer and store it as failed (inline: cells run in a worker process).",
+    help="Stop a cell running longer and store it as failed (inline: cells run in a worker "
+    "process) [default: the suite's timeout_s, else none].",
 )
 @click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
 @_quiet_option
@@ -150,6 +161,8 @@ def run(
     executor = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
     if scheduler and executor != "dask":
         raise OrthobenchError(f"--scheduler needs --executor dask, but got --executor {executor}.")
+    if cell_timeout is None:
+        cell_timeout = suite.timeout_s
     changed = [] if force else store.config_changes(suite.cells())
     if changed:
         for line in changed[:20]:
@@ -177,6 +190,7 @@ def run(
             scheduler=scheduler,
             threads_per_cell=threads_per_cell,
             cell_timeout=cell_timeout,
+            evaluation_timeout=suite.evaluation_timeout_s,
         )
     except RunInterrupted as stop:
         done = stop.summary
@@ -202,6 +216,7 @@ def _probe_suite(suite_file: str, output: str | None, device: str | None, force:
     """Load a suite with a probe section and run the probe; returns (suite, frame, out_dir)."""
     from orthobench.devices import resolve_device
     from orthobench.probe.runner import probe_states, run_probe
+
     suite = _load_suite(suite_file)
     if suite.probe is None:
         raise SuiteError(

@@ -14,9 +14,13 @@ executor:
   after it), recorded in the cell's metadata. BLAS reductions depend on it, so the same suite,
   seed and thread count give identical values inline, in the pool and on Dask (docs/design.md,
   "Thread counts"). Default 1: small-GP code is bound by per-operation overhead.
-- ``cell_timeout``: seconds a cell may run before its process is stopped and the cell stored as
-  failed. Inline, cells then run one at a time in a worker process, so a hung task cannot block
-  the rest.
+- ``cell_timeout``: seconds of wall-clock time a cell attempt may run before its process is
+  stopped and the cell stored as failed (a resumed cell's clock starts again). Inline, cells then
+  run one at a time in a worker process, so a hung task cannot block the rest.
+- ``evaluation_timeout``: seconds one evaluation may run before it is stopped and recorded with
+  ``status="timeout"``, the cell going on (:func:`orthobench.loop.evaluation_deadline`); recorded
+  in the cell's metadata. It needs a process's main thread, which inline cells and pool workers
+  run in; Dask runs cells in worker threads, so there it is not enforced, with a warning.
 
 What ends a cell, and what ends the run:
 
@@ -105,6 +109,7 @@ class _Job:
     device: str
     threads: int
     journal: EvaluationJournal | None
+    evaluation_timeout: float | None
 
 
 class _Result(NamedTuple):
@@ -144,7 +149,9 @@ def _execute(
     start = time.perf_counter()
     try:
         with torch_threads(job.threads):
-            records = run_cell(job.cell, job.device, on_evaluation, job.journal)
+            records = run_cell(
+                job.cell, job.device, on_evaluation, job.journal, job.evaluation_timeout
+            )
     except BaseException as err:  # noqa: BLE001 -- SystemExit/KeyboardInterrupt of a cell's code are its failure
         if user_interrupt is not None and user_interrupt.is_set():
             raise KeyboardInterrupt from err
@@ -201,6 +208,7 @@ def run_suite(
     scheduler: str | None = None,
     threads_per_cell: int = 1,
     cell_timeout: float | None = None,
+    evaluation_timeout: float | None = None,
 ) -> RunSummary:
     """Run every cell of ``suite`` that ``store`` does not hold yet (all of them with ``force``).
 
@@ -213,6 +221,8 @@ def run_suite(
             cell's metadata). A warning says when ``workers x threads_per_cell`` exceeds the cores.
         cell_timeout: Seconds after which a running cell is stopped and stored as failed (None:
             no limit). Inline, each cell then runs in a worker process.
+        evaluation_timeout: Seconds after which a running evaluation is stopped and recorded with
+            ``status="timeout"`` (None: no limit); not enforced on Dask (a warning says so).
 
     Raises:
         RunInterrupted: on Ctrl-C, with the summary of the cells finished so far.
@@ -225,6 +235,10 @@ def run_suite(
         raise ValueError(f"`threads_per_cell` must be >= 1, but got {threads_per_cell=}.")
     if cell_timeout is not None and not cell_timeout > 0:
         raise ValueError(f"`cell_timeout` must be > 0 seconds, but got {cell_timeout=}.")
+    if evaluation_timeout is not None and not evaluation_timeout > 0:
+        raise ValueError(
+            f"`evaluation_timeout` must be > 0 seconds, but got {evaluation_timeout=}."
+        )
     start = time.perf_counter()
     summary = RunSummary()
     try:
@@ -242,6 +256,7 @@ def run_suite(
                 scheduler=scheduler,
                 threads_per_cell=threads_per_cell,
                 cell_timeout=cell_timeout,
+                evaluation_timeout=evaluation_timeout,
             )
     except KeyboardInterrupt:
         summary.seconds = time.perf_counter() - start
@@ -264,6 +279,7 @@ def _run_cells(
     scheduler: str | None,
     threads_per_cell: int,
     cell_timeout: float | None,
+    evaluation_timeout: float | None,
 ) -> None:
     """The body of :func:`run_suite`, with the store held: outcomes go to ``summary``."""
     stored = store.stored()
@@ -282,9 +298,24 @@ def _run_cells(
         for journal in journals.values():
             journal.discard()
     external = executor == "dask" and scheduler is not None
+    if executor == "dask" and evaluation_timeout is not None and todo:
+        warnings.warn(
+            f"the evaluation timeout of {evaluation_timeout:g} s is not enforced on Dask (cells "
+            "run in worker threads, where no SIGALRM timer can be set); use a cell timeout "
+            "(timeout_s, --cell-timeout) or the inline or process executor.",
+            OrthobenchWarning,
+            stacklevel=3,
+        )
+        evaluation_timeout = None
     jobs = [
-        # An external cluster's workers may not see this results directory.
-        _Job(cell, str(device), threads_per_cell, None if external else journals[cell.id])
+        _Job(
+            cell,
+            str(device),
+            threads_per_cell,
+            # An external cluster's workers may not see this results directory.
+            None if external else journals[cell.id],
+            evaluation_timeout,
+        )
         for cell in todo
     ]
     parallel = workers if executor != "inline" and not external else 1
@@ -298,7 +329,11 @@ def _run_cells(
     progress = Progress(
         sum(map(_evaluations, todo)), label=f"[{suite.name}]", enabled=show_progress and bool(todo)
     )
-    metadata = {**run_metadata(str(device)), "threads_per_cell": threads_per_cell}
+    metadata = {
+        **run_metadata(str(device)),
+        "threads_per_cell": threads_per_cell,
+        "evaluation_timeout_s": evaluation_timeout,
+    }
 
     def finish(cell: Cell, result: _Result) -> None:
         if result.records is not None:

@@ -176,7 +176,7 @@ def faulty(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", str(root))
 
-    def write(*faults: str, seeds: int = 1, log: str = ""):
+    def write(*faults: str, seeds: int = 1, log: str = "", extra: str = ""):
         tasks = "".join(
             f'\n  - {{name: "faultytask:Faulty", params: {{fault: {f}, log: "{log}"}}, label: {f}}}'
             for f in faults
@@ -184,6 +184,7 @@ def faulty(tmp_path, monkeypatch: pytest.MonkeyPatch):
         path = tmp_path / "faults.yaml"
         path.write_text(
             f"name: faults\nseeds: {seeds}\nn_init: 3\nbudget: 2\ntasks:{tasks}\noptimizers: [sobol]\n"
+            + extra
         )
         return path
 
@@ -340,6 +341,97 @@ def test_a_cell_past_the_timeout_is_stopped_and_stored_as_failed(
         "timed out: still running after the cell timeout of 3 s"
     )
     assert outcomes[("none", 0)] == ("ok", None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("suite_timeout", "options"),
+    [("3", ()), ("100000", ("--cell-timeout", "3"))],
+    ids=["suite", "option-overrides-suite"],
+)
+def test_the_suite_timeout_or_the_option_over_it_stops_a_hung_cell(
+    suite_timeout: str, options: tuple[str, ...], faulty, tmp_path
+) -> None:
+    suite = faulty("hang", "none", extra=f"timeout_s: {suite_timeout}\n")
+    runner = _orthobench_run(suite, tmp_path / "out", *options, stderr=subprocess.PIPE)
+    _, stderr = runner.communicate(timeout=300)
+    assert runner.returncode == 1, stderr
+    cells = {c.task.label: c.id for c in load_suite(suite).cells()}
+    assert (
+        f"failed: {cells['hang']}: timed out: still running after the cell timeout of 3 s; "
+        "its process was stopped"
+    ) in stderr.splitlines()
+    assert {p.stem for p in (tmp_path / "out" / "runs").glob("*.parquet")} == {cells["none"]}
+
+
+@pytest.mark.parametrize(
+    ("suite_timeouts", "options", "expected"),
+    [
+        ("", (), (None, None)),
+        ("timeout_s: 30\nevaluation_timeout_s: 2.5\n", (), (30, 2.5)),
+        ("timeout_s: 30\n", ("--cell-timeout", "7"), (7.0, None)),
+    ],
+    ids=["none", "suite", "option-overrides-suite"],
+)
+def test_run_takes_the_time_limits_from_the_suite_and_cell_timeout_overrides_it(
+    suite_timeouts: str, options, expected, faulty, tmp_path, monkeypatch
+) -> None:
+    from click.testing import CliRunner
+
+    from orthobench.cli import cli
+
+    given = {}
+
+    def fake_run_suite(suite, store, **kwargs):
+        given.update(kwargs)
+        raise execution.RunInterrupted(execution.RunSummary())
+
+    monkeypatch.setattr(execution, "run_suite", fake_run_suite)
+    suite = faulty("none", extra=suite_timeouts)
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(tmp_path / "out"), *options])
+    assert result.exit_code == 130, result.output
+    assert (given["cell_timeout"], given["evaluation_timeout"]) == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e8"])
+def test_a_bad_cell_timeout_is_a_usage_error(value: str, faulty, tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from orthobench.cli import cli
+
+    result = CliRunner().invoke(cli, ["run", str(faulty("none")), "--cell-timeout", value])
+    assert result.exit_code == 2
+    assert "Invalid value for '--cell-timeout'" in result.output
+
+
+@pytest.mark.parametrize("executor", ["inline", pytest.param("process", marks=pytest.mark.slow)])
+def test_evaluations_past_the_evaluation_timeout_are_stored_as_timed_out(
+    executor: str, faulty, tmp_path
+) -> None:
+    """Every evaluation of `hang` sleeps for an hour: each is stopped after 0.3 s and the cell is
+    stored with all five timed out; the timeout is in the cells' metadata."""
+    suite = load_suite(faulty("hang", "none"))
+    start = time.monotonic()
+    summary = _quiet_run(suite, tmp_path, executor, evaluation_timeout=0.3)
+    assert time.monotonic() - start < 60
+    assert _outcomes(summary) == {("hang", 0): ("ok", None), ("none", 0): ("ok", None)}
+    frame = load_runs([tmp_path])
+    statuses = frame.groupby("task")["status"].agg(list).to_dict()
+    assert statuses == {"hang": ["timeout"] * EVALUATIONS, "none": ["ok"] * EVALUATIONS}
+    assert frame.loc[frame["task"] == "hang", "y"].isna().all()
+    for path in (tmp_path / "runs").glob("*.parquet"):
+        assert read_metadata(path)["evaluation_timeout_s"] == 0.3
+
+
+@pytest.mark.slow
+def test_dask_warns_that_it_cannot_enforce_the_evaluation_timeout(faulty, tmp_path) -> None:
+    pytest.importorskip("dask.distributed")
+    suite = load_suite(faulty("none"))
+    with pytest.warns(OrthobenchWarning, match=r"timeout of 0.3 s is not enforced on Dask"):
+        summary = _quiet_run(suite, tmp_path, "dask", workers=1, evaluation_timeout=0.3)
+    assert summary.count("ok") == 1, summary.failed
+    (path,) = (tmp_path / "runs").glob("*.parquet")
+    assert read_metadata(path)["evaluation_timeout_s"] is None
 
 
 @pytest.mark.slow
