@@ -84,12 +84,13 @@ class RunRecord:
     Args:
         phase: ``init`` (shared initial design) or ``bo``.
         x: ``d`` values in native units (ints whole, log parameters unlogged).
-        y: Observed value, noise included (NaN where the evaluation failed: ``status="invalid"``).
+        y: Observed value, noise included (NaN where the evaluation gave none: ``status`` not ``ok``).
         y_true: Noise-free value where the task reports it.
         best_y: Lowest finite ``y`` so far (None before the first).
         regret: Best-so-far simple regret from ``y_true`` (else ``y``) minus the known optimum;
             None when the optimum is unknown.
-        status: ``ok`` or ``invalid`` (a non-finite ``y``, not told to the optimizer).
+        status: ``ok``, ``invalid`` (a non-finite ``y``) or ``timeout`` (stopped at the suite's
+            ``evaluation_timeout_s``); only ``ok`` evaluations are told to the optimizer.
         fallback: What the optimizer fell back to in this step, if anything.
         info: JSON object: the optimizer's step diagnostics and the task's extras.
     """

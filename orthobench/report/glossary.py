@@ -46,7 +46,7 @@ GLOSSARY: dict[str, str] = {
         "over the comparisons of one task. * marks a corrected p < 0.05. With two seeds per side "
         "the smallest possible p is 1/3: few seeds cannot show a difference."
     ),
-    "failed evals": "Evaluations with a non-finite y (status invalid), not told to the optimizer.",
+    "failed evals": "Evaluations that gave no value: a non-finite y (status invalid) or a run past the suite's evaluation_timeout_s (status timeout); not told to the optimizer.",
     "fallbacks": (
         "Steps whose optimizer recorded a numerical fallback (the fallback column): a GP fit "
         "that kept its initialization, a Laplace Hessian that was not positive definite, "
