@@ -14,26 +14,45 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
+from typing import Any, Literal
 
 from botorch.acquisition import AcquisitionFunction, qLogExpectedImprovement, qUpperConfidenceBound
 from botorch.models import SingleTaskGP
 from botorch.sampling import SobolQMCNormalSampler
+from torch import Tensor
 
 from orthobench.config.params import Count, Kernel, NonNegativeFloat
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
-from orthobench.surrogates.gp import fit_model
+from orthobench.surrogates.fit import FITS, WarmStarts
+from orthobench.surrogates.gp import fit_model, get_theta
 
 
 class _GPAcquisitionOptimizer(GPOptimizer):
-    """Fit a GP on ``-y`` (BoTorch maximizes), build an MC acquisition, maximize it by multistart."""
+    """Fit a GP on ``-y`` (BoTorch maximizes), build an MC acquisition, maximize it by multistart.
 
-    def __init__(self, dim: int, *, kernel: str, function_samples: int, **kwargs) -> None:
+    With ``fit="fast"`` the GP's last fitted theta is the warm start of the next fit and part of
+    :meth:`state_dict`.
+    """
+
+    def __init__(self, dim: int, *, kernel: str, function_samples: int, fit: str, **kwargs) -> None:
         super().__init__(dim, **kwargs)
         check_at_least(1, function_samples=function_samples)
         self.kernel = kernel
         self.function_samples = function_samples
+        self.fit = fit
+        self._warm_starts = WarmStarts(fit)
+
+    def _on_tell(self, x: Tensor, y: Tensor) -> None:
+        self._warm_starts.advance()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), **self._warm_starts.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._warm_starts.load_state_dict(state)
 
     @abstractmethod
     def _acquisition(
@@ -44,8 +63,15 @@ class _GPAcquisitionOptimizer(GPOptimizer):
     def _ask(self, n: int) -> Suggestion:
         with torch_seed(self._step_seed("fit")):
             t0 = time.perf_counter()
-            model, fit_info = fit_model(self.train_x, -self.train_y, self.kernel)
+            model, fit_info = fit_model(
+                self.train_x,
+                -self.train_y,
+                self.kernel,
+                fit=self.fit,
+                warm_start=self._warm_starts.get(0),
+            )
             t1 = time.perf_counter()
+        self._warm_starts.record([get_theta(model)])
         acqf = self._acquisition(model, self._sampler(self.function_samples))
         candidate = self._maximize(acqf, q=n)
         t2 = time.perf_counter()
@@ -53,7 +79,11 @@ class _GPAcquisitionOptimizer(GPOptimizer):
             x=candidate.detach().cpu().numpy(),
             fit_seconds=t1 - t0,
             acq_seconds=t2 - t1,
-            info={"fallback": fit_info["fallback"]} if fit_info["fallback"] else {},
+            info={
+                "fit_grad_norm": fit_info["grad_norm"],
+                "fit_stationary": fit_info["stationary"],
+                **({"fallback": fit_info["fallback"]} if fit_info["fallback"] else {}),
+            },
         )
 
 
@@ -66,6 +96,8 @@ class QLogEI(_GPAcquisitionOptimizer):
         function_samples: QMC function samples of the acquisition (paper: 512).
         raw_samples: Raw samples for the multistart initialization (paper: 512).
         num_restarts: Restarts of the gradient-based acquisition optimization (paper: 8).
+        fit: GP fit, ``"botorch"`` (``fit_gpytorch_mll``, default) or ``"fast"``
+            (:func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's fit).
     """
 
     def __init__(
@@ -76,6 +108,7 @@ class QLogEI(_GPAcquisitionOptimizer):
         function_samples: Count = 512,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
+        fit: Literal[FITS] = "botorch",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -84,6 +117,7 @@ class QLogEI(_GPAcquisitionOptimizer):
             function_samples=function_samples,
             raw_samples=raw_samples,
             num_restarts=num_restarts,
+            fit=fit,
             **kwargs,
         )
 
@@ -103,6 +137,7 @@ class QUCB(_GPAcquisitionOptimizer):
         function_samples: QMC function samples of the acquisition.
         raw_samples: Raw samples for the multistart initialization.
         num_restarts: Restarts of the gradient-based acquisition optimization.
+        fit: GP fit, ``"botorch"`` (default) or ``"fast"`` (as :class:`QLogEI`).
     """
 
     def __init__(
@@ -114,6 +149,7 @@ class QUCB(_GPAcquisitionOptimizer):
         function_samples: Count = 512,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
+        fit: Literal[FITS] = "botorch",
         **kwargs,
     ) -> None:
         if beta < 0:
@@ -124,6 +160,7 @@ class QUCB(_GPAcquisitionOptimizer):
             function_samples=function_samples,
             raw_samples=raw_samples,
             num_restarts=num_restarts,
+            fit=fit,
             **kwargs,
         )
         self.beta = beta

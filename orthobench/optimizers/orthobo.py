@@ -28,6 +28,8 @@ from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble
+from orthobench.surrogates.fit import FITS, WarmStarts
+from orthobench.surrogates.gp import get_theta
 from orthobench.surrogates.laplace import THETA_SAMPLING, ThetaSampledGP
 from orthobench.theta_estimators import (
     DEFAULT_THETA_ESTIMATOR,
@@ -68,15 +70,20 @@ class OrthoBO(GPOptimizer):
         delta: Floor of the ensemble weights.
         raw_samples: Raw samples of ``optimize_acqf``'s initialization.
         num_restarts: Restarts of ``optimize_acqf``.
+        fit: MAP fit of the members: ``"botorch"`` (``fit_gpytorch_mll``) or ``"fast"``
+            (:func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
+            fit of each member).
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
 
     ``ask`` records in ``Suggestion.info``: the estimator, the ensemble kernels, weights and
     their entropy, per member whether the Hessian's eigenvalues were floored, the smallest raw
-    eigenvalue, the Laplace re-centring shift and the draws that needed Cholesky jitter, and a
+    eigenvalue, the Laplace re-centring shift, the draws that needed Cholesky jitter and the
+    fit's stationarity check (``fit_grad_norm``, ``fit_stationary``), and a
     ``fallback`` string when a fallback was taken (GP fit kept its initialization, Hessian not
     positive definite, re-centring stalled, Cholesky jitter).
 
-    State beyond the history (:meth:`state_dict`): the ensemble weights.
+    State beyond the history (:meth:`state_dict`): the ensemble weights, and with ``fit="fast"``
+    the members' last fitted thetas (the warm starts).
     """
 
     min_observations = 2
@@ -95,6 +102,7 @@ class OrthoBO(GPOptimizer):
         delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
+        fit: Literal[FITS] = "botorch",
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
@@ -126,7 +134,9 @@ class OrthoBO(GPOptimizer):
                 f"`alpha` is relative to the naive estimate and must be in (0, 1], but got {alpha=}."
             )
         kernels = [kernel] if isinstance(kernel, str) else list(kernel)
-        self.ensemble = SurrogateEnsemble(kernels, tau=tau, delta=delta)
+        self.ensemble = SurrogateEnsemble(kernels, tau=tau, delta=delta, fit=fit)
+        self.fit = fit
+        self._warm_starts = WarmStarts(fit)
         self.theta_samples = theta_samples
         self.estimator = estimator
         self.theta_sampling = theta_sampling
@@ -138,6 +148,7 @@ class OrthoBO(GPOptimizer):
     def _on_tell(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Update the ensemble weights from the log predictive density of the new points under
         the members fitted before them (each observation is scored once)."""
+        self._warm_starts.advance()
         if self._previous:
             scores = torch.stack([gp.log_predictive_density(x, -y) for gp in self._previous])
             self.ensemble.update(scores)
@@ -156,7 +167,11 @@ class OrthoBO(GPOptimizer):
 
     def _fit(self) -> list[EnsembleMember]:
         with torch_seed(self._step_seed("fit")):
-            return self.ensemble.fit(self.train_x, -self.train_y)
+            members = self.ensemble.fit(
+                self.train_x, -self.train_y, warm_starts=self._warm_starts.current
+            )
+        self._warm_starts.record([get_theta(m.model) for m in members])
+        return members
 
     def _build_acquisition(self, members: list[EnsembleMember]) -> MarginalLogEI:
         gps: list[ThetaSampledGP] = []
@@ -204,7 +219,11 @@ class OrthoBO(GPOptimizer):
         )
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "ensemble_weights": self.ensemble.weights.tolist()}
+        return {
+            **super().state_dict(),
+            "ensemble_weights": self.ensemble.weights.tolist(),
+            **self._warm_starts.state_dict(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
@@ -215,6 +234,7 @@ class OrthoBO(GPOptimizer):
                 f"{self.ensemble.weights.shape[0]} members."
             )
         self.ensemble.weights = weights
+        self._warm_starts.load_state_dict(state)
 
     def _info(self, acqf: MarginalLogEI) -> dict[str, object]:
         members = self.ensemble.members
@@ -245,6 +265,8 @@ class OrthoBO(GPOptimizer):
             "min_eigenvalue": [float(m.laplace.raw_eigenvalues[0]) for m in members],
             "recenter_shift": [m.laplace.recenter_shift for m in members],
             "jittered_draws": [gp.n_jittered for gp in acqf.members],
+            "fit_grad_norm": [m.fit_info["grad_norm"] for m in members],
+            "fit_stationary": [m.fit_info["stationary"] for m in members],
             "fallback": "; ".join(fallbacks) or None,
         }
 
@@ -287,6 +309,7 @@ class MCEI(OrthoBO):
         delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
+        fit: Literal[FITS] = "botorch",
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
@@ -302,6 +325,7 @@ class MCEI(OrthoBO):
             delta=delta,
             raw_samples=raw_samples,
             num_restarts=num_restarts,
+            fit=fit,
             seed=seed,
             device=device,
             dtype=dtype,

@@ -48,7 +48,8 @@ from orthobench.config.params import Count, NonNegativeCount, NonNegativeFloat, 
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
-from orthobench.surrogates.gp import KERNELS, fit_model
+from orthobench.surrogates.fit import FITS, WarmStarts
+from orthobench.surrogates.gp import KERNELS, fit_model, get_theta
 
 ACQUISITIONS: tuple[str, ...] = ("ts", "qlogei")
 #: Kernels of the trust-region GP: lengthscales set the region's shape, so not ``linear``.
@@ -118,11 +119,13 @@ class TuRBO(GPOptimizer):
         function_samples: QMC function samples of qLogEI (as the ``qlogei`` baseline: 512).
         raw_samples: Raw samples of qLogEI's multistart initialization (512).
         num_restarts: Gradient restarts of qLogEI's optimization (8).
+        fit: GP fit, ``"botorch"`` (``fit_gpytorch_mll``, default) or ``"fast"``
+            (:func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous fit).
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
 
     State beyond the history (:meth:`state_dict`): the trust region (length, counters, best
     value), the restart count, where the current run begins and how many restart-design points
-    were drawn.
+    were drawn; with ``fit="fast"``, the last fitted theta (the warm start).
     """
 
     def __init__(
@@ -141,6 +144,7 @@ class TuRBO(GPOptimizer):
         function_samples: Count = 512,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
+        fit: Literal[FITS] = "botorch",
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
@@ -184,6 +188,8 @@ class TuRBO(GPOptimizer):
         self.min_improvement = min_improvement
         self.n_candidates = n_candidates or min(5000, max(2000, 200 * dim))
         self.function_samples = function_samples
+        self.fit = fit
+        self._warm_starts = WarmStarts(fit)
         self.state = self._new_state()
         self.restarts = 0
         self._run_start = 0  # index in the history where the current run begins
@@ -205,6 +211,7 @@ class TuRBO(GPOptimizer):
         return self.train_y.shape[0] - self._run_start
 
     def _on_tell(self, x: Tensor, y: Tensor) -> None:
+        self._warm_starts.advance()
         if self._design_size == 0:
             self._design_size = y.shape[0]
         if self._run_size < self._design_size:
@@ -246,6 +253,7 @@ class TuRBO(GPOptimizer):
             "run_start": self._run_start,
             "design_size": self._design_size,
             "restart_design_drawn": None if design is None else int(design.num_generated),
+            **self._warm_starts.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -258,6 +266,7 @@ class TuRBO(GPOptimizer):
         self._restart_design = (
             None if drawn is None else self._new_restart_design().fast_forward(int(drawn))
         )
+        self._warm_starts.load_state_dict(state)
 
     def _ask(self, n: int) -> Suggestion:
         if self._restart_design is not None and self._run_size < self._design_size:
@@ -266,8 +275,11 @@ class TuRBO(GPOptimizer):
         x_run, y_run = self.train_x[self._run_start :], self.train_y[self._run_start :]
         t0 = time.perf_counter()
         with torch_seed(self._step_seed("fit")):
-            model, fit_info = fit_model(x_run, -y_run, self.kernel)
+            model, fit_info = fit_model(
+                x_run, -y_run, self.kernel, fit=self.fit, warm_start=self._warm_starts.get(0)
+            )
         t1 = time.perf_counter()
+        self._warm_starts.record([get_theta(model)])
         lower, upper = self.region(model, x_run[y_run.argmin()])
         if self.acquisition == "ts":
             x = self._thompson(model, x_run[y_run.argmin()], lower, upper, n)
@@ -276,6 +288,8 @@ class TuRBO(GPOptimizer):
         t2 = time.perf_counter()
         info = self._info("trust-region")
         info["region_volume"] = (upper - lower).prod().item()
+        info["fit_grad_norm"] = fit_info["grad_norm"]
+        info["fit_stationary"] = fit_info["stationary"]
         if fit_info["fallback"]:
             info["fallback"] = fit_info["fallback"]
         return Suggestion(

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 from botorch.models import SingleTaskGP
 
+from orthobench.surrogates.fit import FITS
 from orthobench.surrogates.gp import KERNELS, fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 
@@ -96,15 +97,21 @@ class SurrogateEnsemble:
         kernels: Kernel names, one member each (repeats allowed).
         tau: Temperature of the weight update.
         delta: Weight floor.
+        fit: MAP fit of the members, one of :data:`orthobench.surrogates.fit.FITS`.
     """
 
-    def __init__(self, kernels: Sequence[str], *, tau: float = 1.0, delta: float = 1e-3) -> None:
+    def __init__(
+        self, kernels: Sequence[str], *, tau: float = 1.0, delta: float = 1e-3, fit: str = "botorch"
+    ) -> None:
         if len(kernels) == 0:
             raise ValueError("An ensemble needs at least one kernel, but got none.")
         unknown = [k for k in kernels if k not in KERNELS]
         if unknown:
             raise ValueError(f"Unknown kernel(s) {unknown}; choose from {list(KERNELS)}.")
+        if fit not in FITS:
+            raise ValueError(f"`fit` must be one of {FITS}, but got {fit!r}.")
         self.kernels = tuple(kernels)
+        self.fit_method = fit
         self.tau = tau
         self.delta = delta
         # Validates tau and delta once, before any data arrives.
@@ -121,12 +128,30 @@ class SurrogateEnsemble:
     def entropy(self) -> float:
         return weight_entropy(self.weights)
 
-    def fit(self, train_x: torch.Tensor, train_y: torch.Tensor) -> list[EnsembleMember]:
+    def fit(
+        self,
+        train_x: torch.Tensor,
+        train_y: torch.Tensor,
+        warm_starts: Sequence[Sequence[float]] | None = None,
+    ) -> list[EnsembleMember]:
         """MAP-fit every member on ``t x d`` inputs and ``t`` targets (larger is better) and build
-        its Laplace posterior. Replaces :attr:`members`."""
+        its Laplace posterior. Replaces :attr:`members`.
+
+        ``warm_starts``: one theta per member (a previous fit's), extra starts of a ``"fast"`` fit.
+        """
+        if warm_starts is not None and len(warm_starts) != len(self.kernels):
+            raise ValueError(
+                f"Expected {len(self.kernels)} warm starts (one per member), but got {len(warm_starts)}."
+            )
         members = []
-        for kernel in self.kernels:
-            model, info = fit_model(train_x, train_y, kernel)
+        for i, kernel in enumerate(self.kernels):
+            model, info = fit_model(
+                train_x,
+                train_y,
+                kernel,
+                fit=self.fit_method,
+                warm_start=None if warm_starts is None else warm_starts[i],
+            )
             members.append(
                 EnsembleMember(
                     kernel=kernel, model=model, laplace=laplace_posterior(model), fit_info=info

@@ -33,6 +33,8 @@ SMALL_PARAMS = {
 # weights that move, and a TuRBO that restarts after one failure (so the state holds a restart).
 STATEFUL_PARAMS = {
     "orthobo-ensemble": ("orthobo", {"kernel": ["linear", "matern52-iso"]}),
+    # The fast fit's warm starts (the members' last thetas) are state too.
+    "orthobo-fast": ("orthobo", {"kernel": ["linear", "matern52-iso"], "fit": "fast"}),
     "turbo-restarting": (
         "turbo",
         {"length_init": 0.8, "length_min": 0.5, "failure_tolerance": 1, "success_tolerance": 1},
