@@ -169,6 +169,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
         "delta": 0.001,
         "raw_samples": 512,
         "num_restarts": 8,
+        "fit": "botorch",
     }
     naive = OPTIMIZERS.resolve("mc-ei").params
     assert set(naive) == set(ortho) - {"estimator", "alpha", "rb"}
