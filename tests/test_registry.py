@@ -165,7 +165,7 @@ class Quadratic(Task):
 """
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=pytest.mark.slow)])
 def test_a_module_next_to_the_suite_resolves_without_pythonpath(tmp_path, workers):
     folder = tmp_path / "project"
     folder.mkdir()
