@@ -48,7 +48,10 @@ Choices (each one changes the reported variances, so they are fixed and document
   unidentified ARD lengthscales on Hartmann6 with 32 points: eigenvalue 0.16 < 1/3), which is
   routine and only recorded. ``H`` that is not positive definite at all is a fallback:
   :attr:`LaplacePosterior.indefinite`, warned about
-  (docs/design.md, "Indefinite Hessians and the eigenvalue floor").
+  (docs/design.md, "Indefinite Hessians and the eigenvalue floor"). ``keep_raw=True`` (the
+  probe's ``laplace: unfloored``, for comparisons with the paper, which applies no floor) keeps
+  the raw Hessian wherever it is positive definite (``eig_floor`` is then recorded as 0) and
+  falls back to the floor, recorded and warned about, where it is not.
 
 :class:`ThetaSampledGP` evaluates the GP's marginal posteriors
 (docs/design.md, "Marginal posteriors only") under ``S`` fixed theta samples in one batch (no
@@ -107,7 +110,7 @@ class LaplacePosterior:
         theta_hat: ``p`` centre of ``q``.
         hessian: ``p x p`` precision ``H`` after the eigenvalue floor.
         raw_eigenvalues: ``p`` eigenvalues of the Hessian before the floor (ascending).
-        eig_floor: The floor applied to the eigenvalues.
+        eig_floor: The floor applied to the eigenvalues (0: none, the raw Hessian is kept).
         theta_map: ``p`` the fitted value-space MAP, mapped to theta.
         newton_steps: Newton steps taken from ``theta_map`` to ``theta_hat``.
         fallback: ``None``, or what went wrong while re-centring (then ``theta_hat`` is the last
@@ -245,16 +248,23 @@ def neg_log_posterior_hessian(
     return 0.5 * (hess + hess.T)
 
 
-def _floor(hess: torch.Tensor, floor: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _precision(
+    hess: torch.Tensor, floor: float, keep_raw: bool
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """``(H, raw eigenvalues, floor applied)``: ``hess`` with its eigenvalues raised to ``floor``,
+    or ``hess`` itself (floor 0) when ``keep_raw`` and it is positive definite."""
     evals, evecs = torch.linalg.eigh(hess)
+    if keep_raw and bool(evals[0] > 0):
+        return hess, evals, 0.0
     floored = (evecs * evals.clamp_min(floor)) @ evecs.T
-    return 0.5 * (floored + floored.T), evals
+    return 0.5 * (floored + floored.T), evals, floor
 
 
 def laplace_posterior(
     model: SingleTaskGP,
     *,
     eig_floor: float | None = None,
+    keep_raw: bool = False,
     recenter: bool = False,
     max_newton_steps: int = 20,
 ) -> LaplacePosterior:
@@ -264,6 +274,8 @@ def laplace_posterior(
         model: A GP from :func:`orthobench.surrogates.gp.build_gp`, MAP-fitted.
         eig_floor: Smallest eigenvalue of ``H``; ``None``: the smallest prior precision of the
             layout (``min 1 / scale^2``).
+        keep_raw: Keep the raw Hessian where it is positive definite (no floor; the paper's
+            ``q``); the floor is still the fallback for a Hessian that is not.
         recenter: Move ``theta_hat`` from the fitted value-space MAP to the mode of the theta
             density by damped Newton steps (see the module notes). ``False`` (default):
             ``theta_hat`` is the fitted MAP.
@@ -282,7 +294,9 @@ def laplace_posterior(
         raise ValueError(f"`eig_floor` must be positive, but got {eig_floor=}.")
     theta_map = get_theta(model)
     theta, steps, fallback = theta_map.clone(), 0, None
-    hess, raw = _floor(neg_log_posterior_hessian(theta, layout, train_x, train_y), eig_floor)
+    hess, raw, applied = _precision(
+        neg_log_posterior_hessian(theta, layout, train_x, train_y), eig_floor, keep_raw
+    )
     while recenter and steps < max_newton_steps:
         t = theta.clone().requires_grad_(True)
         value = _neg_log_posterior(t, layout, train_x, train_y)
@@ -309,7 +323,9 @@ def laplace_posterior(
             break
         theta = (theta + step).detach()
         steps += 1
-        hess, raw = _floor(neg_log_posterior_hessian(theta, layout, train_x, train_y), eig_floor)
+        hess, raw, applied = _precision(
+            neg_log_posterior_hessian(theta, layout, train_x, train_y), eig_floor, keep_raw
+        )
     if bool(raw[0] <= 0):
         warnings.warn(
             f"Laplace: the Hessian is not positive definite (eigenvalues {raw[raw <= 0].tolist()}); "
@@ -322,7 +338,7 @@ def laplace_posterior(
         theta_hat=theta,
         hessian=hess,
         raw_eigenvalues=raw,
-        eig_floor=eig_floor,
+        eig_floor=applied,
         theta_map=theta_map,
         newton_steps=steps,
         fallback=fallback,

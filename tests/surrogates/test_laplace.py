@@ -170,6 +170,33 @@ def test_indefinite_hessian_is_floored_warned_and_recorded() -> None:
     assert torch.isfinite(lap.theta(z)).all()
 
 
+def test_keep_raw_keeps_a_positive_definite_hessian_the_floor_would_raise() -> None:
+    """``laplace: unfloored``: the paper's ``q``, the raw Hessian, where it is PD."""
+    model, lap = _fitted("matern52-ard")
+    floor = float(lap.raw_eigenvalues.max()) + 1.0  # binds on every eigenvalue
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericsWarning)
+        raw = laplace_posterior(model, eig_floor=floor, keep_raw=True)
+    hess = neg_log_posterior_hessian(
+        lap.theta_hat, lap.layout, model.train_inputs[0], model.train_targets
+    )
+    assert raw.eig_floor == 0.0 and not raw.floored and not raw.indefinite
+    torch.testing.assert_close(raw.hessian, hess, rtol=0, atol=0)
+    torch.testing.assert_close(raw.raw_eigenvalues, lap.raw_eigenvalues)
+    assert laplace_posterior(model, eig_floor=floor).floored  # the default floors it
+
+
+def test_keep_raw_falls_back_to_the_floor_for_an_indefinite_hessian() -> None:
+    model, _ = _fitted("rbf-iso")
+    set_theta(model, torch.tensor([0.0, -2.0, 2.0], dtype=DTYPE))
+    with pytest.warns(NumericsWarning, match="not positive definite"):
+        lap = laplace_posterior(model, keep_raw=True)
+    scales = [s for s in lap.layout.prior_scale if not math.isnan(s)]
+    assert lap.indefinite and lap.floored
+    assert lap.eig_floor == pytest.approx(min(1 / s**2 for s in scales))
+    assert torch.linalg.eigvalsh(lap.hessian).min() >= lap.eig_floor * (1 - 1e-10)
+
+
 def test_default_floor_is_the_smallest_prior_precision() -> None:
     model, lap = _fitted("rbf-ard")
     scales = [s for s in lap.layout.prior_scale if not math.isnan(s)]
