@@ -73,8 +73,10 @@ from orthobench.suite import Cell
 
 METADATA_KEY = b"orthobench"
 #: Version of the record schemas below; stored in every file's metadata and journal entry.
-#: Files written before schemas were versioned have none and read as a mismatch.
-SCHEMA_VERSION = 1
+#: Files written before schemas were versioned have none and read as a mismatch. Version 2 added
+#: the per-state numerics of :class:`ProbeRecord` (``cholesky_jitter``, ``laplace_floored``,
+#: ``laplace_min_eigenvalue``).
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +137,14 @@ class ProbeRecord:
         values_ei: Rebuild values on the EI scale (the GP's standardized outcome scale).
         values_log: Rebuild values of the outer-log acquisition.
         reference: ``n_probes`` high-precision reference values of the estimator's target.
+        cholesky_jitter: Theta samples of the state (reference and rebuild draws, all
+            estimators and budgets) whose kernel matrix needed jitter for its Cholesky factor;
+            None for TPE states.
+        laplace_floored: Whether the Laplace ``q(theta)`` of the state has a Hessian eigenvalue
+            raised to the floor (docs/design.md, "Indefinite Hessians and the eigenvalue floor");
+            None for TPE states.
+        laplace_min_eigenvalue: The smallest eigenvalue of the raw (unfloored) Hessian; None for
+            TPE states.
         info: JSON object: fit and Laplace diagnostics of the state.
     """
 
@@ -169,6 +179,9 @@ class ProbeRecord:
     values_ei: list[float]
     values_log: list[float]
     reference: list[float]
+    cholesky_jitter: int | None
+    laplace_floored: bool | None
+    laplace_min_eigenvalue: float | None
     info: str
 
 

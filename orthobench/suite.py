@@ -41,7 +41,7 @@ from yaml.constructor import ConstructorError
 
 from orthobench.config import names
 from orthobench.config.params import MAX_COUNT
-from orthobench.exceptions import ConfigError, SuiteError, show_value
+from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
 from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry
 
 DTYPES = ("float64", "float32")
@@ -100,6 +100,7 @@ _PROBE_KEYS = {
     "top_k": "int >= 2",
     "reference_samples": "int >= 2",
     "seeds": "a positive int or a list of ints",
+    "laplace": "floored (default) or unfloored: the Hessian of the Laplace q(theta)",
 }
 _COMPONENT_KEYS = {
     "name": "registry name or module:attr path",
@@ -281,6 +282,10 @@ class ProbeSpec:
         top_k: Size of the top set in the ranking metrics.
         reference_samples: Draws behind each high-precision reference value.
         seeds: Seeds of the states.
+        laplace: ``floored`` (default): the Laplace ``q(theta)`` of every optimizer, eigenvalues
+            floored; ``unfloored``: the raw Hessian where it is positive definite, the floor
+            only where it is not (for comparisons with the paper;
+            :data:`orthobench.config.names.LAPLACE_MODES`).
 
     Raises:
         ConfigError: naming the field and the bad value (an
@@ -303,6 +308,7 @@ class ProbeSpec:
     top_k: int = 10
     reference_samples: int = 4096
     seeds: tuple[int, ...] = (0,)
+    laplace: str = "floored"
 
     def __post_init__(self) -> None:
         _check_components(self.tasks, "tasks", TASKS)
@@ -322,6 +328,8 @@ class ProbeSpec:
                 )
             names.parse_estimator(name, field=f"estimators[{i}]")
         _check_seeds(self.seeds, "seeds")
+        if self.laplace not in names.LAPLACE_MODES:
+            raise UnknownNameError("laplace mode", self.laplace, names.LAPLACE_MODES, "laplace")
         self._check_state_optimizer()
 
     def _check_state_optimizer(self) -> None:
@@ -572,7 +580,7 @@ class _Validator:
         for key, what in _PROBE_LISTS.items():
             if key in value:
                 kwargs[key] = self.tuple_(value[key], f"{path}.{key}", what)
-        for key in ("n_init", "rebuilds", "n_probes", "top_k", "reference_samples"):
+        for key in ("n_init", "rebuilds", "n_probes", "top_k", "reference_samples", "laplace"):
             if key in value:
                 kwargs[key] = value[key]
         if "state_optimizer" in value:

@@ -43,6 +43,7 @@ __all__ = [
     "ESTIMATORS",
     "FUNCTION_SAMPLE_ESTIMATORS",
     "KERNELS",
+    "LAPLACE_MODES",
     "MAX_CUDA_INDEX",
     "POINT_SETS",
     "RB_SUFFIX",
@@ -85,6 +86,11 @@ POINT_SETS: tuple[str, ...] = (
 #: How equal-weight theta draws are made
 #: (:meth:`orthobench.surrogates.laplace.LaplacePosterior.sample_whitened`).
 THETA_SAMPLING: tuple[str, ...] = ("iid", "antithetic", "qmc")
+
+#: Hessians of the probe's Laplace ``q(theta)``: eigenvalue-floored (the default) or the raw
+#: Hessian where it is positive definite (``keep_raw`` of
+#: :func:`orthobench.surrogates.laplace.laplace_posterior`).
+LAPLACE_MODES: tuple[str, ...] = ("floored", "unfloored")
 
 #: Suffix of a theta estimator that integrates the GP's constant mean out.
 RB_SUFFIX = "+rb"

@@ -48,12 +48,14 @@ def _outer_log(log_top: torch.Tensor, est: torch.Tensor, mc: torch.Tensor) -> to
 
 def _scaled_values(
     model: Any, draws: ThetaDraws, X: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(top, values)``: per-probe max log-EI ``N`` and ``exp(log_ei - top)`` ``S x N``."""
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(top, values, jittered)``: per-probe max log-EI ``N``, ``exp(log_ei - top)`` ``S x N``
+    and the number of draws whose Cholesky factor needed jitter."""
+    gp = draws.gp(model)
     with torch.no_grad():
-        log_ei = draws.gp(model).log_ei(X)  # S x N
+        log_ei = gp.log_ei(X)  # S x N
     top = log_ei.max(dim=0).values
-    return top, (log_ei - top).exp()
+    return top, (log_ei - top).exp(), gp.n_jittered
 
 
 def gp_values(
@@ -75,23 +77,25 @@ def gp_values(
         ``{(name, S): {"ei": R x N, "log": R x N, "n_evaluations": int, "baseline": R x N |
         None}}`` (``baseline``: naive iid theta-MC at ``n_evaluations`` draws when that differs
         from ``S``; None: the ``mc`` values at ``S`` are the baseline), the references
-        ``{"theta": N, "map": N}`` and the fit and Laplace diagnostics.
+        ``{"theta": N, "map": N}`` and the fit and Laplace diagnostics (``cholesky_jitter``:
+        theta samples, reference and rebuilds, whose Cholesky factor needed jitter).
     """
     with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
         model, fit_info = fit_model(x, -y, state.surrogate)
-    laplace = laplace_posterior(model)
+    laplace = laplace_posterior(model, keep_raw=spec.laplace == "unfloored")
     X = probes.unsqueeze(-2)  # N x 1 x d
+    jittered = 0  # theta samples of the state whose Cholesky factor needed jitter
 
     # Reference of the theta-marginal target: many scrambled-Sobol theta draws (chunked).
     z_ref = laplace.sample_whitened(
         spec.reference_samples, "qmc", seed=derive_seed(state.seed, "probe-reference", state.id)
     )
-    log_ei_ref = torch.cat(
-        [
-            ThetaSampledGP.from_model(model, laplace.theta(z)).log_ei(X)
-            for z in z_ref.split(_REFERENCE_CHUNK)
-        ]
-    )
+    log_ei_chunks = []
+    for z in z_ref.split(_REFERENCE_CHUNK):
+        gp = ThetaSampledGP.from_model(model, laplace.theta(z))
+        jittered += gp.n_jittered
+        log_ei_chunks.append(gp.log_ei(X))
+    log_ei_ref = torch.cat(log_ei_chunks)
     reference = {"theta": torch.logsumexp(log_ei_ref, dim=0) - math.log(log_ei_ref.shape[0])}
     # qLogEI's target: EI at the MAP hyperparameters. BoTorch returns it in original outcome
     # units; the theta estimators work on the model's standardized scale, so qLogEI values are
@@ -122,7 +126,8 @@ def gp_values(
                     s,
                     seed=derive_seed(state.seed, "probe-rebuild", state.id, s, r, *keys),
                 )
-                top, values = _scaled_values(model, draws, X)
+                top, values, n_jittered = _scaled_values(model, draws, X)
+                jittered += n_jittered
                 mc = values.mean(dim=0)
                 for name in members:
                     est = estimate(values, draws, parsed[name])
@@ -138,7 +143,8 @@ def gp_values(
                     count,
                     seed=derive_seed(state.seed, "probe-rebuild", state.id, count, r, "iid"),
                 )
-                top, values = _scaled_values(model, draws, X)
+                top, values, n_jittered = _scaled_values(model, draws, X)
+                jittered += n_jittered
                 naive.setdefault(count, []).append((top.exp() * values.mean(dim=0)).cpu().numpy())
             if "qlogei" in ei:
                 sampler = SobolQMCNormalSampler(
@@ -163,6 +169,7 @@ def gp_values(
     info = {
         "p": laplace.p,
         "fit_fallback": fit_info["fallback"],
+        "cholesky_jitter": jittered,
         **{f"laplace_{k}": v for k, v in laplace.info().items()},
     }
     return out, refs, info

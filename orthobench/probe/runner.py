@@ -134,6 +134,9 @@ def _summaries(
                 values_ei=v["ei"].ravel().tolist(),
                 values_log=v["log"].ravel().tolist(),
                 reference=reference.tolist(),
+                cholesky_jitter=info.get("cholesky_jitter"),
+                laplace_floored=info.get("laplace_eig_floored"),
+                laplace_min_eigenvalue=info.get("laplace_min_eigenvalue"),
                 info=json.dumps(info, default=str),
             )
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -218,3 +219,66 @@ def test_a_second_probe_command_on_a_held_directory_exits_2_at_once(
         seconds = time.perf_counter() - start
     assert result.exit_code == 2 and seconds < 2.0
     assert result.stderr.splitlines()[-1] == f"orthobench: error: {in_use_message(out, holder.pid)}"
+
+
+NUMERICS = ProbeSpec(
+    tasks=(ComponentSpec(name="hartmann6", label="hartmann6"),),
+    n_init=10,
+    mc_samples=(8,),
+    rebuilds=3,
+    n_probes=4,
+    estimators=("orth", "qmc-owen+rb"),
+    reference_samples=64,
+)
+
+
+@pytest.mark.parametrize("mode", ["floored", "unfloored"])
+def test_rows_record_the_states_jitter_count_and_laplace_floor(mode, monkeypatch):
+    """Every theta sample counts once: 64 reference draws + 3 rebuilds x 8 draws x 2 draw groups
+    (``orth`` shares ``mc``'s), here all jittered; the floor status is that of the state's q."""
+    import orthobench.surrogates.laplace as laplace_module
+    from orthobench.probe import gp_probe
+
+    cholesky = laplace_module._cholesky_with_jitter
+    monkeypatch.setattr(
+        laplace_module, "_cholesky_with_jitter", lambda k: (cholesky(k)[0], k.shape[0])
+    )
+    built = []
+
+    def laplace_posterior(model, **kwargs):
+        built.append((kwargs, laplace_module.laplace_posterior(model, **kwargs)))
+        return built[-1][1]
+
+    monkeypatch.setattr(gp_probe, "laplace_posterior", laplace_posterior)
+    spec = dataclasses.replace(NUMERICS, laplace=mode)
+    (state,) = runner.probe_states("t", spec)
+    rows = runner.probe_state(state, spec, torch.device("cpu"))
+    ((kwargs, laplace),) = built
+    assert kwargs == {"keep_raw": mode == "unfloored"}
+    assert {r.estimator for r in rows} == {"mc", "orth", "qmc-owen+rb"}
+    for row in rows:
+        assert row.cholesky_jitter == 64 + 3 * 8 * 2
+        assert row.laplace_floored is laplace.floored
+        assert row.laplace_min_eigenvalue == float(laplace.raw_eigenvalues[0])
+    assert (laplace.eig_floor == 0.0) == (mode == "unfloored" and not laplace.indefinite)
+
+
+def test_tpe_rows_have_no_gp_numerics(probed):
+    _, frame = probed
+    tpe = frame[frame["kernel"] == "tpe"]
+    assert tpe[["cholesky_jitter", "laplace_floored", "laplace_min_eigenvalue"]].isna().all().all()
+    gp = frame[frame["kernel"] == "matern52-ard"]
+    assert (gp["cholesky_jitter"] == 0).all() and gp["laplace_floored"].notna().all()
+
+
+def test_the_laplace_option_is_read_from_yaml_and_checked():
+    from orthobench.exceptions import SuiteError
+    from orthobench.suite import parse_suite
+
+    suite = {"name": "s", "budget": 0, "tasks": ["hartmann6"], "optimizers": ["sobol"]}
+    probe = {"tasks": ["hartmann6"]}
+    assert parse_suite({**suite, "probe": probe}).probe.laplace == "floored"
+    parsed = parse_suite({**suite, "probe": {**probe, "laplace": "unfloored"}})
+    assert parsed.probe.laplace == "unfloored"
+    with pytest.raises(SuiteError, match="probe.laplace: Unknown laplace mode 'raw'"):
+        parse_suite({**suite, "probe": {**probe, "laplace": "raw"}})

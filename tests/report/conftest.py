@@ -126,6 +126,9 @@ def write_probe_state(
             values_ei=[0.0] * 8,
             values_log=[0.0] * 8,
             reference=[0.0, 0.0],
+            cholesky_jitter=0,
+            laplace_floored=False,
+            laplace_min_eigenvalue=0.5,
             info="{}",
         )
         for (name, s), ratio in ratios.items()
