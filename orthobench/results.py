@@ -67,7 +67,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from orthobench.exceptions import OrthobenchError, OrthobenchWarning, ResultsError
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning, ResultsError, one_line
 from orthobench.registry import OPTIMIZERS, TASKS
 from orthobench.suite import Cell
 
@@ -339,13 +339,8 @@ class _UnreadableFileError(ResultsError):
     """A results file that is not readable Parquet (truncated, corrupt, foreign)."""
 
 
-def _one_line(err: BaseException, limit: int = 200) -> str:
-    text = " ".join(str(err).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _unreadable(path: str | Path, err: BaseException) -> _UnreadableFileError:
-    return _UnreadableFileError(f"{path}: not a readable results file ({_one_line(err)})")
+    return _UnreadableFileError(f"{path}: not a readable results file ({one_line(str(err), 200)})")
 
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
@@ -459,7 +454,7 @@ def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
         footer = pq.read_metadata(path)
         meta = json.loads((footer.metadata or {}).get(METADATA_KEY, b"{}"))
     except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
-        return f"corrupt ({path}: {_one_line(err)})"
+        return f"corrupt ({path}: {one_line(str(err), 200)})"
     for what, found, journaled in (
         ("rows", footer.num_rows, entry.get("rows")),
         ("config hash", meta.get("config_hash"), entry.get("config_hash")),

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 import torch
 from botorch.models import SingleTaskGP
 
+from orthobench.config.names import check_kernel
 from orthobench.surrogates.fit import FITS
-from orthobench.surrogates.gp import KERNELS, fit_model
+from orthobench.surrogates.gp import fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 
 
@@ -105,9 +106,8 @@ class SurrogateEnsemble:
     ) -> None:
         if len(kernels) == 0:
             raise ValueError("An ensemble needs at least one kernel, but got none.")
-        unknown = [k for k in kernels if k not in KERNELS]
-        if unknown:
-            raise ValueError(f"Unknown kernel(s) {unknown}; choose from {list(KERNELS)}.")
+        for i, kernel in enumerate(kernels):
+            check_kernel(kernel, field=f"kernels[{i}]")
         if fit not in FITS:
             raise ValueError(f"`fit` must be one of {FITS}, but got {fit!r}.")
         self.kernels = tuple(kernels)
