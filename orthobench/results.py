@@ -75,8 +75,8 @@ METADATA_KEY = b"orthobench"
 #: Version of the record schemas below; stored in every file's metadata and journal entry.
 #: Files written before schemas were versioned have none and read as a mismatch. Version 2 added
 #: the per-state numerics of :class:`ProbeRecord` (``cholesky_jitter``, ``laplace_floored``,
-#: ``laplace_min_eigenvalue``).
-SCHEMA_VERSION = 2
+#: ``laplace_min_eigenvalue``); version 3 its cost columns (``seconds_per_call``, ``threads``).
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +146,10 @@ class ProbeRecord:
         laplace_min_eigenvalue: The smallest eigenvalue of the raw (unfloored) Hessian; None for
             TPE states.
         info: JSON object: fit and Laplace diagnostics of the state.
+        seconds_per_call: Wall seconds of one forward + backward pass of OrthoBO's acquisition
+            with this estimator and budget on 512 candidates, median of a few calls
+            (:func:`orthobench.probe.gp_probe.seconds_per_call`); None for qLogEI and TPE rows.
+        threads: Torch's intra-op thread count when ``seconds_per_call`` was measured.
     """
 
     suite: str
@@ -183,6 +187,8 @@ class ProbeRecord:
     laplace_floored: bool | None
     laplace_min_eigenvalue: float | None
     info: str
+    seconds_per_call: float | None = None
+    threads: int | None = None
 
 
 _ARROW_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}

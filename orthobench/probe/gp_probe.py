@@ -16,11 +16,17 @@ count differs from ``S``, its baseline is naive iid theta-MC with exactly that m
 same rebuild (docs/design.md, "Like-for-like baseline"). Values are on the GP's standardized
 outcome scale; the log values are the outer-log acquisition
 ``log max(EI_hat, alpha * EI_hat_MC)`` (docs/design.md, "Relative outer-log floor").
+
+Cost: per theta estimator and budget, :func:`seconds_per_call` times one call of the acquisition
+OrthoBO maximizes (:class:`~orthobench.acquisition.MarginalLogEI` built as ``orthobo`` builds it),
+forward and backward, on a ``512 x 1 x d`` batch: the batch ``optimize_acqf`` evaluates per
+L-BFGS step. Building the draws and their Cholesky factors is once per BO step and not included.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -28,17 +34,22 @@ import torch
 from botorch.acquisition import LogExpectedImprovement, qLogExpectedImprovement
 from botorch.sampling import SobolQMCNormalSampler
 
-from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, parse_estimator
+from orthobench.acquisition import MarginalLogEI
+from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, ThetaEstimator, parse_estimator
 from orthobench.probe.metrics import ALPHA
 from orthobench.probe.states import ProbeState
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import ProbeSpec
 from orthobench.surrogates.gp import fit_model
-from orthobench.surrogates.laplace import ThetaSampledGP, laplace_posterior
+from orthobench.surrogates.laplace import LaplacePosterior, ThetaSampledGP, laplace_posterior
 from orthobench.theta_estimators import ThetaDraws, draw_thetas, estimate
 
 #: Theta draws per batch of the reference (bounds the ``S x N`` memory of one batch).
 _REFERENCE_CHUNK = 512
+#: Candidates per timed acquisition call, and timed calls per estimator and budget (after one
+#: untimed warm-up call); :func:`seconds_per_call` reports their median.
+COST_CANDIDATES = 512
+COST_REPEATS = 5
 
 
 def _outer_log(log_top: torch.Tensor, est: torch.Tensor, mc: torch.Tensor) -> torch.Tensor:
@@ -56,6 +67,49 @@ def _scaled_values(
         log_ei = gp.log_ei(X)  # S x N
     top = log_ei.max(dim=0).values
     return top, (log_ei - top).exp(), gp.n_jittered
+
+
+def seconds_per_call(
+    model: Any,
+    laplace: LaplacePosterior,
+    estimator: ThetaEstimator,
+    budget: int,
+    dim: int,
+    *,
+    seed: int,
+) -> float:
+    """Median wall seconds of one forward + backward pass of OrthoBO's acquisition.
+
+    The acquisition is :class:`~orthobench.acquisition.MarginalLogEI` on ``estimator``'s draws
+    within ``budget`` EI evaluations (as ``orthobo`` builds it: point sets by their weights, the
+    others by the estimator), called on ``COST_CANDIDATES x 1 x dim`` uniform candidates with
+    ``L(X).sum().backward()``; the median of ``COST_REPEATS`` calls after one warm-up call. It
+    runs on torch's current thread count (recorded beside it by the probe).
+    """
+    draws = draw_thetas(laplace, estimator, budget, seed=seed)
+    acqf = MarginalLogEI(
+        model,
+        [draws.gp(model)],
+        [draws.z],
+        [1.0],
+        estimator="mc" if estimator.point_set else estimator.base,
+        point_weights=[draws.weights],
+    )
+    theta = laplace.theta_hat
+    generator = torch.Generator(device="cpu").manual_seed(seed % (2**63 - 1))
+    X = torch.rand(COST_CANDIDATES, 1, dim, generator=generator, dtype=theta.dtype)
+    X = X.to(theta.device).requires_grad_(True)
+    seconds = []
+    for _ in range(COST_REPEATS + 1):
+        X.grad = None
+        if theta.device.type == "cuda":
+            torch.cuda.synchronize(theta.device)
+        start = time.perf_counter()
+        acqf(X).sum().backward()
+        if theta.device.type == "cuda":
+            torch.cuda.synchronize(theta.device)
+        seconds.append(time.perf_counter() - start)
+    return float(np.median(seconds[1:]))
 
 
 def gp_values(
@@ -78,7 +132,8 @@ def gp_values(
         None}}`` (``baseline``: naive iid theta-MC at ``n_evaluations`` draws when that differs
         from ``S``; None: the ``mc`` values at ``S`` are the baseline), the references
         ``{"theta": N, "map": N}`` and the fit and Laplace diagnostics (``cholesky_jitter``:
-        theta samples, reference and rebuilds, whose Cholesky factor needed jitter).
+        theta samples, reference and rebuilds, whose Cholesky factor needed jitter). Theta
+        estimators' entries also hold ``"seconds_per_call"`` (:func:`seconds_per_call`).
     """
     with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
         model, fit_info = fit_model(x, -y, state.surrogate)
@@ -165,6 +220,15 @@ def gp_values(
                 "n_evaluations": counts[name],
                 "baseline": np.stack(naive[counts[name]]) if counts[name] != s else None,
             }
+            if name not in FUNCTION_SAMPLE_ESTIMATORS:
+                out[(name, s)]["seconds_per_call"] = seconds_per_call(
+                    model,
+                    laplace,
+                    parsed[name],
+                    s,
+                    probes.shape[-1],
+                    seed=derive_seed(state.seed, "probe-cost", state.id, name, s),
+                )
     refs = {k: v.exp().cpu().numpy() for k, v in reference.items()}
     info = {
         "p": laplace.p,

@@ -138,6 +138,8 @@ def _summaries(
                 laplace_floored=info.get("laplace_eig_floored"),
                 laplace_min_eigenvalue=info.get("laplace_min_eigenvalue"),
                 info=json.dumps(info, default=str),
+                seconds_per_call=v.get("seconds_per_call"),
+                threads=torch.get_num_threads() if "seconds_per_call" in v else None,
             )
         )
     return rows
