@@ -108,6 +108,13 @@ PAPER = {
     ),
     ("tpe", 32): (11.222 / 1.214, 13.182 / 1.284, 21.712 / 2.197, 20.944 / 1.399),
 }
+#: The paper's Var(MC) (Tables 7 and 8; original outcome units, we assume).
+PAPER_VAR_MC = {
+    ("matern52-ard", 8): (2e-08, 9.68e-09, 9.51e-08, 0.00106),
+    ("matern52-ard", 32): (2.59e-09, 6.3e-09, 1.67e-08, 0.000208),
+    ("rbf-iso", 8): (5.91e-08, 1.28e-08, 1.15e-07, 0.00129),
+    ("rbf-iso", 32): (8.62e-09, 3.71e-09, 2.61e-08, 0.000301),
+}
 GROUP = 16  # the paper's rebuilds
 CHUNK_DRAWS = 256  # theta draws per batched GP evaluation (bounds S x n x n memory)
 METRIC_ROWS = ("laplace", "cov/n")  # hypotheses whose metric variants are reported
@@ -314,6 +321,72 @@ def tpe_rows(spec, seeds, rebuilds: int, s: int = 32) -> list[dict]:
     return rows
 
 
+def _spread(values: pd.Series) -> str:
+    """``median [min, max]`` with 3 significant digits."""
+    return f"{values.median():.3g} [{values.min():.3g}, {values.max():.3g}]"
+
+
+def summarize(gp: pd.DataFrame, tpe: pd.DataFrame) -> str:
+    """The markdown tables of the report, from the two CSVs."""
+    out = []
+    for kernel, s in (("matern52-ard", 32), ("matern52-ard", 8), ("rbf-iso", 32), ("rbf-iso", 8)):
+        rows = gp[(gp.surrogate == kernel) & (gp.S == s)]
+        paper = " / ".join(f"{v:.3g}" for v in PAPER[(kernel, s)])
+        paper_var = " / ".join(f"{v:.2g}" for v in PAPER_VAR_MC[(kernel, s)])
+        out += [
+            f"\n{kernel}, S = {s}. Paper Var(MC) / Var(orth), {' / '.join(FUNCTIONS)}: {paper}; "
+            f"paper Var(MC): {paper_var}.\n",
+            "| hypothesis | states | median per function | all states: median [min, max] "
+            "| ratio of summed variances per function | median Var(MC), original units "
+            "| q not PD / floor binds |",
+            "|---|---:|---|---|---|---|---|",
+        ]
+        for name, h in rows.groupby("hypothesis", sort=False):
+            by_fn = h.groupby("function", sort=False)
+            medians = " / ".join(f"{by_fn.get_group(f).ratio.median():.3g}" for f in FUNCTIONS)
+            pooled = " / ".join(
+                f"{by_fn.get_group(f).var_mc.sum() / by_fn.get_group(f).var_orth.sum():.3g}"
+                for f in FUNCTIONS
+            )
+            var_mc = " / ".join(f"{by_fn.get_group(f).var_mc_orig.median():.2g}" for f in FUNCTIONS)
+            out.append(
+                f"| {name} | {len(h)} | {medians} | {_spread(h.ratio)} | {pooled} | {var_mc} "
+                f"| {int((~h.q_positive_definite).sum())} / {int(h.floor_binds.sum())} |"
+            )
+    metric_columns = (
+        "ratio",
+        "ratio_r16",
+        "r16_min",
+        "r16_max",
+        "ratio_probe_mean",
+        "ratio_pointwise_mean",
+        "ratio_pointwise_median",
+        "ratio_log",
+        "ratio_in_sample",
+    )
+    for kernel in ("matern52-ard", "rbf-iso"):
+        out += [
+            f"\nMetric hypotheses, {kernel}, S = 32: median [min, max] over states.\n",
+            "| metric | " + " | ".join(METRIC_ROWS) + " |",
+            "|---|" + "---|" * len(METRIC_ROWS),
+        ]
+        rows = gp[(gp.surrogate == kernel) & (gp.S == 32)]
+        for column in metric_columns:
+            cells = [_spread(rows[rows.hypothesis == h][column]) for h in METRIC_ROWS]
+            out.append(f"| {column} | " + " | ".join(cells) + " |")
+    out += [
+        "\nTPE, S = 32: Var(MC-TPE) / Var(estimator), median [min, max] over states.\n",
+        "| estimator | states | ratio | ratio_r16 | r16_min | r16_max | max abs diff, sample centring |",
+        "|---|---:|---|---|---|---|---:|",
+    ]
+    for name, h in tpe.groupby("estimator", sort=False):
+        out.append(
+            f"| {name} | {len(h)} | {_spread(h.ratio)} | {_spread(h.ratio_r16)} "
+            f"| {_spread(h.r16_min)} | {_spread(h.r16_max)} | {h.max_abs_diff_sample.max():.3g} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", type=Path, required=True)
@@ -322,9 +395,16 @@ def main() -> None:
     parser.add_argument("--n0-rebuilds", type=int, default=64)
     parser.add_argument("--tpe-rebuilds", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--summarize", action="store_true", help="only print the tables from the CSVs in --out-dir"
+    )
     args = parser.parse_args()
     if any(r % GROUP for r in (args.rebuilds, args.n0_rebuilds, args.tpe_rebuilds)):
         parser.error(f"Rebuild counts must be multiples of {GROUP}.")
+    gp_csv, tpe_csv = args.out_dir / "table7-hypotheses.csv", args.out_dir / "table9-tpe.csv"
+    if args.summarize:
+        print(summarize(pd.read_csv(gp_csv), pd.read_csv(tpe_csv)))
+        return
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     spec = dataclasses.replace(
@@ -345,10 +425,11 @@ def main() -> None:
         args.out_dir / "table7-hypotheses.csv", index=False, float_format="%.4g"
     )
     tpe = tpe_rows(spec, seeds, args.tpe_rebuilds)
-    pd.DataFrame(tpe).to_csv(args.out_dir / "table9-tpe.csv", index=False, float_format="%.4g")
+    pd.DataFrame(tpe).to_csv(tpe_csv, index=False, float_format="%.4g")
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
+    print(summarize(pd.DataFrame(rows), pd.DataFrame(tpe)))
     print(
         f"done in {time.perf_counter() - start:.0f} s, torch threads {torch.get_num_threads()}, "
         f"commit {commit}"
