@@ -1,0 +1,85 @@
+"""The paper-reproduction suites (``suites/paper/``): every file validates, every experiment has a
+full and a reduced size (WM811K full only), and results directories cannot collide.
+
+Results are keyed by suite name (a cell's id and configuration hash carry it, and a report's run
+sets are suite names), so two files with one name would mix their cells in one directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orthobench.suite import Suite, load_suite
+
+PAPER_DIR = Path(__file__).resolve().parent.parent / "suites" / "paper"
+SIZES = ("full", "reduced")
+#: Experiments with a full size only: the ViT's feature extraction is a GPU job.
+FULL_ONLY = frozenset({"wm811k-vit"})
+
+
+def _split(path: Path) -> tuple[str, str]:
+    """``probe-reduced.yaml`` -> ``("probe", "reduced")``."""
+    experiment, _, size = path.stem.rpartition("-")
+    return experiment, size
+
+
+@pytest.fixture(scope="module")
+def suites() -> dict[Path, Suite]:
+    files = sorted(PAPER_DIR.glob("*.yaml"))
+    assert files, f"no suites in {PAPER_DIR}"
+    return {path: load_suite(path) for path in files}
+
+
+def test_every_file_is_a_full_or_reduced_suite_named_after_it(suites):
+    for path, suite in suites.items():
+        experiment, size = _split(path)
+        assert size in SIZES, f"{path.name}: the name must end in -full or -reduced"
+        assert suite.name == f"paper-{experiment}-{size}", path.name
+
+
+def test_every_experiment_has_both_sizes_except_the_full_only_ones(suites):
+    sizes: dict[str, set[str]] = {}
+    for path in suites:
+        experiment, size = _split(path)
+        sizes.setdefault(experiment, set()).add(size)
+    for experiment, found in sizes.items():
+        expected = {"full"} if experiment in FULL_ONLY else set(SIZES)
+        assert found == expected, f"{experiment}: {sorted(found)}, expected {sorted(expected)}"
+    assert FULL_ONLY <= sizes.keys()
+
+
+def test_suite_names_are_unique(suites):
+    names = [suite.name for suite in suites.values()]
+    assert len(names) == len(set(names))
+
+
+def test_reduced_suites_are_no_larger_than_their_full_suite(suites):
+    by_name = {suite.name: suite for suite in suites.values()}
+    for name, reduced in by_name.items():
+        if not name.endswith("-reduced"):
+            continue
+        full = by_name[name.removesuffix("-reduced") + "-full"]
+        if reduced.probe is not None:
+            assert full.probe is not None, name
+            assert len(reduced.probe.seeds) <= len(full.probe.seeds), name
+            assert reduced.probe.n_init == full.probe.n_init, name
+            assert reduced.probe.mc_samples == full.probe.mc_samples, name
+            continue
+        assert len(reduced.seeds) <= len(full.seeds), name
+        assert reduced.budget <= full.budget, name
+        assert len(reduced.cells()) < len(full.cells()), name
+        assert reduced.n_init == full.n_init, f"{name}: n0 is a paper setting, kept when reducing"
+
+
+def test_probe_suites_follow_the_paper_protocol(suites):
+    probes = [s.probe for s in suites.values() if s.probe is not None]
+    assert len(probes) == len(SIZES)
+    for probe in probes:
+        assert probe.n_init == 32
+        assert probe.mc_samples == (8, 32)
+        assert probe.rebuilds == 16 and probe.n_probes == 64
+        assert set(probe.kernels) == {"matern52-ard", "rbf-iso"}
+        assert {"orth", "mc-tpe", "orthobo-tpe"} <= set(probe.estimators)
+        assert len(probe.seeds) >= 5, "claims over BO states need at least 5 states"
