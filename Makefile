@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # several GB of CUDA wheels); users with GPUs install the package with their own torch.
 PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check -q -c constraints.txt
 
-.PHONY: install demo test test-slow test-cuda lint clean
+.PHONY: install demo reproduce test test-slow test-cuda lint clean
 
 $(BIN)/orthobench: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,20 @@ demo: install  ## suites/demo.yaml: OrthoBO vs mc-ei vs qLogEI vs Sobol, then a 
 	$(BIN)/orthobench run suites/demo.yaml -o results/demo --workers 2 -q
 	$(BIN)/orthobench probe suites/demo.yaml -o results/demo -q
 	@echo "report: results/demo/report.html"
+
+PAPER_RESULTS ?= results/paper
+# The BO experiments of suites/paper/ (each also has a -full suite for a GPU machine or a cluster).
+PAPER_RUNS := tpe weak-fit ensemble mc-budget cnn regret misspecified
+
+reproduce: install  ## every reduced suite of suites/paper/ into results/paper/, one report, then the CSV tables of docs/reproduction/
+	for s in $(PAPER_RUNS); do \
+	  $(BIN)/orthobench run suites/paper/$$s-reduced.yaml -o $(PAPER_RESULTS)/paper-$$s-reduced --workers 2 -q || exit $$?; \
+	done
+	$(BIN)/orthobench probe suites/paper/probe-reduced.yaml -o $(PAPER_RESULTS)/paper-probe-reduced -q
+	$(BIN)/orthobench report $(PAPER_RESULTS)/paper-*-reduced -o $(PAPER_RESULTS)/report.html \
+	  --title "OrthoBO paper reproduction (reduced suites)"
+	$(BIN)/python benchmarks/paper_tables.py $(PAPER_RESULTS) -o docs/reproduction
+	@echo "report: $(PAPER_RESULTS)/report.html; tables: docs/reproduction/"
 
 test: install  ## the default test run: everything not marked slow, docstring examples included
 	$(BIN)/pytest -q

@@ -1,0 +1,193 @@
+"""The CSV tables behind docs/reproduction.md, from the stored results of the paper suites.
+
+Reads ``RESULTS/paper-<experiment>-<size>/`` for every suite in ``suites/paper/`` of that size
+(``make reproduce`` writes them with ``orthobench run`` / ``orthobench probe``) through the
+report's loaders (:func:`orthobench.report.data.load_results`) and writes to ``OUT``:
+
+- ``<experiment>-final.csv`` per BO experiment: the final best-so-far regret (best objective for
+  the training tasks) per task and optimizer over seeds: ``mean`` with its 95% Student-t
+  interval ``low``-``high``, and ``median`` with the quartiles ``q25``-``q75`` and ``min``-``max``;
+  ``outliers`` and ``failed_evals`` count the cell rows (:func:`orthobench.report.tables.final_table`).
+- ``<experiment>-runtime.csv``: seconds per BO step, mean and sd over steps and seeds of fit,
+  acquisition (``acq``) and ``fit_acq`` = fit + acquisition (the optimizer's own time; the
+  evaluation is left out) (:func:`orthobench.report.tables.runtime_table`).
+- ``runtime-paper-layout.csv``: ``fit_acq`` mean per optimizer (rows) and task (columns), laid out
+  like the paper's runtime tables, from the ``regret`` and ``tpe`` experiments.
+- ``<experiment>-weights.csv`` where a suite has an ensemble: the member weights at its last step, mean and min-max over
+  seeds, and the weights' entropy (:func:`orthobench.report.diagnostics.ensemble_steps`).
+- ``probe-ratios.csv``: per (task, kernel, S, estimator) the variance and MSE ratios against naive
+  iid theta-MC at the same S (MC-TPE for the TPE rows) over BO states: ``median``, ``min``, ``max``
+  and the geometric mean with its bootstrap interval over states
+  (:func:`orthobench.probe.tables.summary_table`); ``var_mc`` and ``var_est`` are the mean probe
+  variances behind the ratio (the paper's Tables 7-9 print these).
+- ``probe-ranking.csv``: probe variance, top-1 agreement and flip rate, mean and sd over states.
+
+Usage::
+
+    python benchmarks/paper_tables.py [RESULTS] [-o OUT] [--size reduced|full]
+
+Defaults: ``results/paper``, ``docs/reproduction``, ``reduced``. A suite without stored results
+is skipped with a line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from orthobench.probe.tables import summary_table
+from orthobench.report.data import load_results
+from orthobench.report.diagnostics import ensemble_steps
+from orthobench.report.tables import KEY, final_table, final_values, runtime_table
+
+SUITES_DIR = Path(__file__).resolve().parent.parent / "suites" / "paper"
+#: Experiments whose per-step runtimes make the paper-layout runtime table.
+RUNTIME_EXPERIMENTS = ("regret", "tpe")
+#: Significant digits of the written floats (the CSVs are read by people and diffs).
+DIGITS = 4
+
+
+def experiments(size: str) -> list[str]:
+    """The experiments with a suite of ``size`` in ``suites/paper/``, in file order."""
+    return sorted(p.stem.removesuffix(f"-{size}") for p in SUITES_DIR.glob(f"*-{size}.yaml"))
+
+
+def final_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`final_table`'s mean and t interval over seeds plus the median, quartiles and range."""
+    table = final_table(runs, reference=None).drop(
+        columns=["rank", "best", "p_value", "p_holm", "significant"]
+    )
+    quantiles = (
+        final_values(runs)
+        .groupby(KEY, sort=True)["final"]
+        .quantile([0.0, 0.25, 0.75, 1.0])
+        .unstack()
+        .set_axis(["min", "q25", "q75", "max"], axis=1)
+        .reset_index()
+    )
+    return table.merge(quantiles, on=KEY, how="left").rename(columns={"run_set": "suite"})
+
+
+def runtime_summary(runs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`runtime_table` with ``fit_acq`` (fit + acquisition seconds per step) added."""
+    bo = runs[runs["phase"] == "bo"]
+    fit_acq = (
+        (bo["fit_seconds"] + bo["acq_seconds"]).groupby([bo[k] for k in KEY]).agg(["mean", "std"])
+    )
+    fit_acq.columns = ["fit_acq_mean", "fit_acq_sd"]
+    table = runtime_table(runs).merge(fit_acq.reset_index(), on=KEY, how="left")
+    columns = [*KEY, "steps", "fit_mean", "fit_sd", "acq_mean", "acq_sd"]
+    return table[[*columns, "fit_acq_mean", "fit_acq_sd"]].rename(columns={"run_set": "suite"})
+
+
+def paper_layout(runtimes: list[pd.DataFrame]) -> pd.DataFrame:
+    """Mean fit + acquisition seconds per step, optimizers as rows and tasks as columns."""
+    frame = pd.concat(runtimes, ignore_index=True)
+    return frame.pivot_table(
+        index=["suite", "optimizer"], columns="task", values="fit_acq_mean", sort=False
+    ).reset_index()
+
+
+def ensemble_weights(runs: pd.DataFrame) -> pd.DataFrame:
+    """Member weights and entropy at each ensemble cell's last step, summarized over seeds."""
+    steps = ensemble_steps(runs)
+    steps = steps[steps.groupby([*KEY, "seed", "evaluation"])["kernel"].transform("size") > 1]
+    last_step = steps.groupby([*KEY, "seed"])["evaluation"].transform("max")
+    members = steps[steps["evaluation"] == last_step]
+    return (
+        members.groupby([*KEY, "kernel"], sort=False)
+        .agg(
+            seeds=("seed", "nunique"),
+            weight_mean=("weight", "mean"),
+            weight_min=("weight", "min"),
+            weight_max=("weight", "max"),
+            entropy_mean=("entropy", "mean"),
+            max_entropy=("max_entropy", "first"),
+        )
+        .reset_index()
+        .rename(columns={"run_set": "suite"})
+    )
+
+
+def probe_ratios(probe: pd.DataFrame) -> pd.DataFrame:
+    """Variance and MSE ratios over states: median and range, and the geometric mean with CI."""
+    group = ["suite", "task", "kernel", "mc_samples", "estimator"]
+    frame = probe.assign(
+        suite=probe["run_set"], var_mc=probe["probe_variance"] * probe["var_ratio"]
+    )
+    spread = frame.groupby(group, sort=False).agg(
+        var_ratio_median=("var_ratio", "median"),
+        var_ratio_min=("var_ratio", "min"),
+        var_ratio_max=("var_ratio", "max"),
+        mse_ratio_median=("mse_ratio", "median"),
+        mse_ratio_min=("mse_ratio", "min"),
+        mse_ratio_max=("mse_ratio", "max"),
+        var_mc=("var_mc", "mean"),
+        var_est=("probe_variance", "mean"),
+    )
+    gmeans = summary_table(frame, columns=["var_ratio", "mse_ratio"]).rename(
+        columns={"var_ratio": "var_ratio_gmean", "mse_ratio": "mse_ratio_gmean"}
+    )
+    keep = [*group, "states", "n_evaluations", "baseline", "ci_over"]
+    keep += [f"{m}_{s}" for m in ("var_ratio", "mse_ratio") for s in ("gmean", "low", "high")]
+    return spread.reset_index().merge(gmeans[keep], on=group, how="left")
+
+
+def probe_ranking(probe: pd.DataFrame) -> pd.DataFrame:
+    """Probe variance, top-1 agreement and flip rate: mean and sd over states."""
+    metrics = ["probe_variance", "top1_agreement", "flip_rate"]
+    table = probe.groupby(["run_set", "task", "kernel", "mc_samples", "estimator"], sort=False)[
+        metrics
+    ].agg(["mean", "std"])
+    table.columns = [f"{m}_{s.replace('std', 'sd')}" for m, s in table.columns]
+    return table.reset_index().rename(columns={"run_set": "suite"})
+
+
+def write(table: pd.DataFrame, path: Path) -> None:
+    """Write ``table`` with floats rounded to :data:`DIGITS` significant digits."""
+    floats = table.select_dtypes("float").columns
+    rounded = table.copy()
+    rounded[floats] = table[floats].map(lambda v: float(f"{v:.{DIGITS}g}") if np.isfinite(v) else v)
+    rounded.to_csv(path, index=False)
+    print(f"wrote {path} ({len(table)} rows)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="?", default="results/paper", type=Path)
+    parser.add_argument("-o", "--output", default="docs/reproduction", type=Path)
+    parser.add_argument("--size", choices=["reduced", "full"], default="reduced")
+    args = parser.parse_args(argv)
+    args.output.mkdir(parents=True, exist_ok=True)
+    runtimes = []
+    for experiment in experiments(args.size):
+        directory = args.results / f"paper-{experiment}-{args.size}"
+        if not directory.is_dir():
+            print(f"skipped {experiment}: no results in {directory}", file=sys.stderr)
+            continue
+        results = load_results([directory])
+        if not results.probe.empty:
+            write(probe_ratios(results.probe), args.output / "probe-ratios.csv")
+            write(probe_ranking(results.probe), args.output / "probe-ranking.csv")
+        runs = results.runs
+        if (runs["phase"] == "bo").sum() == 0:
+            continue
+        write(final_summary(runs), args.output / f"{experiment}-final.csv")
+        runtime = runtime_summary(runs)
+        write(runtime, args.output / f"{experiment}-runtime.csv")
+        if experiment in RUNTIME_EXPERIMENTS:
+            runtimes.append(runtime)
+        weights = ensemble_weights(runs)
+        if not weights.empty:
+            write(weights, args.output / f"{experiment}-weights.csv")
+    if runtimes:
+        write(paper_layout(runtimes), args.output / "runtime-paper-layout.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
