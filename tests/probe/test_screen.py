@@ -8,7 +8,15 @@ import pytest
 import torch
 
 from orthobench.exceptions import NumericsWarning
-from orthobench.probe.screen import screen_proxy
+from orthobench.probe.screen import (
+    gauss_hermite,
+    screen_conditional,
+    screen_proposal,
+    screen_proxy,
+    top_variance_points,
+    whitened_draws,
+    whitened_ei,
+)
 from orthobench.surrogates.gp import fit_model
 from orthobench.surrogates.laplace import ThetaSampledGP, laplace_posterior
 
@@ -71,3 +79,61 @@ def test_bad_arguments_name_the_value(state):
         screen_proxy(model, laplace, probes, _ei(*state), top_k=33, seed=0)
     with pytest.raises(ValueError, match=r"\(64, 32\)"):
         screen_proxy(model, laplace, probes, lambda z: z, n_draws=64, seed=0)
+
+
+def test_proxy_screen_on_the_rao_blackwellized_ei(state):
+    model, laplace, probes = state
+
+    def ei_rb(z: torch.Tensor) -> torch.Tensor:
+        return whitened_ei(model, laplace, z, probes, rb=True)
+
+    result = screen_proxy(model, laplace, probes, ei_rb, top_k=4, n_draws=256, rb=True, seed=3)
+    torch.testing.assert_close(result.corr, torch.ones(4, dtype=DTYPE))
+    assert whitened_draws(laplace, 5, rb=True, seed=0).shape == (5, laplace.p - 1)
+
+
+def test_top_variance_points_are_those_of_largest_ei_variance(state):
+    model, laplace, probes = state
+    points, variance = top_variance_points(model, laplace, probes, top_k=3, n_draws=256, seed=4)
+    ei = whitened_ei(model, laplace, whitened_draws(laplace, 256, rb=True, seed=4), probes, rb=True)
+    assert points.tolist() == ei.var(dim=0).argsort(descending=True)[:3].tolist()
+    torch.testing.assert_close(variance, ei.var(dim=0)[points])
+
+
+def test_gauss_hermite_is_the_normal_rule():
+    nodes, weights = gauss_hermite(4)
+    moments = [float(weights @ nodes**j) for j in range(8)]
+    # E t^j for N(0, 1): exact up to degree 2n - 1 = 7.
+    assert moments == pytest.approx([1, 0, 1, 0, 3, 0, 15, 0], abs=1e-12)
+
+
+def test_conditional_mean_keeps_part_of_the_variance_and_the_mean(state):
+    model, laplace, probes = state
+    # The points of largest E_q[EI]: EI's tail in theta is light there, so 256 draws suffice.
+    ei = whitened_ei(model, laplace, whitened_draws(laplace, 256, rb=True, seed=9), probes, rb=True)
+    points = probes[ei.mean(dim=0).topk(4).indices]
+    kept = {}
+    for label, direction in (
+        ("axis", torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=DTYPE)),
+        ("ls", None),
+    ):
+        result = screen_conditional(
+            model, laplace, points, direction, n_nodes=8, n_draws=256, seed=2
+        )
+        # g = E[EI | z_perp]: rho^2 = Var(g) / Var(EI) = corr^2, in [0, 1]; E[g] = E[EI].
+        assert ((result.kept_variance > 0) & (result.kept_variance < 1.1)).all()
+        torch.testing.assert_close(result.kept_variance, result.corr.square(), atol=0.1, rtol=0)
+        torch.testing.assert_close(result.mean_ratio, torch.ones(4, dtype=DTYPE), atol=0.05, rtol=0)
+        kept[label] = result.kept_variance
+    # The least-squares direction of each point removes more than a fixed axis does.
+    assert (kept["ls"] < kept["axis"]).all()
+
+
+def test_proposal_equal_to_q_changes_nothing(state):
+    model, laplace, probes = state
+    z = whitened_draws(laplace, 256, rb=True, seed=6)
+    result = screen_proposal(model, laplace, probes[:3], z, torch.zeros(256, dtype=DTYPE))
+    torch.testing.assert_close(result.variance_factor, torch.ones(3, dtype=DTYPE))
+    assert result.max_weight == 1.0
+    with pytest.raises(ValueError, match=r"\(256,\)"):
+        screen_proposal(model, laplace, probes[:3], z, torch.zeros(3, dtype=DTYPE))
