@@ -21,6 +21,11 @@ report's loaders (:func:`orthobench.report.data.load_results`) and writes to ``O
   (:func:`orthobench.probe.tables.summary_table`); ``var_mc`` and ``var_est`` are the mean probe
   variances behind the ratio (the paper's Tables 7-9 print these).
 - ``probe-ranking.csv``: probe variance, top-1 agreement and flip rate, mean and sd over states.
+- ``probe-vs-paper.csv``: the paper's Var(MC) / Var(ortho) of Tables 7, 8 and 9 (``paper_ratio``,
+  from the printed variances) beside ours for the paper's estimator (``orth`` for the GP,
+  ``orthobo-tpe`` for TPE) and the project default ``qmc-owen+rb``.
+- ``runtime-vs-paper.csv``: the paper's per-step seconds (appendix "Computational Complexity")
+  beside ours (fit + acquisition) for qLogEI, OrthoBO and the two bootstrap TPEs.
 
 Usage::
 
@@ -47,6 +52,27 @@ from orthobench.report.tables import KEY, final_table, final_values, runtime_tab
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites" / "paper"
 #: Experiments whose per-step runtimes make the paper-layout runtime table.
 RUNTIME_EXPERIMENTS = ("regret", "tpe")
+#: The paper's Tables 7 (Matérn-5/2 ARD) and 8 (isotropic RBF): (Var(MC), Var(ortho)) per S, task.
+PAPER_VARIANCES = {
+    ("matern52-ard", 8): {"hartmann6": (2e-08, 1.61e-07), "ackley8": (9.68e-09, 5.24e-09),
+                          "michalewicz10": (9.51e-08, 4.54e-08), "levy16": (0.00106, 0.000709)},
+    ("matern52-ard", 32): {"hartmann6": (2.59e-09, 3.02e-10), "ackley8": (6.3e-09, 4.17e-10),
+                           "michalewicz10": (1.67e-08, 1.07e-09), "levy16": (0.000208, 2.27e-05)},
+    ("rbf-iso", 8): {"hartmann6": (5.91e-08, 1.91e-07), "ackley8": (1.28e-08, 7.19e-09),
+                     "michalewicz10": (1.15e-07, 4.56e-08), "levy16": (0.00129, 0.000758)},
+    ("rbf-iso", 32): {"hartmann6": (8.62e-09, 7.3e-10), "ackley8": (3.71e-09, 4e-10),
+                      "michalewicz10": (2.61e-08, 1.76e-09), "levy16": (0.000301, 2.85e-05)},
+    ("tpe", 32): {"hartmann6": (11.222, 1.214), "ackley8": (13.182, 1.284),
+                  "michalewicz10": (21.712, 2.197), "levy16": (20.944, 1.399)},
+}  # fmt: skip
+#: The paper's per-step seconds (its runtime tables), by our optimizer label and task.
+PAPER_SECONDS = {
+    "qlogei": {"hartmann6": 0.696, "ackley8": 0.156, "michalewicz10": 0.325, "levy16": 0.582},
+    "orthobo-paper": {"hartmann6": 1.607, "ackley8": 0.492, "michalewicz10": 2.362,
+                      "levy16": 2.563},
+    "mc-tpe": {"hartmann6": 0.224, "ackley8": 0.347, "michalewicz10": 0.356, "levy16": 0.754},
+    "orthobo-tpe": {"hartmann6": 0.390, "ackley8": 0.736, "michalewicz10": 2.533, "levy16": 0.360},
+}  # fmt: skip
 #: Significant digits of the written floats (the CSVs are read by people and diffs).
 DIGITS = 4
 
@@ -147,6 +173,47 @@ def probe_ranking(probe: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index().rename(columns={"run_set": "suite"})
 
 
+def probe_vs_paper(ratios: pd.DataFrame) -> pd.DataFrame:
+    """The paper's variance ratios beside ours (median, range and geometric mean over states)."""
+    estimators = {"orth", "qmc-owen+rb", "orthobo-tpe"}
+    rows = ratios[ratios["estimator"].isin(estimators)].copy()
+    paper = [
+        PAPER_VARIANCES.get((k, s), {}).get(t, (np.nan, np.nan))
+        for k, s, t in zip(rows["kernel"], rows["mc_samples"], rows["task"], strict=True)
+    ]
+    rows["paper_var_mc"] = [mc for mc, _ in paper]
+    rows["paper_var_ortho"] = [ortho for _, ortho in paper]
+    rows["paper_ratio"] = rows["paper_var_mc"] / rows["paper_var_ortho"]
+    columns = ["suite", "kernel", "mc_samples", "task", "estimator", "states", "paper_var_mc"]
+    columns += ["paper_var_ortho", "paper_ratio", "var_mc", "var_est", "var_ratio_median"]
+    columns += ["var_ratio_min", "var_ratio_max", "var_ratio_gmean", "var_ratio_low"]
+    columns += ["var_ratio_high"]
+    return rows[columns].sort_values(["kernel", "mc_samples", "task", "estimator"])
+
+
+def runtime_vs_paper(runtimes: list[pd.DataFrame]) -> pd.DataFrame:
+    """The paper's per-step seconds beside ours, with each one's ratio to its qLogEI or MC-TPE."""
+    frame = pd.concat(runtimes, ignore_index=True)
+    frame = frame[frame["optimizer"].isin(PAPER_SECONDS)].copy()
+    frame["paper_seconds"] = [
+        PAPER_SECONDS[o][t] for o, t in zip(frame["optimizer"], frame["task"], strict=True)
+    ]
+    base = {"qlogei": "qlogei", "orthobo-paper": "qlogei"}
+    frame["baseline"] = frame["optimizer"].map(lambda o: base.get(o, "mc-tpe"))
+    ours = frame.set_index(["task", "optimizer"])["fit_acq_mean"]
+    frame["ratio_to_baseline"] = [
+        s / ours.get((t, b), np.nan)
+        for s, t, b in zip(frame["fit_acq_mean"], frame["task"], frame["baseline"], strict=True)
+    ]
+    frame["paper_ratio_to_baseline"] = [
+        s / PAPER_SECONDS[b][t]
+        for s, t, b in zip(frame["paper_seconds"], frame["task"], frame["baseline"], strict=True)
+    ]
+    columns = ["suite", "task", "optimizer", "steps", "fit_mean", "acq_mean", "fit_acq_mean"]
+    columns += ["paper_seconds", "baseline", "ratio_to_baseline", "paper_ratio_to_baseline"]
+    return frame[columns]
+
+
 def write(table: pd.DataFrame, path: Path) -> None:
     """Write ``table`` with floats rounded to :data:`DIGITS` significant digits."""
     floats = table.select_dtypes("float").columns
@@ -171,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results = load_results([directory])
         if not results.probe.empty:
-            write(probe_ratios(results.probe), args.output / "probe-ratios.csv")
+            ratios = probe_ratios(results.probe)
+            write(ratios, args.output / "probe-ratios.csv")
+            write(probe_vs_paper(ratios), args.output / "probe-vs-paper.csv")
             write(probe_ranking(results.probe), args.output / "probe-ranking.csv")
         runs = results.runs
         if (runs["phase"] == "bo").sum() == 0:
@@ -186,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             write(weights, args.output / f"{experiment}-weights.csv")
     if runtimes:
         write(paper_layout(runtimes), args.output / "runtime-paper-layout.csv")
+        write(runtime_vs_paper(runtimes), args.output / "runtime-vs-paper.csv")
     return 0
 
 
