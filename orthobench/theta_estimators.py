@@ -18,11 +18,15 @@ its parser live in the torch-free :mod:`orthobench.config.names`)::
   :func:`orthobench.estimators.weighted_mean` ``sum_s w_s EI(x; theta_s)``. A rule fixes its own
   points, so it takes no ``@sampling``. A rule uses the largest number of points ``S`` it allows
   within the budget (:func:`orthobench.pointsets.point_count`): compare it with naive MC at that
-  ``S`` (the probe does), not at the budget.
+  ``S`` (the probe does), not at the budget. Whitened coordinates are ordered from the widest
+  direction of ``q`` (or of ``phi`` given ``m`` with RB) to the narrowest (eigenvalues of the
+  precision in ascending order), so ``qmc-owen-line`` integrates the widest direction out of
+  each draw.
 * ``+rb``: Rao-Blackwellization over the constant mean (below); the draws are then in ``p - 1``
   whitened dimensions.
 
-Examples: ``orth`` (the paper's), ``orth-shrink@qmc``, ``mc+rb``, ``sr3``, ``radial-cross+rb``.
+Examples: ``orth`` (the paper's), ``orth-shrink@qmc``, ``mc+rb``, ``sr3``, ``radial-cross+rb``,
+``qmc-owen-line+rb``.
 
 **Rao-Blackwellization over the constant mean.** Write ``theta = (m, phi)`` with ``m`` the GP's
 constant mean (standardized outcome scale) and ``phi`` the other coordinates, and

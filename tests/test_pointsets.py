@@ -390,6 +390,7 @@ def test_budget_respects_cap_and_is_tight(name: str, p: int) -> None:
                 "iid": 1,
                 "qmc-sobol": 1,
                 "qmc-owen": 1,
+                "qmc-owen-line": 3,
                 "antithetic": 2,
                 "unscented": 2 * p,
                 "sr3": 2 * (p + 1),

@@ -76,6 +76,7 @@ POINT_SETS: tuple[str, ...] = (
     "antithetic",
     "qmc-sobol",
     "qmc-owen",
+    "qmc-owen-line",
     "sr3",
     "sr3-cross",
     "radial-simplex",

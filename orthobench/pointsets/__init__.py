@@ -22,6 +22,7 @@ name                points (S)                   exact degree  unbiased
 ``antithetic``      ``2K`` (pairs z, -z)         1 (all odd)   yes
 ``qmc-sobol``       ``K`` (one randomization)    0             yes [#]_
 ``qmc-owen``        ``K`` (one randomization)    0             yes [#]_
+``qmc-owen-line``   ``3K`` (K outer points)      0             yes
 ``sr3``             ``1 + 2(p+1) K``             3             yes
 ``sr3-cross``       ``1 + 2p K``                 3             yes
 ``radial-simplex``  ``(p+1) n K``                2             no
@@ -119,6 +120,12 @@ remaining digits are i.i.d. uniform. Both keep the net structure; for the balanc
 ``S`` a power of 2 (the probe's 32 and 128 are). Uniforms are mapped through the inverse normal
 CDF (``torch.special.ndtri``) after a clamp into ``[2^-32, 1 - 2^-32]`` (``|z| <= 6.23``).
 
+**qmc-owen-line** (:func:`owen_line_points`): ``K`` Owen-scrambled Sobol' points over
+coordinates ``2..p`` and, nested in each, the unbiased 1-D degree-3 stochastic rule
+``{0, +-rho}``, ``rho ~ chi_3`` (sr3 with ``p = 1``) along coordinate 1, which the theta
+estimators make the widest direction of ``q``. It integrates that direction out of each draw
+nearly exactly, at 3 evaluations per outer point (docs/estimators-screen.md).
+
 **Rotations.** :func:`random_rotation` draws Haar-distributed orthogonal matrices as the ``Q``
 factor of the QR decomposition of a Gaussian matrix, with the columns' signs fixed so that ``R``
 has a positive diagonal [Mezzadri2007haar]_ (without that fix the law of ``Q`` depends on the QR
@@ -171,6 +178,7 @@ from orthobench.pointsets._base import (
 from orthobench.pointsets._rules import (
     antithetic_points,
     iid_points,
+    owen_line_points,
     owen_sobol_points,
     radial_points,
     sobol_points,
@@ -184,6 +192,7 @@ __all__ = [
     "antithetic_points",
     "cross_polytope",
     "iid_points",
+    "owen_line_points",
     "owen_sobol_points",
     "point_count",
     "point_set",
@@ -252,6 +261,7 @@ def _entries() -> dict[str, _Entry]:
         "antithetic": _Entry(antithetic_points, _per_draw_plan("n_pairs", lambda p: 2), {}, ()),
         "qmc-sobol": _Entry(sobol_points, _per_draw_plan("n", lambda p: 1), {}, ()),
         "qmc-owen": _Entry(owen_sobol_points, _per_draw_plan("n", lambda p: 1), {}, ()),
+        "qmc-owen-line": _Entry(owen_line_points, _per_draw_plan("n_outer", lambda p: 3), {}, ()),
         "sr3": _Entry(
             sr3_points,
             _per_draw_plan("n_rules", lambda p: 2 * (p + 1), shared=1),

@@ -1,4 +1,4 @@
-"""Point-set constructors: MC, antithetic, scrambled Sobol (LMS and Owen), sr3, radial, unscented."""
+"""Point-set constructors: MC, antithetic, scrambled Sobol (LMS, Owen, Owen-line), sr3, radial, unscented."""
 
 from __future__ import annotations
 
@@ -206,6 +206,70 @@ def owen_sobol_points(
         exact_degree=0,
         n_rules=1,
         points_per_rule=n,
+    )
+
+
+def owen_line_points(
+    p: int,
+    n_outer: int,
+    *,
+    generator: torch.Generator,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> PointSet:
+    r"""Owen-scrambled Sobol' over coordinates ``2..p``, a degree-3 stochastic rule along coordinate 1.
+
+        ``n_outer`` points :math:`y_k` of :func:`owen_sobol_points` in ``p - 1`` dimensions fill
+        coordinates ``2..p``; along coordinate 1 (the caller's widest direction: the whitened draws of
+        :mod:`orthobench.theta_estimators` put it first) each outer point gets the 1-D stochastic
+        spherical-radial rule of :func:`sr3_points` with ``p = 1``: nodes :math:`0, \pm
+    ho_k`,
+        :math:`
+    ho_k \sim \chi_3` (independent of everything else), weights
+        :math:`1 - 1/
+    ho_k^2` and :math:`1/(2
+    ho_k^2)` twice, all divided by ``n_outer``.
+
+        Unbiased for every integrable ``f``: given :math:`y_k` (marginally
+        :math:`\mathcal N(0, I_{p-1})`) the 1-D rule is unbiased for :math:`t \mapsto f(t, y_k)`, and
+        it is exact for :math:`\mathbb E[f(t, y_k) \mid y_k]` when ``f`` is a polynomial of degree
+        ``<= 3`` in ``t``. Over all coordinates only constants are exact (the outer points are QMC).
+        The point of the rule: one direction integrated out per draw, nearly exactly, where EI's
+        heavy tail in that direction makes single draws noisy (docs/estimators-screen.md).
+
+        Args:
+            p: Dimension.
+            n_outer: Number ``K`` of outer points (``3K`` points in all).
+            generator: Source of all randomness.
+            dtype: Output dtype.
+            device: Output device; default: the generator's device.
+
+        Returns:
+            A :class:`PointSet` with ``z`` of shape ``3K x p``: outer point ``k`` at rows
+            ``3k, 3k + 1, 3k + 2`` (nodes ``0, rho_k, -rho_k``).
+    """
+    _check_dim(p)
+    _check_count("n_outer", n_outer)
+    if p > 1:
+        rest = owen_sobol_points(p - 1, n_outer, generator=generator).z
+    else:
+        rest = torch.zeros(n_outer, 0, dtype=torch.float64, device=generator.device)
+    radii = _randn(generator, n_outer, 3).norm(dim=-1)  # chi(3), K
+    nodes = torch.stack([torch.zeros_like(radii), radii, -radii], dim=1)  # K x 3
+    z = torch.cat([nodes.unsqueeze(-1), rest.unsqueeze(1).expand(-1, 3, -1)], dim=-1)
+    edge = 0.5 / radii.square()
+    weights = torch.stack([1.0 - 2.0 * edge, edge, edge], dim=1) / n_outer
+    return _finish(
+        z.reshape(3 * n_outer, p),
+        weights.reshape(-1),
+        dtype,
+        device,
+        generator,
+        name="qmc-owen-line",
+        unbiased=True,
+        exact_degree=0,
+        n_rules=n_outer,
+        points_per_rule=3,
     )
 
 
