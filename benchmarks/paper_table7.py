@@ -374,11 +374,53 @@ def summarize(gp: pd.DataFrame, tpe: pd.DataFrame) -> str:
         for column in metric_columns:
             cells = [_spread(rows[rows.hypothesis == h][column]) for h in METRIC_ROWS]
             out.append(f"| {column} | " + " | ".join(cells) + " |")
+    smallest = min(PAPER[("matern52-ard", 32)])
+    out.append(
+        f"\nGroups of 16 rebuilds, S = 32: the largest ratio over states and groups, and the states "
+        f"with a group at or above {smallest:.3g} (the paper's smallest Table 7 ratio at S = 32).\n"
+    )
+    out += ["| surrogate | hypothesis | largest | states |", "|---|---|---:|---:|"]
+    for kernel in ("matern52-ard", "rbf-iso"):
+        for name in METRIC_ROWS:
+            h = gp[(gp.surrogate == kernel) & (gp.S == 32) & (gp.hypothesis == name)]
+            out.append(
+                f"| {kernel} | {name} | {h.r16_max.max():.3g} "
+                f"| {int((h.r16_max >= smallest).sum())} of {len(h)} |"
+            )
+    out += [
+        "\nVar(MC, S = 8) / Var(MC, S = 32) (iid MC: 4 in expectation), "
+        + " / ".join(FUNCTIONS)
+        + ": median over states.\n",
+        "| surrogate | ours, laplace | paper |",
+        "|---|---|---|",
+    ]
+    for kernel in ("matern52-ard", "rbf-iso"):
+        rows = gp[(gp.surrogate == kernel) & (gp.hypothesis == "laplace")]
+        var = rows.pivot_table(index=["function", "seed"], columns="S", values="var_mc")
+        ratio = (var[8] / var[32]).groupby(level="function").median()
+        paper = [
+            a / b
+            for a, b in zip(PAPER_VAR_MC[(kernel, 8)], PAPER_VAR_MC[(kernel, 32)], strict=True)
+        ]
+        out.append(
+            f"| {kernel} | "
+            + " / ".join(f"{ratio[f]:.3g}" for f in FUNCTIONS)
+            + " | "
+            + " / ".join(f"{v:.3g}" for v in paper)
+            + " |"
+        )
     out += [
         "\nTPE, S = 32: Var(MC-TPE) / Var(estimator), median [min, max] over states.\n",
         "| estimator | states | ratio | ratio_r16 | r16_min | r16_max | max abs diff, sample centring |",
         "|---|---:|---|---|---|---|---:|",
     ]
+    var_mc = tpe[tpe.estimator == SAMPLE].groupby("function").var_mc.median()
+    out.insert(
+        len(out) - 3,
+        "\nTPE: median Var(MC-TPE) per function (ours; paper's Table 9: 11.2 / 13.2 / 21.7 / 20.9): "
+        + " / ".join(f"{var_mc[f]:.3g}" for f in FUNCTIONS)
+        + ".",
+    )
     for name, h in tpe.groupby("estimator", sort=False):
         out.append(
             f"| {name} | {len(h)} | {_spread(h.ratio)} | {_spread(h.ratio_r16)} "
@@ -405,6 +447,10 @@ def main() -> None:
     if args.summarize:
         print(summarize(pd.read_csv(gp_csv), pd.read_csv(tpe_csv)))
         return
+    # The commit the figures come from (taken before the run: HEAD may move while it runs).
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     spec = dataclasses.replace(
@@ -426,9 +472,6 @@ def main() -> None:
     )
     tpe = tpe_rows(spec, seeds, args.tpe_rebuilds)
     pd.DataFrame(tpe).to_csv(tpe_csv, index=False, float_format="%.4g")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
     print(summarize(pd.DataFrame(rows), pd.DataFrame(tpe)))
     print(
         f"done in {time.perf_counter() - start:.0f} s, torch threads {torch.get_num_threads()}, "
