@@ -11,8 +11,11 @@ A thresholds file (YAML, versioned in the repo next to its suite) lists rules::
         relative_to_baseline: false   # true: compare metric(estimator) - metric(baseline), same state and S
         description: lower 95% bootstrap bound of Var(mc)/Var(est) stays above 1
 
-Every rule is checked on every matching probe row (one per state and S); a rule that matches no
-row fails too, so a renamed estimator cannot pass the gate silently.
+Every rule is checked on every matching probe row, one per BO state (seed, state iteration) and
+S, never on an aggregate over states: a threshold holds on every state, so the worst state
+decides (a mean over states would let a good state hide a bad one). A ``relative_to_baseline``
+rule compares with the baseline of the same state and S. A rule that matches no row fails too,
+so a renamed estimator cannot pass the gate silently.
 """
 
 from __future__ import annotations

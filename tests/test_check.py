@@ -7,7 +7,7 @@ import torch
 from click.testing import CliRunner
 
 from orthobench import estimators
-from orthobench.check import Threshold, evaluate, load_thresholds
+from orthobench.check import Threshold, evaluate, format_results, load_thresholds
 from orthobench.cli import cli
 from orthobench.exceptions import OrthobenchError
 
@@ -75,6 +75,42 @@ def test_a_rule_matching_no_rows_fails():
     assert len(results) == 1 and not results[0].passed
 
 
+def _states(values: dict[tuple[str, int], float], metric: str = "mse_ratio_low"):
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {"estimator": e, "seed": seed, "state_iteration": 0, "task": "t", "kernel": "k",
+             "mc_samples": 32, "baseline": "mc", metric: value}
+            for (e, seed), value in values.items()
+        ]
+    )  # fmt: skip
+
+
+def test_a_rule_holds_on_every_state_not_on_an_aggregate():
+    """Two states of one cell: 3.0 and 0.8. Their mean (1.9) or median would pass ``min: 1``; the
+    gate checks each state and fails on seed 1, naming it."""
+    frame = _states({("qmc-owen+rb", 0): 3.0, ("qmc-owen+rb", 1): 0.8})
+    results = evaluate(frame, [Threshold(estimator="qmc-owen+rb", metric="mse_ratio_low", min=1.0)])
+    assert [(r.state, r.passed) for r in results] == [
+        ("seed 0, it 0", True),
+        ("seed 1, it 0", False),
+    ]
+    assert "FAIL qmc-owen+rb" in format_results(results) and "seed 1, it 0" in format_results(
+        results
+    )
+
+
+def test_a_relative_rule_compares_with_the_baseline_of_the_same_state():
+    frame = _states(
+        {("e", 0): 0.5, ("mc", 0): 0.5, ("e", 1): 0.5, ("mc", 1): 0.7}, metric="top1_agreement"
+    )
+    rule = Threshold(estimator="e", metric="top1_agreement", relative_to_baseline=True, min=-0.1)
+    results = evaluate(frame, [rule])
+    assert [r.value for r in results] == pytest.approx([0.0, -0.2])
+    assert [r.passed for r in results] == [True, False]
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
@@ -103,3 +139,4 @@ def test_the_ci_thresholds_file_matches_its_suite():
     rules = load_thresholds(root / "ci-variance.thresholds.yaml")
     named = {e.partition("@")[0] for e in suite.probe.estimators}
     assert {r.estimator for r in rules} <= named
+    assert len(suite.probe.seeds) * len(suite.probe.state_iterations) >= 2  # states per function

@@ -1,42 +1,96 @@
-r"""Probe summaries over BO states: the tables of the terminal, the report and issue notes.
+r"""Probe summaries over BO states: the tables of the terminal, the report and docs/estimators.md.
 
 Ratios are heavy-tailed across BO states (a state where one estimator's variance is nearly zero
 gives an enormous ratio), and the rebuild CIs of one state do not cover the spread between states
-(docs/design.md, "Ratios: CIs and several states"). So every ratio column is aggregated over
-states as a geometric mean, :math:`\exp(\frac{1}{n}\sum_i \log \rho_i)`, with a 95% percentile
-bootstrap interval over states (:func:`geometric_mean_interval`). With one
-state there is nothing to resample: the row keeps that state's bootstrap CI over rebuilds, and
-``ci_over`` says which interval a row shows.
+(docs/design.md, "Ratios: CIs and several states"). A *state* is one BO state of the probe (a
+``seed`` and ``state_iteration`` of a task and kernel). Per (task, kernel, S, estimator) and
+ratio column, :func:`summary_table` reports
+
+* the median over states, :math:`\exp(\operatorname{median}_i \log\rho_i)` (the geometric
+  midpoint of the two middle states for an even count), with a 95% percentile bootstrap interval
+  over states (:func:`median_interval`): the interval covers the variation between states;
+* the worst state (the smallest ratio), which state it is, and that state's rebuild CI;
+* the geometric mean over states with its bootstrap interval over states
+  (:func:`geometric_mean_interval`).
+
+With one state there is nothing to resample: the median and geometric mean keep that state's
+rebuild CI, and ``ci_over`` says which interval a row shows.
+
+**Cost and equal time.** Each row holds the wall seconds of one acquisition call
+(``seconds_per_call``; :func:`orthobench.probe.gp_probe.seconds_per_call`). At equal time the
+baseline to beat is :data:`TIME_BASELINE` with a larger ``S``: per state, :func:`equal_time_frame`
+finds the budget ``S'`` at which the baseline's call costs what the estimator's call costs, and
+its MSE there, both by linear interpolation in log-log coordinates between the baseline's probed
+budgets (extrapolated along the end segment outside them; with two budgets that is
+``cost ~ S^b`` and ``MSE ~ S^-a`` fitted through the two points of the state). The equal-time
+ratio ``MSE_baseline(S') / MSE_estimator(S)`` is > 1 where the estimator wins at equal time.
 
 Example:
     >>> import pandas as pd
     >>> rows = pd.DataFrame({"suite": "s", "task": "t", "kernel": "k", "mc_samples": 8,
-    ...     "estimator": "e", "n_evaluations": 8, "seed": [0, 1], "var_ratio": [0.04, 5e29]})
-    >>> table = summary_table(rows, columns=["var_ratio"])
-    >>> print(f"{table['var_ratio'].iloc[0]:.3g}", table["ci_over"].iloc[0])
-    1.41e+14 states
+    ...     "estimator": "e", "n_evaluations": 8, "seed": [0, 1, 2], "state_iteration": 0,
+    ...     "mse_ratio": [0.5, 2.0, 8.0]})
+    >>> row = summary_table(rows, columns=["mse_ratio"]).iloc[0]
+    >>> print(row["mse_ratio_median"], row["mse_ratio_worst"], row["mse_ratio_worst_state"])
+    2.0 0.5 seed 0
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-#: Bootstrap resamples of :func:`geometric_mean_interval` and their seed (tables are reproducible).
+#: Bootstrap resamples of the intervals over states and their seed (tables are reproducible).
 N_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 GROUP = ["suite", "task", "kernel", "mc_samples", "estimator"]
+#: The columns that identify one BO state within a (suite, task, kernel).
+STATE = ["seed", "state_iteration"]
 #: Ratio columns of :class:`orthobench.results.ProbeRecord` with a rebuild CI (``*_low``,
-#: ``*_high``), aggregated by geometric mean with an interval over states.
+#: ``*_high``), aggregated by median, worst state and geometric mean over states.
 RATIOS = ("var_ratio", "mse_ratio")
 #: Per-point median ratios, aggregated by geometric mean over states.
 POINT_RATIOS = ("median_point_var_ratio", "median_point_mse_ratio")
 #: Columns averaged arithmetically over states.
 MEANS = ("probe_variance", "probe_variance_log", "bias_sq", "bias_share", "top1_agreement",
          "flip_rate", "regret")  # fmt: skip
+#: The estimator an estimator must beat at equal wall time (with a larger ``S``).
+TIME_BASELINE = "qmc-owen+rb"
+#: Largest median over states of the excess bias share (:func:`_with_bias_share`) for an estimator
+#: to count as unbiased in :func:`default_rule_table`.
+NEGLIGIBLE_BIAS_SHARE = 0.05
+
+
+def _positive_logs(ratios: Sequence[float] | np.ndarray) -> np.ndarray:
+    ratios = np.asarray(ratios, dtype=float)
+    return np.log(ratios[np.isfinite(ratios) & (ratios > 0)])
+
+
+def _log_interval(
+    ratios: Sequence[float] | np.ndarray, statistic: Callable[..., float], level: float
+) -> tuple[float, float, float]:
+    """``exp`` of ``statistic`` of the log ratios and its percentile bootstrap interval."""
+    logs = _positive_logs(ratios)
+    if logs.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    center = float(np.exp(statistic(logs)))
+    if logs.size < 2:
+        return center, float("nan"), float("nan")
+    if np.ptp(logs) == 0.0:
+        return center, center, center
+    result = stats.bootstrap(
+        (logs,),
+        statistic,
+        n_resamples=N_RESAMPLES,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(BOOTSTRAP_SEED),
+    )
+    ci = result.confidence_interval
+    return center, float(np.exp(ci.low)), float(np.exp(ci.high))
 
 
 def geometric_mean_interval(
@@ -48,41 +102,79 @@ def geometric_mean_interval(
     (``N_RESAMPLES``, seeded). Returns ``(gmean, low, high)``; the bounds are NaN with fewer
     than two ratios, and everything is NaN without any.
     """
-    ratios = np.asarray(ratios, dtype=float)
-    ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
-    if ratios.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    logs = np.log(ratios)
-    center = float(np.exp(logs.mean()))
-    if ratios.size < 2:
-        return center, float("nan"), float("nan")
-    if np.ptp(logs) == 0.0:
-        return center, center, center
-    result = stats.bootstrap(
-        (logs,),
-        np.mean,
-        n_resamples=N_RESAMPLES,
-        confidence_level=level,
-        method="percentile",
-        rng=np.random.default_rng(BOOTSTRAP_SEED),
-    )
-    ci = result.confidence_interval
-    return center, float(np.exp(ci.low)), float(np.exp(ci.high))
+    return _log_interval(ratios, np.mean, level)
 
 
-def _ratio(group: pd.DataFrame, column: str) -> dict[str, float]:
-    """Geometric mean over states and its interval (states), or the one state's rebuild CI."""
+def median_interval(
+    ratios: Sequence[float] | np.ndarray, level: float = 0.95
+) -> tuple[float, float, float]:
+    """Median of positive finite ``ratios`` over states and its percentile bootstrap interval.
+
+    The median is taken on the log scale (the geometric midpoint of the two middle ratios for an
+    even count); the interval resamples the states as :func:`geometric_mean_interval` does.
+    Returns ``(median, low, high)``, NaN bounds with fewer than two ratios.
+    """
+    return _log_interval(ratios, np.median, level)
+
+
+def _state_label(row: pd.Series | dict, with_iteration: bool) -> str:
+    label = f"seed {int(row['seed'])}"
+    return f"{label} it {int(row['state_iteration'])}" if with_iteration else label
+
+
+def _with_iteration(frame: pd.DataFrame) -> bool:
+    return "state_iteration" in frame and frame["state_iteration"].nunique() > 1
+
+
+def _ratio(group: pd.DataFrame, column: str, with_iteration: bool) -> dict[str, float | str]:
+    """Median, worst state and geometric mean over states of one ratio column."""
     values = group[column].to_numpy(dtype=float)
+    rebuild_ci = f"{column}_low" in group
+    median, median_low, median_high = median_interval(values)
     center, low, high = geometric_mean_interval(values)
-    if len(values) == 1 and f"{column}_low" in group:
+    if len(values) == 1 and rebuild_ci:
         low, high = float(group[f"{column}_low"].iloc[0]), float(group[f"{column}_high"].iloc[0])
-    finite = values[np.isfinite(values)]
-    return {
+        median_low, median_high = low, high
+    out: dict[str, float | str] = {
+        f"{column}_median": median,
+        f"{column}_median_low": median_low,
+        f"{column}_median_high": median_high,
         column: center,
         f"{column}_low": low,
         f"{column}_high": high,
-        f"{column}_worst": float(finite.min()) if finite.size else np.nan,
+        f"{column}_worst": np.nan,
+        f"{column}_worst_low": np.nan,
+        f"{column}_worst_high": np.nan,
+        f"{column}_worst_state": "",
     }
+    finite = np.isfinite(values)
+    if finite.any():
+        worst = group.iloc[int(np.flatnonzero(finite)[np.argmin(values[finite])])]
+        out[f"{column}_worst"] = float(worst[column])
+        out[f"{column}_worst_state"] = _state_label(worst, with_iteration)
+        if rebuild_ci:
+            out[f"{column}_worst_low"] = float(worst[f"{column}_low"])
+            out[f"{column}_worst_high"] = float(worst[f"{column}_high"])
+    return out
+
+
+def _with_bias_share(frame: pd.DataFrame) -> pd.DataFrame:
+    r"""Adds ``bias_share = bias_sq / mse`` and, with ``probe_variance`` and ``rebuilds``,
+    ``excess_bias_share``.
+
+    ``bias_sq`` is the squared mean error over ``R`` rebuilds, so for an unbiased estimator it is
+    ``probe_variance / R`` in expectation, not 0. ``excess_bias_share``
+    :math:`= \max(\mathrm{bias\_sq} - \mathrm{probe\_variance} / R, 0) / \mathrm{mse}`
+    removes that term (an unbiased estimate of the squared bias, clipped at 0): about 0 for an
+    unbiased estimator, whatever ``R``.
+    """
+    if "bias_sq" not in frame or "mse" not in frame:
+        return frame
+    frame = frame.assign(bias_share=frame["bias_sq"] / frame["mse"])
+    if "probe_variance" in frame and "rebuilds" in frame:
+        excess = (frame["bias_sq"] - frame["probe_variance"] / frame["rebuilds"]).clip(lower=0.0)
+        frame = frame.assign(excess_bias_share=excess / frame["mse"])
+    return frame
 
 
 def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
@@ -96,16 +188,23 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
     Returns:
         The :data:`GROUP` columns, ``states``, ``n_evaluations`` (the largest EI count of the
         estimator over states; its ratios are against naive MC at that count), ``baseline``,
-        ``ci_over`` (``states`` or ``rebuilds``) and, per ratio in :data:`RATIOS`, the geometric
-        mean over states, ``*_low``/``*_high`` and ``*_worst`` (the smallest state's ratio); the
-        geometric mean of each :data:`POINT_RATIOS` column; the mean of each :data:`MEANS` column
-        (``bias_share`` is ``bias_sq / mse`` per state: about ``1 / rebuilds`` for an unbiased
-        estimator with an exact reference).
+        ``ci_over`` (``states`` or ``rebuilds``) and, per ratio in :data:`RATIOS`:
+        ``*_median`` with ``*_median_low``/``*_median_high`` (bootstrap over states),
+        ``*_worst`` (the smallest state's ratio) with ``*_worst_state`` (``seed N``, plus
+        ``it K`` when several iterations are probed) and ``*_worst_low``/``*_worst_high`` (its
+        rebuild CI), and the geometric mean (the bare column name) with ``*_low``/``*_high``;
+        the geometric mean of each :data:`POINT_RATIOS` column; the mean of each :data:`MEANS`
+        column (``bias_share`` is ``bias_sq / mse`` per state: about ``1 / rebuilds`` for an
+        unbiased estimator with an exact reference) and ``bias_share_max`` over states,
+        ``excess_bias_share_max`` (:func:`_with_bias_share`) over states; with
+        ``seconds_per_call``, its median over states and ``threads``.
     """
     if frame.empty:
         return pd.DataFrame(columns=[*GROUP, "states"])
-    if "bias_sq" in frame and "mse" in frame:
-        frame = frame.assign(bias_share=frame["bias_sq"] / frame["mse"])
+    frame = _with_bias_share(frame)
+    if "state_iteration" not in frame:
+        frame = frame.assign(state_iteration=0)
+    with_iteration = _with_iteration(frame)
     present = [c for c in (columns or [*RATIOS, *POINT_RATIOS, *MEANS]) if c in frame]
     rows = []
     for key, group in frame.groupby(GROUP, sort=False):
@@ -116,100 +215,276 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
         row["ci_over"] = "states" if len(group) > 1 else "rebuilds"
         for column in present:
             if column in RATIOS:
-                row.update(_ratio(group, column))
+                row.update(_ratio(group, column, with_iteration))
             elif column in POINT_RATIOS:
                 row[column] = geometric_mean_interval(group[column].to_numpy(dtype=float))[0]
             else:
                 row[column] = float(group[column].astype(float).mean())
+        if "bias_share" in present:
+            row["bias_share_max"] = float(group["bias_share"].astype(float).max())
+        if "excess_bias_share" in group:
+            row["excess_bias_share_max"] = float(group["excess_bias_share"].max())
+        if "seconds_per_call" in group:
+            row["seconds_per_call"] = float(group["seconds_per_call"].astype(float).median())
+            row["threads"] = group["threads"].max()
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _loglog(x: float, xs: np.ndarray, ys: np.ndarray) -> float:
+    """``y(x)`` linear in log-log between the points ``(xs, ys)`` (sorted by ``xs``),
+    extrapolated along the end segments."""
+    lx, lxs, lys = np.log(x), np.log(xs), np.log(ys)
+    i = int(np.clip(np.searchsorted(lxs, lx) - 1, 0, len(xs) - 2))
+    slope = (lys[i + 1] - lys[i]) / (lxs[i + 1] - lxs[i])
+    return float(np.exp(lys[i] + slope * (lx - lxs[i])))
+
+
+def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.DataFrame:
+    """Per state and row, the baseline's budget at equal time and the equal-time MSE ratio.
+
+    For every row of ``frame`` with a ``seconds_per_call`` whose state has the ``baseline`` at
+    two or more budgets (module notes): ``time_budget`` (``S'``: the baseline's budget whose call
+    costs the row's ``seconds_per_call``), ``time_extrapolated`` (``S'`` outside the baseline's
+    probed budgets), ``time_mse_ratio`` (``MSE_baseline(S') / mse``; > 1: the row beats the
+    baseline at equal time) and ``cost_vs_mc`` (the row's call seconds over naive ``mc``'s at the
+    same ``S`` in the same state). Other rows get NaN.
+    """
+    key = ["suite", "task", "kernel", *STATE]
+    if "state_iteration" not in frame:
+        frame = frame.assign(state_iteration=0)
+    out = frame.assign(
+        time_budget=np.nan, time_extrapolated=False, time_mse_ratio=np.nan, cost_vs_mc=np.nan
+    )
+    if "seconds_per_call" not in frame:
+        return out
+    for _, state in out.groupby(key, sort=False):
+        mc = state[state["estimator"] == "mc"].set_index("mc_samples")["seconds_per_call"]
+        base = state[state["estimator"] == baseline].sort_values("mc_samples")
+        base = base[np.isfinite(base["seconds_per_call"].astype(float)) & (base["mse"] > 0)]
+        costs = base["seconds_per_call"].to_numpy(dtype=float)
+        budgets = base["mc_samples"].to_numpy(dtype=float)
+        for index, row in state.iterrows():
+            seconds = (
+                float(row["seconds_per_call"]) if pd.notna(row["seconds_per_call"]) else np.nan
+            )
+            if row["mc_samples"] in mc.index:
+                out.loc[index, "cost_vs_mc"] = seconds / float(mc[row["mc_samples"]])
+            if len(base) < 2 or not np.isfinite(seconds) or not np.all(np.diff(costs) > 0):
+                continue
+            budget = _loglog(seconds, costs, budgets)
+            mse = _loglog(budget, budgets, base["mse"].to_numpy(dtype=float))
+            out.loc[index, "time_budget"] = budget
+            out.loc[index, "time_extrapolated"] = not budgets[0] <= budget <= budgets[-1]
+            out.loc[index, "time_mse_ratio"] = mse / float(row["mse"])
+    return out
 
 
 def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (suite, S, estimator), the worst and median over (task, kernel) of :func:`summary_table`.
 
-    Columns: ``worst_mse_ratio`` (the smallest geometric-mean MSE ratio over states vs naive iid
-    MC at equal EI evaluations), ``worst_cell`` (its task/kernel), ``worst_mse_ratio_low`` (the
-    smallest lower CI bound), ``worst_state_mse_ratio`` (the smallest single state's ratio),
-    ``median_mse_ratio``, ``worst_point_mse_ratio`` (the smallest per-point median ratio),
-    ``max_bias_share``, ``states`` (fewest per cell), ``n_evaluations`` (range). Sorted by
-    ``worst_mse_ratio``, best first, within each ``S``: how the default estimator is chosen
-    (README).
+    Columns: ``worst_state_mse_ratio`` (the smallest single state's MSE ratio vs naive iid MC at
+    equal EI evaluations over every cell), ``worst_state`` (its task/kernel and seed),
+    ``worst_state_high`` (that state's upper rebuild CI bound), ``median_mse_ratio`` (median over
+    cells of the median over states), ``worst_median_mse_ratio`` (the smallest median over
+    states) with ``worst_cell``, ``worst_mse_ratio`` (the smallest geometric mean over states)
+    and ``worst_mse_ratio_low`` (the smallest lower bound of it), ``worst_point_mse_ratio``,
+    ``max_bias_share`` and ``max_excess_bias_share`` (over states), ``states`` (fewest per cell), ``n_evaluations`` (range),
+    and where the rows have a cost: ``seconds_per_call`` (median over cells), ``cost_vs_mc``
+    (median over states of the call's cost over naive MC's) and ``time_mse_ratio_median`` /
+    ``time_mse_ratio_worst`` (median and smallest over states of the equal-time MSE ratio against
+    :data:`TIME_BASELINE`, :func:`equal_time_frame`). Sorted by ``worst_state_mse_ratio``, best
+    first, within each ``S``.
     """
     table = summary_table(frame)
     if table.empty:
         return table
     table = table.assign(cell=table["task"] + "/" + table["kernel"])
+    timed = equal_time_frame(_with_bias_share(frame)) if "seconds_per_call" in frame else None
     rows = []
     for (suite, s, name), group in table.groupby(["suite", "mc_samples", "estimator"], sort=False):
-        worst = group.loc[group["mse_ratio"].idxmin()]
+        worst_state = group.loc[group["mse_ratio_worst"].idxmin()]
+        worst_median = group.loc[group["mse_ratio_median"].idxmin()]
+        row = {
+            "suite": suite,
+            "mc_samples": s,
+            "estimator": name,
+            "n_evaluations": f"{group['n_evaluations'].min()}-{group['n_evaluations'].max()}",
+            "states": int(group["states"].min()),
+            "worst_state_mse_ratio": worst_state["mse_ratio_worst"],
+            "worst_state": f"{worst_state['cell']} {worst_state['mse_ratio_worst_state']}",
+            "worst_state_high": worst_state["mse_ratio_worst_high"],
+            "median_mse_ratio": group["mse_ratio_median"].median(),
+            "worst_median_mse_ratio": worst_median["mse_ratio_median"],
+            "worst_cell": worst_median["cell"],
+            "worst_mse_ratio": group["mse_ratio"].min(),
+            "worst_mse_ratio_low": group["mse_ratio_low"].min(),
+            "worst_point_mse_ratio": group["median_point_mse_ratio"].min(),
+            "max_bias_share": group["bias_share_max"].max(),
+            "max_excess_bias_share": group["excess_bias_share_max"].max()
+            if "excess_bias_share_max" in group
+            else np.nan,
+        }
+        if timed is not None:
+            mine = timed[
+                (timed["suite"] == suite)
+                & (timed["mc_samples"] == s)
+                & (timed["estimator"] == name)
+            ]
+            ratios = mine["time_mse_ratio"].to_numpy(dtype=float)
+            row["seconds_per_call"] = group["seconds_per_call"].median()
+            row["cost_vs_mc"] = float(mine["cost_vs_mc"].median())
+            row["time_mse_ratio_median"] = median_interval(ratios)[0]
+            row["time_mse_ratio_worst"] = (
+                float(np.nanmin(ratios)) if np.isfinite(ratios).any() else np.nan
+            )
+            row["time_extrapolated"] = int(mine["time_extrapolated"].sum())
+        rows.append(row)
+    ranking = pd.DataFrame(rows)
+    return ranking.sort_values(
+        ["suite", "mc_samples", "worst_state_mse_ratio"],
+        ascending=[True, True, False],
+        kind="stable",
+    ).reset_index(drop=True)
+
+
+def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rule that picks orthobo's default estimator, per (suite, estimator) over all budgets.
+
+    Per estimator, over every (task, kernel, S, state): ``worst_state_mse_ratio`` (the smallest
+    MSE ratio vs naive iid MC at equal EI evaluations) and ``worst_state`` (where),
+    ``min_upper_bound`` (the smallest upper rebuild-CI bound over states: below 1 means
+    significantly worse than naive MC on some state) with ``min_upper_state``,
+    ``max_bias_share``, ``median_excess_bias_share`` and ``max_excess_bias_share`` (over states;
+    :func:`_with_bias_share`) and ``eligible`` (``median_excess_bias_share <=``
+    :data:`NEGLIGIBLE_BIAS_SHARE` and ``min_upper_bound >= 1``). The bias test takes the median
+    over states because the excess share of one state is noisy (its bias estimate is a difference
+    of two terms of order ``Var / R``); the worst-state MSE ratio already charges a state's bias. Sorted eligible first, then by ``worst_state_mse_ratio``: the
+    first row is the default by the rule (README, "Choosing the default estimator").
+    """
+    frame = _with_bias_share(frame)
+    if frame.empty:
+        return pd.DataFrame(columns=["suite", "estimator"])
+    if "state_iteration" not in frame:
+        frame = frame.assign(state_iteration=0)
+    with_iteration = _with_iteration(frame)
+
+    def where(row: pd.Series) -> str:
+        return f"{row['task']}/{row['kernel']} S={row['mc_samples']} {_state_label(row, with_iteration)}"
+
+    rows = []
+    for (suite, name), group in frame.groupby(["suite", "estimator"], sort=False):
+        worst = group.loc[group["mse_ratio"].astype(float).idxmin()]
+        upper = group.loc[group["mse_ratio_high"].astype(float).idxmin()]
+        share = group["excess_bias_share" if "excess_bias_share" in group else "bias_share"]
+        bias = float(share.median())
         rows.append(
             {
                 "suite": suite,
-                "mc_samples": s,
                 "estimator": name,
-                "n_evaluations": f"{group['n_evaluations'].min()}-{group['n_evaluations'].max()}",
-                "states": int(group["states"].min()),
-                "worst_mse_ratio": worst["mse_ratio"],
-                "worst_cell": worst["cell"],
-                "worst_mse_ratio_low": group["mse_ratio_low"].min(),
-                "worst_state_mse_ratio": group["mse_ratio_worst"].min(),
-                "median_mse_ratio": group["mse_ratio"].median(),
-                "worst_point_mse_ratio": group["median_point_mse_ratio"].min(),
-                "max_bias_share": group["bias_share"].max(),
+                "states": len(group),
+                "worst_state_mse_ratio": float(worst["mse_ratio"]),
+                "worst_state": where(worst),
+                "min_upper_bound": float(upper["mse_ratio_high"]),
+                "min_upper_state": where(upper),
+                "max_bias_share": float(group["bias_share"].max()),
+                "median_excess_bias_share": bias,
+                "max_excess_bias_share": float(share.max()),
+                "eligible": bool(
+                    bias <= NEGLIGIBLE_BIAS_SHARE and float(upper["mse_ratio_high"]) >= 1.0
+                ),
             }
         )
-    ranking = pd.DataFrame(rows)
-    return ranking.sort_values(
-        ["suite", "mc_samples", "worst_mse_ratio"], ascending=[True, True, False], kind="stable"
+    table = pd.DataFrame(rows)
+    return table.sort_values(
+        ["suite", "eligible", "worst_state_mse_ratio"],
+        ascending=[True, False, False],
+        kind="stable",
     ).reset_index(drop=True)
 
 
 def _ci(value: float, low: float, high: float) -> str:
+    if not np.isfinite(low):
+        return f"{value:.3g}"
     return f"{value:.3g} [{low:.3g}, {high:.3g}]"
 
 
 def format_summary(frame: pd.DataFrame) -> str:
-    """Fixed-width text of :func:`summary_table`, then of :func:`ranking_table` (3 significant
-    digits).
+    """Fixed-width text of :func:`summary_table`, :func:`ranking_table` and
+    :func:`default_rule_table` (3 significant digits).
 
     ``n_ev``: EI evaluations behind one estimate (ratios are against naive MC at that count);
-    ``CI``: over ``states`` or ``rebuilds``; ``bias/MSE``: ``bias_share``; ``pt MSE``: geometric
-    mean over states of the median over probe points of the per-point MSE ratio.
+    ``CI``: over ``states`` or ``rebuilds``; ``median``: median over states [bootstrap over
+    states]; ``worst state``: the smallest state's ratio [its rebuild CI] and which state;
+    ``gmean``: geometric mean over states; ``bias/MSE``: mean over states; ``excess``: the largest
+    excess bias share over states (:func:`_with_bias_share`); ``ms/call``:
+    median over states of one acquisition call's wall time (forward + backward, 512 candidates).
     """
     table = summary_table(frame)
     if table.empty:
         return "(no probe rows)"
+    has_cost = "seconds_per_call" in table
     lines = [
         f"{'task':<14} {'kernel':<13} {'S':>4} {'estimator':<18} {'n_ev':>4} {'states':>6} "
-        f"{'CI':<8} {'probe var':>10} {'var log':>9} {'var ratio [95% CI]':>28} "
-        f"{'MSE ratio [95% CI]':>28} {'pt MSE':>8} {'bias/MSE':>8} {'top-1':>6} {'flip':>6} "
-        f"{'regret':>8}"
+        f"{'CI':<8} {'MSE ratio median [95% CI]':>28} {'worst state [rebuild CI]':>26} "
+        f"{'(state)':<9} {'gmean':>7} {'var ratio median':>16} {'var worst':>9} "
+        f"{'bias/MSE':>8} {'excess':>6} {'top-1':>6} {'flip':>6}"
+        + (f" {'ms/call':>8}" if has_cost else "")
     ]
     for r in table.itertuples():
         lines.append(
             f"{r.task:<14} {r.kernel:<13} {r.mc_samples:>4} {r.estimator:<18} "
-            f"{r.n_evaluations:>4} {r.states:>6} {r.ci_over:<8} {r.probe_variance:>10.3g} "
-            f"{r.probe_variance_log:>9.3g} "
-            f"{_ci(r.var_ratio, r.var_ratio_low, r.var_ratio_high):>28} "
-            f"{_ci(r.mse_ratio, r.mse_ratio_low, r.mse_ratio_high):>28} "
-            f"{r.median_point_mse_ratio:>8.3g} {r.bias_share:>8.3g} "
-            f"{r.top1_agreement:>6.3g} {r.flip_rate:>6.3g} {r.regret:>8.3g}"
+            f"{r.n_evaluations:>4} {r.states:>6} {r.ci_over:<8} "
+            f"{_ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high):>28} "
+            f"{_ci(r.mse_ratio_worst, r.mse_ratio_worst_low, r.mse_ratio_worst_high):>26} "
+            f"{r.mse_ratio_worst_state:<9} {r.mse_ratio:>7.3g} {r.var_ratio_median:>16.3g} "
+            f"{r.var_ratio_worst:>9.3g} {r.bias_share:>8.3g} "
+            f"{getattr(r, 'excess_bias_share_max', np.nan):>6.3g} "
+            f"{r.top1_agreement:>6.3g} {r.flip_rate:>6.3g}"
+            + (f" {1000 * r.seconds_per_call:>8.3g}" if has_cost else "")
         )
     ranking = ranking_table(frame)
+    timed = "time_mse_ratio_median" in ranking
     lines += [
         "",
-        "Ranking: worst case over (task, kernel) of the geometric-mean MSE ratio over states vs "
-        "naive iid MC at equal EI evaluations",
-        f"{'S':>4} {'estimator':<18} {'n_ev':>8} {'states':>6} {'worst MSE ratio':>15} "
-        f"{'worst cell':<28} {'worst low':>9} {'worst state':>11} {'median':>8} {'worst pt':>8} "
-        f"{'max bias/MSE':>12}",
+        "Ranking at equal EI evaluations: worst state over every (task, kernel) of the MSE ratio "
+        "vs naive iid MC [its upper rebuild CI bound]"
+        + (
+            f"; at equal time: MSE of {TIME_BASELINE} at the budget of equal call time / MSE "
+            "(> 1: better than it), median and worst state"
+            if timed
+            else ""
+        ),  # fmt: skip
+        f"{'S':>4} {'estimator':<18} {'n_ev':>8} {'states':>6} {'worst state':>11} {'(high)':>7} "
+        f"{'where':<36} {'median':>7} {'worst median':>12} {'max excess bias':>15}"
+        + (f" {'ms/call':>8} {'x mc':>5} {'time median':>11} {'time worst':>10}" if timed else ""),
     ]
     for r in ranking.itertuples():
         lines.append(
             f"{r.mc_samples:>4} {r.estimator:<18} {r.n_evaluations:>8} {r.states:>6} "
-            f"{r.worst_mse_ratio:>15.3g} {r.worst_cell:<28} {r.worst_mse_ratio_low:>9.3g} "
-            f"{r.worst_state_mse_ratio:>11.3g} {r.median_mse_ratio:>8.3g} "
-            f"{r.worst_point_mse_ratio:>8.3g} {r.max_bias_share:>12.3g}"
+            f"{r.worst_state_mse_ratio:>11.3g} {r.worst_state_high:>7.3g} {r.worst_state:<36} "
+            f"{r.median_mse_ratio:>7.3g} {r.worst_median_mse_ratio:>12.3g} "
+            f"{r.max_excess_bias_share:>15.3g}"
+            + (
+                f" {1000 * r.seconds_per_call:>8.3g} {r.cost_vs_mc:>5.2f} "
+                f"{r.time_mse_ratio_median:>11.3g} {r.time_mse_ratio_worst:>10.3g}"
+                if timed
+                else ""
+            )
+        )
+    rule = default_rule_table(frame)
+    lines += [
+        "",
+        "Default rule: among estimators with a median excess bias/MSE over states <= "
+        f"{NEGLIGIBLE_BIAS_SHARE:g} and no state significantly below naive MC "
+        "(upper rebuild CI bound >= 1), the best worst-state MSE ratio over all cells and budgets",
+        f"{'estimator':<18} {'states':>6} {'worst state':>11} {'where':<40} {'min high':>8} "
+        f"{'where':<40} {'excess bias median':>18} {'max':>6} {'eligible':>8}",
+    ]
+    for r in rule.itertuples():
+        lines.append(
+            f"{r.estimator:<18} {r.states:>6} {r.worst_state_mse_ratio:>11.3g} {r.worst_state:<40} "
+            f"{r.min_upper_bound:>8.3g} {r.min_upper_state:<40} {r.median_excess_bias_share:>18.3g} "
+            f"{r.max_excess_bias_share:>6.3g} {'yes' if r.eligible else 'no':>8}"
         )
     return "\n".join(lines)

@@ -74,6 +74,41 @@ def test_same_spec_gives_the_same_numbers_and_stored_states_are_reused(probed, t
     assert len(load_probe([out])) == len(frame)
 
 
+def test_rows_of_theta_estimators_record_the_cost_of_an_acquisition_call(probed):
+    _, frame = probed
+    timed = frame["estimator"].isin(["mc", "orth", "orth-shrink", "mc@qmc"])
+    assert (frame.loc[timed, "seconds_per_call"] > 0).all()
+    assert (frame.loc[timed, "threads"] == torch.get_num_threads()).all()
+    # qLogEI and TPE are not OrthoBO's acquisition: no cost.
+    assert frame.loc[~timed, ["seconds_per_call", "threads"]].isna().all().all()
+
+
+def test_the_cost_is_forward_and_backward_on_a_batch_of_512_candidates(monkeypatch):
+    from orthobench.config.names import parse_estimator
+    from orthobench.probe import gp_probe
+    from orthobench.surrogates.gp import fit_model
+    from orthobench.surrogates.laplace import laplace_posterior
+
+    calls = []
+
+    class Recording(gp_probe.MarginalLogEI):
+        def forward(self, X):
+            calls.append((tuple(X.shape), X.requires_grad))
+            value = super().forward(X)
+            assert value.shape == (X.shape[0],)
+            return value
+
+    monkeypatch.setattr(gp_probe, "MarginalLogEI", Recording)
+    x = torch.rand(8, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    model, _ = fit_model(x, -(x - 0.5).square().sum(-1), "matern52-ard")
+    laplace = laplace_posterior(model)
+    for name in ("orth", "radial-cross+rb"):  # equal weights with controls; a weighted rule
+        calls.clear()
+        seconds = gp_probe.seconds_per_call(model, laplace, parse_estimator(name), 16, 3, seed=0)
+        assert seconds > 0
+        assert calls == [((gp_probe.COST_CANDIDATES, 1, 3), True)] * (gp_probe.COST_REPEATS + 1)
+
+
 def test_report_shows_probe_tables_and_glossary(probed, tmp_path):
     from orthobench.report import build_report
 
@@ -134,7 +169,8 @@ def test_probe_tables_show_counts_and_rank_by_worst_case(probed_rules):
 
     ranking = ranking_table(probed_rules)
     assert set(ranking["estimator"]) == {"mc", "orth", "sr3", "radial-cross+rb", "qmc-owen+rb"}
-    assert list(ranking["worst_mse_ratio"]) == sorted(ranking["worst_mse_ratio"], reverse=True)
+    worst = list(ranking["worst_state_mse_ratio"])
+    assert worst == sorted(worst, reverse=True)
     text = format_summary(probed_rules)
     assert "n_ev" in text and "Ranking" in text
     assert any(line.split()[3:5] == ["sr3", "19"] for line in text.splitlines())

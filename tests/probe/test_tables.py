@@ -1,4 +1,5 @@
-"""Probe tables over BO states by value: geometric means with intervals over states."""
+"""Probe tables over BO states by value: medians, worst states and geometric means with
+intervals over states; equal-time ratios; the default estimator's rule."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import pandas as pd
 import pytest
 
 from orthobench.probe.tables import (
+    default_rule_table,
+    equal_time_frame,
     format_summary,
     geometric_mean_interval,
+    median_interval,
     ranking_table,
     summary_table,
 )
@@ -27,7 +31,8 @@ def _rows(ratios: dict[tuple[str, int], list[float]], task: str = "t") -> pd.Dat
                  "mse_ratio_low": ratio / 2, "mse_ratio_high": ratio * 2,
                  "median_point_mse_ratio": ratio, "bias_sq": 1.0, "mse": 4.0,
                  "probe_variance": 1.0, "probe_variance_log": 0.5, "top1_agreement": 0.5,
-                 "flip_rate": 0.1, "regret": 1.0, "median_point_var_ratio": ratio}
+                 "flip_rate": 0.1, "regret": 1.0, "median_point_var_ratio": ratio,
+                 "state_iteration": 0, "rebuilds": 64}
             )  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -64,15 +69,117 @@ def test_geometric_mean_interval_is_a_bootstrap_over_states():
     assert all(math.isnan(v) for v in geometric_mean_interval([]))
 
 
-def test_ranking_takes_the_worst_cell_and_state():
+def test_median_and_worst_state_over_states():
+    """Five states with MSE ratios 3, 0.5, 2, 8, 4: median 3, worst 0.5 on seed 1 with that
+    state's own rebuild CI; the median's interval is a bootstrap over the five states."""
+    row = summary_table(_rows({("e", 32): [3.0, 0.5, 2.0, 8.0, 4.0]})).iloc[0]
+    assert row["states"] == 5 and row["ci_over"] == "states"
+    assert row["mse_ratio_median"] == pytest.approx(3.0)
+    assert row["mse_ratio_worst"] == 0.5 and row["mse_ratio_worst_state"] == "seed 1"
+    assert (row["mse_ratio_worst_low"], row["mse_ratio_worst_high"]) == (0.25, 1.0)
+    assert 0.5 <= row["mse_ratio_median_low"] < 3.0 < row["mse_ratio_median_high"] <= 8.0
+    assert row["mse_ratio"] == pytest.approx((3.0 * 0.5 * 2.0 * 8.0 * 4.0) ** 0.2)
+    # An even count: the geometric midpoint of the two middle states, not their plain mean.
+    even = summary_table(_rows({("e", 32): [1.0, 2.0, 8.0, 64.0]})).iloc[0]
+    assert even["mse_ratio_median"] == pytest.approx(4.0)
+
+
+def test_median_interval_resamples_states_and_is_seeded():
+    ratios = [1.0, 2.0, 4.0, 8.0, 16.0]
+    median, low, high = median_interval(ratios)
+    assert median == pytest.approx(4.0)
+    assert 1.0 <= low < 4.0 < high <= 16.0  # a median of resampled states is one of them
+    assert median_interval(ratios) == (median, low, high)
+    assert median_interval([3.0])[0] == pytest.approx(3.0) and math.isnan(median_interval([3.0])[1])
+
+
+def test_worst_state_names_the_iteration_when_several_are_probed():
+    frame = _rows({("e", 8): [2.0, 1.0]}).assign(seed=7, state_iteration=[0, 5])
+    assert summary_table(frame).iloc[0]["mse_ratio_worst_state"] == "seed 7 it 5"
+
+
+def test_excess_bias_share_removes_the_rebuild_noise_of_an_unbiased_estimator():
+    """``bias_sq`` of an unbiased estimator is ``probe_variance / R`` in expectation: 1/64 of the
+    variance here; the excess share subtracts it."""
+    frame = _rows({("e", 8): [2.0, 2.0]}).assign(
+        bias_sq=[1.0 / 64, 0.5], probe_variance=1.0, mse=1.0
+    )
+    row = summary_table(frame).iloc[0]
+    assert row["bias_share"] == pytest.approx((1.0 / 64 + 0.5) / 2)
+    assert row["excess_bias_share_max"] == pytest.approx(0.5 - 1.0 / 64)
+
+
+def test_ranking_takes_the_worst_state_over_cells():
     frame = pd.concat(
         [_rows({("e", 8): [2.0, 8.0]}, task="t1"), _rows({("e", 8): [1.0, 4.0]}, task="t2")]
     )
     row = ranking_table(frame).iloc[0]
     assert row["worst_mse_ratio"] == pytest.approx(2.0) and row["worst_cell"] == "t2/k"
-    assert row["worst_state_mse_ratio"] == 1.0 and row["median_mse_ratio"] == pytest.approx(3.0)
+    assert row["worst_state_mse_ratio"] == 1.0 and row["worst_state"] == "t2/k seed 0"
+    assert row["worst_state_high"] == 2.0
+    assert row["median_mse_ratio"] == pytest.approx(3.0)  # cells' medians 4 and 2
+
+
+def _timed(mse: dict[tuple[str, int], float], seconds: dict[tuple[str, int], float]):
+    frame = _rows({key: [1.0] for key in mse})
+    return frame.assign(
+        mse=[mse[(e, s)] for e, s in zip(frame["estimator"], frame["mc_samples"], strict=True)],
+        seconds_per_call=[
+            seconds[(e, s)] for e, s in zip(frame["estimator"], frame["mc_samples"], strict=True)
+        ],
+        threads=1,
+    )
+
+
+def test_equal_time_interpolates_the_baseline_in_log_log():
+    """The baseline costs 1 s at S = 32 and 4 s at S = 128 (cost ~ S) with MSE 1 and 1/16
+    (MSE ~ S^-2). An estimator at 2 s per call has the time of the baseline at S' = 64, whose
+    MSE is 1/4 there: with MSE 1/8 it is 2x better at equal time."""
+    frame = _timed(
+        {("qmc-owen+rb", 32): 1.0, ("qmc-owen+rb", 128): 1 / 16, ("e", 32): 1 / 8, ("mc", 32): 1},
+        {("qmc-owen+rb", 32): 1.0, ("qmc-owen+rb", 128): 4.0, ("e", 32): 2.0, ("mc", 32): 0.5},
+    )
+    timed = equal_time_frame(frame).set_index(["estimator", "mc_samples"])
+    assert timed.loc[("e", 32), "time_budget"] == pytest.approx(64.0)
+    assert timed.loc[("e", 32), "time_mse_ratio"] == pytest.approx(2.0)
+    assert timed.loc[("e", 32), "cost_vs_mc"] == pytest.approx(4.0)
+    assert not timed.loc[("e", 32), "time_extrapolated"]
+    # The baseline against itself is 1; a call cheaper than its smallest S extrapolates.
+    assert timed.loc[("qmc-owen+rb", 128), "time_mse_ratio"] == pytest.approx(1.0)
+    assert timed.loc[("mc", 32), "time_budget"] == pytest.approx(16.0)
+    assert timed.loc[("mc", 32), "time_extrapolated"]
+    assert timed.loc[("mc", 32), "time_mse_ratio"] == pytest.approx(4.0)  # MSE(16) = 4
+    ranking = ranking_table(frame).set_index(["mc_samples", "estimator"])
+    assert ranking.loc[(32, "e"), "time_mse_ratio_median"] == pytest.approx(2.0)
+
+
+def test_equal_time_needs_two_budgets_of_the_baseline():
+    frame = _timed(
+        {("e", 32): 1.0, ("qmc-owen+rb", 32): 1.0}, {("e", 32): 1.0, ("qmc-owen+rb", 32): 1.0}
+    )
+    assert equal_time_frame(frame)["time_mse_ratio"].isna().all()
+
+
+def test_the_default_rule_takes_the_worst_state_and_excludes_biased_estimators():
+    frame = pd.concat(
+        [
+            _rows({("good", 32): [3.0, 2.0], ("good", 128): [5.0, 4.0]}),
+            _rows({("fast", 32): [9.0, 8.0], ("fast", 128): [9.0, 1.5]}),  # worst state 1.5
+            _rows({("biased", 32): [20.0, 20.0], ("biased", 128): [20.0, 20.0]}),
+            _rows({("risky", 32): [9.0, 9.0], ("risky", 128): [9.0, 0.4]}),  # high 0.8 < 1
+        ]
+    )
+    frame["bias_sq"] = 1.0 / 64  # probe variance 1, R = 64: no excess bias
+    frame.loc[frame["estimator"] == "biased", "bias_sq"] = 2.0  # excess share (2 - 1/64) / 4
+    rule = default_rule_table(frame).set_index("estimator")
+    assert list(rule.index) == ["good", "fast", "biased", "risky"]  # eligible first
+    assert rule.loc["good", "worst_state_mse_ratio"] == 2.0 and rule.loc["good", "eligible"]
+    assert rule.loc["fast", "worst_state"] == "t/k S=128 seed 1"
+    assert not rule.loc["risky", "eligible"] and rule.loc["risky", "min_upper_bound"] == 0.8
+    assert not rule.loc["biased", "eligible"]
 
 
 def test_text_table_prints_three_significant_digits():
     text = format_summary(_rows({("qlogei", 8): [0.0375, 5.14e29]}))
-    assert "1.39e+14 [0.0375, 5.14e+29]" in text and "Ranking" in text
+    assert "1.39e+14" in text and "Ranking" in text and "Default rule" in text
+    assert "seed 0" in text  # the worst state is named
