@@ -1,4 +1,4 @@
-"""Device resolution: ``auto | cpu | cuda | cuda:N``."""
+"""Device resolution (``auto | cpu | cuda | cuda:N``) and the rule for where GP fits run."""
 
 from __future__ import annotations
 
@@ -29,4 +29,39 @@ def resolve_device(spec: str) -> torch.device:
         raise DeviceError(
             f"device {spec!r} was asked for, but only {torch.cuda.device_count()} CUDA device(s) exist."
         )
+    return device
+
+
+#: Where a GP's hyperparameters are MAP-fitted: ``auto`` (:func:`fit_device`'s rule), ``cpu``,
+#: or ``device`` (the optimizer's own device).
+FIT_DEVICES: tuple[str, ...] = ("auto", "cpu", "device")
+
+#: ``fit_device: auto`` fits GPs on at most this many training points on the CPU. A fit is
+#: L-BFGS-B in scipy, so every objective evaluation (a few dozen tensor operations on ``n x n``
+#: matrices) ends in a host synchronization; on a GPU each operation costs a kernel launch of
+#: about 10 microseconds whatever ``n``, on one CPU core the Cholesky and inverse cost about
+#: ``n^3`` flops. Issue 16 measured a 32-point GP step about 2x slower with ``--device cuda`` than
+#: on the CPU of the same H200 machine; the flop count puts the crossing near a few hundred
+#: points. The value is that estimate, not a measurement at the crossing (docs/design.md,
+#: "Where fits run").
+CPU_FIT_MAX_POINTS = 256
+
+
+def fit_device(rule: str, device: torch.device, n: int) -> torch.device:
+    """The device on which a GP on ``n`` training points is fitted, for an optimizer on ``device``.
+
+    Args:
+        rule: One of :data:`FIT_DEVICES`. ``auto``: the CPU for ``n <= CPU_FIT_MAX_POINTS``, else
+            ``device``; ``cpu``: always the CPU; ``device``: always ``device``.
+        device: The optimizer's device (where its acquisition runs).
+        n: Training points of the GP.
+
+    Returns:
+        The fit's device. Callers move the fitted model (and its Laplace posterior) to ``device``
+        afterwards, so the acquisition runs where the optimizer's device says.
+    """
+    if rule not in FIT_DEVICES:
+        raise ValueError(f"`fit_device` must be one of {FIT_DEVICES}, but got {rule!r}.")
+    if rule == "cpu" or (rule == "auto" and n <= CPU_FIT_MAX_POINTS):
+        return torch.device("cpu")
     return device

@@ -22,6 +22,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 
 from orthobench.config.params import Count, Kernel, NonNegativeFloat
+from orthobench.devices import FIT_DEVICES
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
@@ -33,7 +34,8 @@ class _GPAcquisitionOptimizer(GPOptimizer):
     """Fit a GP on ``-y`` (BoTorch maximizes), build an MC acquisition, maximize it by multistart.
 
     With ``fit="fast"`` the GP's last fitted theta is the warm start of the next fit and part of
-    :meth:`state_dict`.
+    :meth:`state_dict`. The fit runs on :meth:`GPOptimizer._fit_device` (recorded per step as
+    ``fit_device``), the acquisition on the optimizer's device.
     """
 
     def __init__(self, dim: int, *, kernel: str, function_samples: int, fit: str, **kwargs) -> None:
@@ -61,15 +63,17 @@ class _GPAcquisitionOptimizer(GPOptimizer):
         """The acquisition to maximize on the fitted model."""
 
     def _ask(self, n: int) -> Suggestion:
+        where = self._fit_device(self.train_x.shape[0])
         with torch_seed(self._step_seed("fit")):
             t0 = time.perf_counter()
             model, fit_info = fit_model(
-                self.train_x,
-                -self.train_y,
+                self.train_x.to(where),
+                -self.train_y.to(where),
                 self.kernel,
                 fit=self.fit,
                 warm_start=self._warm_starts.get(0),
             )
+            model = model.to(self.device)
             t1 = time.perf_counter()
         self._warm_starts.record([get_theta(model)])
         acqf = self._acquisition(model, self._sampler(self.function_samples))
@@ -80,6 +84,7 @@ class _GPAcquisitionOptimizer(GPOptimizer):
             fit_seconds=t1 - t0,
             acq_seconds=t2 - t1,
             info={
+                "fit_device": where.type,
                 "fit_grad_norm": fit_info["grad_norm"],
                 "fit_stationary": fit_info["stationary"],
                 **({"fallback": fit_info["fallback"]} if fit_info["fallback"] else {}),
@@ -98,6 +103,8 @@ class QLogEI(_GPAcquisitionOptimizer):
         num_restarts: Restarts of the gradient-based acquisition optimization (paper: 8).
         fit: GP fit, ``"botorch"`` (``fit_gpytorch_mll``, default) or ``"fast"``
             (:func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's fit).
+        fit_device: Where the GP is fitted (:data:`orthobench.devices.FIT_DEVICES`; ``auto``: on
+            the CPU for small GPs, :func:`orthobench.devices.fit_device`).
     """
 
     def __init__(
@@ -109,6 +116,7 @@ class QLogEI(_GPAcquisitionOptimizer):
         raw_samples: Count = 512,
         num_restarts: Count = 8,
         fit: Literal[FITS] = "botorch",
+        fit_device: Literal[FIT_DEVICES] = "auto",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -118,6 +126,7 @@ class QLogEI(_GPAcquisitionOptimizer):
             raw_samples=raw_samples,
             num_restarts=num_restarts,
             fit=fit,
+            fit_device=fit_device,
             **kwargs,
         )
 
@@ -138,6 +147,7 @@ class QUCB(_GPAcquisitionOptimizer):
         raw_samples: Raw samples for the multistart initialization.
         num_restarts: Restarts of the gradient-based acquisition optimization.
         fit: GP fit, ``"botorch"`` (default) or ``"fast"`` (as :class:`QLogEI`).
+        fit_device: Where the GP is fitted (as :class:`QLogEI`).
     """
 
     def __init__(
@@ -150,6 +160,7 @@ class QUCB(_GPAcquisitionOptimizer):
         raw_samples: Count = 512,
         num_restarts: Count = 8,
         fit: Literal[FITS] = "botorch",
+        fit_device: Literal[FIT_DEVICES] = "auto",
         **kwargs,
     ) -> None:
         if beta < 0:
@@ -161,6 +172,7 @@ class QUCB(_GPAcquisitionOptimizer):
             raw_samples=raw_samples,
             num_restarts=num_restarts,
             fit=fit,
+            fit_device=fit_device,
             **kwargs,
         )
         self.beta = beta

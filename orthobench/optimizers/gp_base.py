@@ -5,6 +5,10 @@ initial points, ``num_restarts`` gradient restarts). The draws of that multistar
 torch's global generator, so they are seeded per step here (``(seed, ask, "acq")``); MC
 acquisitions over function samples get their ``SobolQMCNormalSampler`` seeded per step too
 (``(seed, ask, "sampler")``).
+
+GP fits run on the device that :func:`orthobench.devices.fit_device` picks for the number of
+training points (``fit_device``: on the CPU for small GPs by default); the fitted model is then
+moved to the optimizer's device for the acquisition, and each step records where it was fitted.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from botorch.utils.sampling import draw_sobol_samples
 from torch import Tensor
 
+from orthobench import devices
 from orthobench.exceptions import NumericsWarning, one_line
 from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
 from orthobench.seeding import torch_seed
@@ -39,21 +44,36 @@ class GPOptimizer(Optimizer):
         dim: Number of search dimensions ``d``.
         raw_samples: Raw samples of ``optimize_acqf``'s multistart initialization (paper: 512).
         num_restarts: Gradient restarts of the acquisition optimization (paper: 8).
+        fit_device: Where GP fits run, one of :data:`orthobench.devices.FIT_DEVICES`
+            (``auto``: the CPU up to :data:`orthobench.devices.CPU_FIT_MAX_POINTS` points).
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
     """
 
     def __init__(
-        self, dim: int, *, raw_samples: int = 512, num_restarts: int = 8, **kwargs
+        self,
+        dim: int,
+        *,
+        raw_samples: int = 512,
+        num_restarts: int = 8,
+        fit_device: str = "auto",
+        **kwargs,
     ) -> None:
         super().__init__(dim, **kwargs)
         check_at_least(1, raw_samples=raw_samples, num_restarts=num_restarts)
         self.raw_samples = raw_samples
         self.num_restarts = num_restarts
+        # Validates the rule before any data arrives.
+        devices.fit_device(fit_device, self.device, 0)
+        self.fit_device = fit_device
         self._acq_fallbacks: list[str] = []  # of the current ask (see `_maximize`)
 
     def _unit_bounds(self) -> Tensor:
         """``2 x d`` bounds of the unit cube on the optimizer's device and dtype."""
         return torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(self.train_x)
+
+    def _fit_device(self, n: int) -> torch.device:
+        """Where this step's GP on ``n`` training points is fitted (:func:`devices.fit_device`)."""
+        return devices.fit_device(self.fit_device, self.device, n)
 
     def _sampler(self, function_samples: int) -> SobolQMCNormalSampler:
         """QMC base samples of an MC acquisition over function samples, seeded per step."""

@@ -24,6 +24,7 @@ from annotated_types import Ge, Interval
 
 from orthobench.acquisition import MarginalLogEI
 from orthobench.config.params import Count, KernelEnsemble, PositiveFloat, ThetaEstimatorName
+from orthobench.devices import FIT_DEVICES
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
@@ -73,12 +74,16 @@ class OrthoBO(GPOptimizer):
         fit: MAP fit of the members: ``"botorch"`` (``fit_gpytorch_mll``) or ``"fast"``
             (:func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
             fit of each member).
+        fit_device: Where the members are fitted and their Laplace posteriors built
+            (:data:`orthobench.devices.FIT_DEVICES`; ``auto``: on the CPU for small GPs,
+            :func:`orthobench.devices.fit_device`); the acquisition runs on ``device``.
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
 
     ``ask`` records in ``Suggestion.info``: the estimator, the ensemble kernels, weights and
     their entropy, per member whether the Hessian's eigenvalues were floored, the smallest raw
     eigenvalue, the Laplace re-centring shift, the draws that needed Cholesky jitter and the
-    fit's stationarity check (``fit_grad_norm``, ``fit_stationary``), and a
+    fit's device and stationarity check (``fit_device``, ``fit_grad_norm``, ``fit_stationary``),
+    and a
     ``fallback`` string when a fallback was taken (GP fit kept its initialization, Hessian not
     positive definite, re-centring stalled, Cholesky jitter).
 
@@ -103,6 +108,7 @@ class OrthoBO(GPOptimizer):
         raw_samples: Count = 512,
         num_restarts: Count = 8,
         fit: Literal[FITS] = "botorch",
+        fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
@@ -111,6 +117,7 @@ class OrthoBO(GPOptimizer):
             dim,
             raw_samples=raw_samples,
             num_restarts=num_restarts,
+            fit_device=fit_device,
             seed=seed,
             device=device,
             dtype=dtype,
@@ -168,7 +175,10 @@ class OrthoBO(GPOptimizer):
     def _fit(self) -> list[EnsembleMember]:
         with torch_seed(self._step_seed("fit")):
             members = self.ensemble.fit(
-                self.train_x, -self.train_y, warm_starts=self._warm_starts.current
+                self.train_x,
+                -self.train_y,
+                warm_starts=self._warm_starts.current,
+                device=self._fit_device(self.train_x.shape[0]),
             )
         self._warm_starts.record([get_theta(m.model) for m in members])
         return members
@@ -265,6 +275,7 @@ class OrthoBO(GPOptimizer):
             "min_eigenvalue": [float(m.laplace.raw_eigenvalues[0]) for m in members],
             "recenter_shift": [m.laplace.recenter_shift for m in members],
             "jittered_draws": [gp.n_jittered for gp in acqf.members],
+            "fit_device": self._fit_device(self.train_x.shape[0]).type,
             "fit_grad_norm": [m.fit_info["grad_norm"] for m in members],
             "fit_stationary": [m.fit_info["stationary"] for m in members],
             "fallback": "; ".join(fallbacks) or None,
@@ -310,6 +321,7 @@ class MCEI(OrthoBO):
         raw_samples: Count = 512,
         num_restarts: Count = 8,
         fit: Literal[FITS] = "botorch",
+        fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
@@ -326,6 +338,7 @@ class MCEI(OrthoBO):
             raw_samples=raw_samples,
             num_restarts=num_restarts,
             fit=fit,
+            fit_device=fit_device,
             seed=seed,
             device=device,
             dtype=dtype,

@@ -26,6 +26,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,6 +77,17 @@ def weight_entropy(weights: torch.Tensor) -> float:
     """Shannon entropy ``-sum pi log pi`` (nats) of ``M`` weights; 0 for a single model."""
     w = weights[weights > 0]
     return float((w * w.reciprocal().log()).sum())
+
+
+def _laplace_to(laplace: LaplacePosterior, device: torch.device) -> LaplacePosterior:
+    """``laplace`` with its tensors on ``device`` (its cached decomposition is recomputed there)."""
+    return dataclasses.replace(
+        laplace,
+        theta_hat=laplace.theta_hat.to(device),
+        hessian=laplace.hessian.to(device),
+        raw_eigenvalues=laplace.raw_eigenvalues.to(device),
+        theta_map=laplace.theta_map.to(device),
+    )
 
 
 @dataclass(frozen=True)
@@ -133,29 +145,36 @@ class SurrogateEnsemble:
         train_x: torch.Tensor,
         train_y: torch.Tensor,
         warm_starts: Sequence[Sequence[float]] | None = None,
+        *,
+        device: torch.device | None = None,
     ) -> list[EnsembleMember]:
         """MAP-fit every member on ``t x d`` inputs and ``t`` targets (larger is better) and build
         its Laplace posterior. Replaces :attr:`members`.
 
         ``warm_starts``: one theta per member (a previous fit's), extra starts of a ``"fast"`` fit.
+        ``device``: where the fits and Laplace posteriors are computed (default: the data's);
+        the members are then moved to the data's device.
         """
         if warm_starts is not None and len(warm_starts) != len(self.kernels):
             raise ValueError(
                 f"Expected {len(self.kernels)} warm starts (one per member), but got {len(warm_starts)}."
             )
+        home = train_x.device
+        device = home if device is None else device
         members = []
         for i, kernel in enumerate(self.kernels):
             model, info = fit_model(
-                train_x,
-                train_y,
+                train_x.to(device),
+                train_y.to(device),
                 kernel,
                 fit=self.fit_method,
                 warm_start=None if warm_starts is None else warm_starts[i],
             )
+            laplace = laplace_posterior(model)
+            if device != home:
+                model, laplace = model.to(home), _laplace_to(laplace, home)
             members.append(
-                EnsembleMember(
-                    kernel=kernel, model=model, laplace=laplace_posterior(model), fit_info=info
-                )
+                EnsembleMember(kernel=kernel, model=model, laplace=laplace, fit_info=info)
             )
         self.members = members
         return members

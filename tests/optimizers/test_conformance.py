@@ -35,6 +35,8 @@ STATEFUL_PARAMS = {
     "orthobo-ensemble": ("orthobo", {"kernel": ["linear", "matern52-iso"]}),
     # The fast fit's warm starts (the members' last thetas) are state too.
     "orthobo-fast": ("orthobo", {"kernel": ["linear", "matern52-iso"], "fit": "fast"}),
+    # A fit forced onto the CPU (on a GPU run the model then moves to the device each step).
+    "qlogei-fast-fit-on-cpu": ("qlogei", {"fit": "fast", "fit_device": "cpu"}),
     "turbo-restarting": (
         "turbo",
         {"length_init": 0.8, "length_min": 0.5, "failure_tolerance": 1, "success_tolerance": 1},

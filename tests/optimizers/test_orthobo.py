@@ -170,6 +170,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
         "raw_samples": 512,
         "num_restarts": 8,
         "fit": "botorch",
+        "fit_device": "auto",
     }
     naive = OPTIMIZERS.resolve("mc-ei").params
     assert set(naive) == set(ortho) - {"estimator", "alpha", "rb"}

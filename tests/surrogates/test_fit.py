@@ -12,7 +12,10 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
+from orthobench.devices import CPU_FIT_MAX_POINTS, fit_device
 from orthobench.exceptions import NumericsWarning
+from orthobench.optimizers.botorch_baselines import QLogEI
+from orthobench.optimizers.orthobo import OrthoBO
 from orthobench.surrogates.fit import (
     STATIONARY_TOL,
     WarmStarts,
@@ -20,6 +23,7 @@ from orthobench.surrogates.fit import (
     fit_fast,
     fit_map,
     neg_map_objective,
+    neg_map_objective_and_grad,
     stationarity,
 )
 from orthobench.surrogates.gp import (
@@ -161,3 +165,50 @@ def test_warm_starts_advance_on_tell_and_round_trip_only_for_the_fast_fit() -> N
     again.load_state_dict(starts.state_dict())
     assert again.current == starts.current
     assert WarmStarts("botorch").state_dict() == {}
+
+
+@pytest.mark.parametrize("outputscale", [False, True])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_closed_form_gradient_matches_autograd(kernel: str, outputscale: bool) -> None:
+    x, y = _data(n=12)
+    model = build_gp(x, y, kernel, outputscale=outputscale)
+    layout = theta_layout(model)
+    gen = torch.Generator().manual_seed(3)
+    theta = get_theta(model) + 0.5 * torch.randn(4, layout.p, generator=gen, dtype=DTYPE)
+    theta.requires_grad_(True)
+    value = neg_map_objective(theta, layout, x, model.train_targets)
+    (grad,) = torch.autograd.grad(value.sum(), theta)
+    closed_value, closed_grad = neg_map_objective_and_grad(
+        theta.detach(), layout, x, model.train_targets
+    )
+    torch.testing.assert_close(closed_value, value.detach(), rtol=1e-12, atol=1e-10)
+    torch.testing.assert_close(closed_grad, grad, rtol=1e-9, atol=1e-9)
+
+
+def test_fit_device_rule() -> None:
+    gpu = torch.device("cuda")  # a device object only: nothing runs there
+    assert fit_device("auto", gpu, CPU_FIT_MAX_POINTS) == torch.device("cpu")
+    assert fit_device("auto", gpu, CPU_FIT_MAX_POINTS + 1) == gpu
+    assert fit_device("cpu", gpu, 10_000) == torch.device("cpu")
+    assert fit_device("device", gpu, 8) == gpu
+    with pytest.raises(ValueError, match="`fit_device` must be one of .* but got 'gpu'"):
+        fit_device("gpu", gpu, 8)
+
+
+@pytest.mark.parametrize("rule", ["auto", "device"])
+def test_optimizers_fit_where_the_rule_says_and_record_it(device, rule: str) -> None:
+    """The fit runs on the rule's device, the acquisition on the optimizer's: the model handed to
+    BoTorch is a ``SingleTaskGP`` on the optimizer's device, and each step records the fit's."""
+    x, y = _data(n=8)
+    small = dict(raw_samples=8, num_restarts=1, seed=0, device=device, fit_device=rule)
+    expected = "cpu" if rule != "device" else device.type
+    ortho = OrthoBO(3, kernel="matern52-iso", theta_samples=8, fit="fast", **small)
+    qlogei = QLogEI(3, kernel="matern52-iso", function_samples=8, fit="fast", **small)
+    for optimizer in (ortho, qlogei):
+        optimizer.tell(x.numpy(), y.numpy())
+        assert optimizer.ask(1).info["fit_device"] == expected
+    member = ortho.ensemble.members[0]
+    assert member.model.train_inputs[0].device.type == device.type
+    assert member.laplace.theta_hat.device.type == device.type
+    with pytest.raises(ValueError, match="`fit_device` must be one of"):
+        OrthoBO(2, seed=0, fit_device="gpu")
