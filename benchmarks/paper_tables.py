@@ -8,6 +8,10 @@ report's loaders (:func:`orthobench.report.data.load_results`) and writes to ``O
   the training tasks) per task and optimizer over seeds: ``mean`` with its 95% Student-t
   interval ``low``-``high``, and ``median`` with the quartiles ``q25``-``q75`` and ``min``-``max``;
   ``outliers`` and ``failed_evals`` count the cell rows (:func:`orthobench.report.tables.final_table`).
+- ``<experiment>-paired.csv``: per task, the final value of an OrthoBO variant minus that of a
+  comparison optimizer, seed by seed (every optimizer of a seed starts from the same initial
+  design, so the pairs share it): mean difference with its 95% Student-t interval over seeds and
+  the number of seeds where OrthoBO is lower (:data:`PAIRS`).
 - ``<experiment>-runtime.csv``: seconds per BO step, mean and sd over steps and seeds of fit,
   acquisition (``acq``) and ``fit_acq`` = fit + acquisition (the optimizer's own time; the
   evaluation is left out) (:func:`orthobench.report.tables.runtime_table`).
@@ -45,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from orthobench.probe.tables import summary_table
+from orthobench.report import stats
 from orthobench.report.data import load_results
 from orthobench.report.diagnostics import ensemble_steps
 from orthobench.report.tables import KEY, final_table, final_values, runtime_table
@@ -52,6 +57,18 @@ from orthobench.report.tables import KEY, final_table, final_values, runtime_tab
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites" / "paper"
 #: Experiments whose per-step runtimes make the paper-layout runtime table.
 RUNTIME_EXPERIMENTS = ("regret", "tpe")
+#: (OrthoBO variant, comparison) label pairs per experiment; pairs whose labels a suite lacks are
+#: skipped (the full suites have more optimizers than the reduced ones).
+PAIRS = {
+    "regret": [("orthobo-paper", b) for b in ("orthobo", "mc-ei", "qlogei", "ucb", "turbo", "rpr", "sobol")],
+    "weak-fit": [("orthobo-paper", b) for b in ("orthobo", "mc-ei", "qlogei", "ucb", "turbo", "rpr", "sobol")],
+    "mc-budget": [(f"orthobo-paper-s{s}", f"{b}-s{s}") for s in (64, 128, 256, 512) for b in ("mc-ei", "qlogei")],
+    "misspecified": [(f"orthobo-paper-{k}", b) for k in ("rbf", "linear") for b in (f"mc-ei-{k}", f"qlogei-{k}", f"ucb-{k}", f"turbo-{k}", "sobol")],
+    "ensemble": [("orthobo-ensemble", f"orthobo-{m}") for m in ("linear", "rbf", "matern")],
+    "tpe": [("orthobo-tpe", "mc-tpe"), ("orthobo-tpe-paper", "mc-tpe"), ("orthobo-tpe", "tpe-optuna")],
+    "cnn": [("orthobo-paper", b) for b in ("orthobo", "mc-ei", "qlogei", "ucb", "turbo", "rpr", "sobol")],
+    "wm811k-vit": [("orthobo-paper", b) for b in ("orthobo", "mc-ei", "qlogei", "sobol")],
+}  # fmt: skip
 #: The paper's Tables 7 (Matérn-5/2 ARD) and 8 (isotropic RBF): (Var(MC), Var(ortho)) per S, task.
 PAPER_VARIANCES = {
     ("matern52-ard", 8): {"hartmann6": (2e-08, 1.61e-07), "ackley8": (9.68e-09, 5.24e-09),
@@ -96,6 +113,34 @@ def final_summary(runs: pd.DataFrame) -> pd.DataFrame:
         .reset_index()
     )
     return table.merge(quantiles, on=KEY, how="left").rename(columns={"run_set": "suite"})
+
+
+def paired_differences(runs: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
+    """Final value of ``a`` minus that of ``b`` per seed, summarized over seeds, for each pair."""
+    finals = final_values(runs)
+    rows = []
+    for (run_set, task), frame in finals.groupby(["run_set", "task"], sort=True):
+        by_seed = frame.pivot_table(index="seed", columns="optimizer", values="final")
+        for a, b in pairs:
+            if a not in by_seed or b not in by_seed:
+                continue
+            diff = (by_seed[a] - by_seed[b]).dropna().to_numpy(dtype=float)
+            low, high = stats.t_interval(diff)
+            rows.append(
+                {
+                    "suite": run_set,
+                    "task": task,
+                    "optimizer": a,
+                    "versus": b,
+                    "metric": frame["metric"].iloc[0],
+                    "seeds": diff.size,
+                    "mean_difference": diff.mean() if diff.size else np.nan,
+                    "low": low,
+                    "high": high,
+                    "orthobo_lower": int((diff < 0).sum()),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def runtime_summary(runs: pd.DataFrame) -> pd.DataFrame:
@@ -246,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         if (runs["phase"] == "bo").sum() == 0:
             continue
         write(final_summary(runs), args.output / f"{experiment}-final.csv")
+        paired = paired_differences(runs, PAIRS.get(experiment, []))
+        if not paired.empty:
+            write(paired, args.output / f"{experiment}-paired.csv")
         runtime = runtime_summary(runs)
         write(runtime, args.output / f"{experiment}-runtime.csv")
         if experiment in RUNTIME_EXPERIMENTS:
