@@ -1,16 +1,22 @@
 """MAP fit of a BO state: BoTorch's ``fit_gpytorch_mll`` vs the fast fit (issue 16).
 
-States: for each of 4 functions and N seeds, a scrambled Sobol design of ``n0 = 32`` points (the
+States: for each of 4 functions and N seeds, a scrambled Sobol design of ``n`` points (the
 initial design of a run) and the same design plus one point (the state of the next BO step),
-Matérn-5/2 ARD GP. Per state and method: fit seconds, the final negative log posterior ``-ell``
+Matérn-5/2 ARD GP, for ``n = 32`` (``--seeds``, default 10: 40 designs, 80 states) and for
+``n = 64`` and ``n = 128`` (``--seeds-64``, ``--seeds-128``; fewer, the fits take longer). Per
+state and method: fit seconds, the final negative log posterior ``-ell``
 (:func:`orthobench.surrogates.fit.neg_map_objective`, nats) and the stationarity check. The fast
-fit of the 33-point state is warm-started from its fit of the 32-point state, as in a BO loop.
+fit of the ``n + 1``-point state is warm-started from its fit of the ``n``-point state, as in a
+BO loop. Both fits of a state run one after the other, so a load on the machine hits them alike.
 
-Printed: per function the median speed-up (BoTorch seconds / fast seconds), the largest
-``-ell(fast) - -ell(botorch)`` (negative: the fast fit is better) and the states where the fast
-fit is worse by more than 1e-3 nats (listed below the table as ``function seed n``), the counts
-of non-stationary fits and of fast-fit fallbacks, and the torch thread count. Run:
-``.venv/bin/python benchmarks/fit_benchmark.py [--seeds N] [--threads T]``.
+Printed per ``n`` and function: the median seconds of each fit, the median speed-up (BoTorch
+seconds / fast seconds) on the cold (``n``) and warm (``n + 1``) states, the largest
+``-ell(fast) - -ell(botorch)`` (negative: the fast fit is better), the states where the fast fit
+is worse by more than 1e-3 nats (listed below the table as ``function seed n``), the counts of
+non-stationary fits and of fast-fit fallbacks; then per ``n`` the same over all functions, and
+the torch thread count. Run:
+``.venv/bin/python benchmarks/fit_benchmark.py [--seeds N] [--seeds-64 N] [--seeds-128 N]
+[--threads T]``.
 """
 
 from __future__ import annotations
@@ -46,9 +52,34 @@ def _fit(x, y, fit: str, warm_start=None) -> tuple[float, float, dict]:
     return seconds, nlp, {**info, "theta": get_theta(model)}
 
 
+def _row(label: str, states: list[dict]) -> str:
+    """One table row over ``states`` (dicts of one state's measurements)."""
+    cold = [st["speedup"] for st in states if not st["warm"]]
+    warm = [st["speedup"] for st in states if st["warm"]]
+    diffs = [st["diff"] for st in states]
+    return " | ".join(
+        (
+            label,
+            str(len(states)),
+            f"{statistics.median(st['botorch_s'] for st in states):.3f}",
+            f"{statistics.median(st['fast_s'] for st in states):.3f}",
+            f"{statistics.median(cold):.1f}x",
+            f"{statistics.median(warm):.1f}x",
+            f"{min(st['speedup'] for st in states):.1f}x",
+            f"{max(diffs):+.2e}",
+            str(sum(d > 1e-3 for d in diffs)),
+            str(sum(not st["botorch_stationary"] for st in states)),
+            str(sum(not st["fast_stationary"] for st in states)),
+            str(sum(st["fallback"] for st in states)),
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--seeds", type=int, default=10, help="seeds at n = 32")
+    parser.add_argument("--seeds-64", type=int, default=5, help="seeds at n = 64")
+    parser.add_argument("--seeds-128", type=int, default=3, help="seeds at n = 128")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -58,53 +89,47 @@ def main() -> None:
     _fit(x0, x0.sum(-1), "botorch")
     _fit(x0, x0.sum(-1), "fast")
 
-    print(
-        f"threads {torch.get_num_threads()}, seeds {args.seeds}, n = {N0} and {N0 + 1}, "
-        f"stationary: ||grad|| <= {STATIONARY_TOL:g}"
-    )
+    print(f"threads {torch.get_num_threads()}, stationary: ||grad|| <= {STATIONARY_TOL:g}")
     header = (
-        "function", "states", "speed-up cold", "speed-up warm", "botorch s", "fast s",
-        "max NLP diff", "worse by > 1e-3", "non-stat. botorch", "non-stat. fast", "fallbacks",
+        "n | function", "states", "botorch s", "fast s", "speed-up cold", "speed-up warm",
+        "min speed-up", "max NLP diff", "worse by > 1e-3", "non-stat. botorch", "non-stat. fast",
+        "fallbacks",
     )  # fmt: skip
     print(" | ".join(header))
     worse = []
-    for name, function in FUNCTIONS.items():
-        low, high = function.bounds.double()
-        cold, warm, b_sec, f_sec, diffs = [], [], [], [], []
-        non_stat = {"botorch": 0, "fast": 0}
-        fallbacks = 0
-        for seed in range(args.seeds):
-            design = SobolEngine(function.dim, scramble=True, seed=seed)
-            x = design.draw(N0 + 1, dtype=torch.float64)
-            y = -function(low + (high - low) * x)  # BoTorch maximizes
-            previous = None
-            for n, speedups in ((N0, cold), (N0 + 1, warm)):
-                tb, nlp_b, info_b = _fit(x[:n], y[:n], "botorch")
-                tf, nlp_f, info_f = _fit(x[:n], y[:n], "fast", warm_start=previous)
-                previous = info_f["theta"]
-                speedups.append(tb / tf)
-                b_sec.append(tb)
-                f_sec.append(tf)
-                diffs.append(nlp_f - nlp_b)
-                if nlp_f - nlp_b > 1e-3:
-                    worse.append(f"{name} seed {seed} n {n}: {nlp_f - nlp_b:+.3f} nats")
-                non_stat["botorch"] += not info_b["stationary"]
-                non_stat["fast"] += not info_f["stationary"]
-                fallbacks += info_f["fallback"] is not None
-        row = (
-            name,
-            str(2 * args.seeds),
-            f"{statistics.median(cold):.1f}x",
-            f"{statistics.median(warm):.1f}x",
-            f"{statistics.median(b_sec):.3f}",
-            f"{statistics.median(f_sec):.3f}",
-            f"{max(diffs):+.2e}",
-            str(sum(d > 1e-3 for d in diffs)),
-            str(non_stat["botorch"]),
-            str(non_stat["fast"]),
-            str(fallbacks),
-        )
-        print(" | ".join(row), flush=True)
+    for n, seeds in ((N0, args.seeds), (2 * N0, args.seeds_64), (4 * N0, args.seeds_128)):
+        if seeds == 0:
+            continue
+        all_states = []
+        for name, function in FUNCTIONS.items():
+            low, high = function.bounds.double()
+            states = []
+            for seed in range(seeds):
+                design = SobolEngine(function.dim, scramble=True, seed=seed)
+                x = design.draw(n + 1, dtype=torch.float64)
+                y = -function(low + (high - low) * x)  # BoTorch maximizes
+                previous = None
+                for m in (n, n + 1):
+                    tb, nlp_b, info_b = _fit(x[:m], y[:m], "botorch")
+                    tf, nlp_f, info_f = _fit(x[:m], y[:m], "fast", warm_start=previous)
+                    previous = info_f["theta"]
+                    if nlp_f - nlp_b > 1e-3:
+                        worse.append(f"{name} seed {seed} n {m}: {nlp_f - nlp_b:+.3f} nats")
+                    states.append(
+                        {
+                            "warm": m > n,
+                            "botorch_s": tb,
+                            "fast_s": tf,
+                            "speedup": tb / tf,
+                            "diff": nlp_f - nlp_b,
+                            "botorch_stationary": info_b["stationary"],
+                            "fast_stationary": info_f["stationary"],
+                            "fallback": info_f["fallback"] is not None,
+                        }
+                    )
+            print(_row(f"{n} | {name}", states), flush=True)
+            all_states += states
+        print(_row(f"{n} | all", all_states), flush=True)
     for line in worse:
         print("fast fit worse:", line)
 

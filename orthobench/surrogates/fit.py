@@ -271,6 +271,45 @@ def _lbfgsb(objective: _Objective, start: np.ndarray, bounds: np.ndarray, maxite
     )
 
 
+def _value_path(
+    objective: _Objective,
+    layout: ThetaLayout,
+    start: np.ndarray,
+    bounds: np.ndarray,
+    n: int,
+    maxiter: int,
+) -> tuple[np.ndarray, int]:
+    """The end of BoTorch's own path from ``start``: L-BFGS-B with scipy's default tolerances on
+    ``-ell / n`` in the parameter *values* (``exp`` of the log coordinates), as
+    ``fit_gpytorch_mll`` runs it on the raw parameters. Returns its end in theta and the
+    iterations taken."""
+    positive = ~np.isnan(np.array(layout.prior_loc))
+
+    def in_values(phi: np.ndarray) -> tuple[float, np.ndarray]:
+        theta = phi.copy()
+        theta[positive] = np.log(phi[positive])
+        value, grad = objective(theta)
+        grad = grad.copy()
+        grad[positive] /= phi[positive]  # d/d phi = d/d theta / phi
+        return value / n, grad / n
+
+    low = np.where(positive, np.exp(bounds[0]), bounds[0])
+    high = np.where(positive, np.exp(bounds[1]), bounds[1])
+    phi0 = start.copy()
+    phi0[positive] = np.exp(start[positive])
+    result = minimize(
+        in_values,
+        np.clip(phi0, low, high),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(low, high, strict=True)),
+        options={"maxiter": maxiter},
+    )
+    theta = result.x.copy()
+    theta[positive] = np.log(result.x[positive])
+    return theta, int(result.nit)
+
+
 def fit_fast(
     model: SingleTaskGP,
     *,
@@ -304,11 +343,14 @@ def fit_fast(
         if warm.shape == (layout.p,) and np.isfinite(warm).all():
             starts["warm"] = warm
     objective = _Objective(layout, train_x, train_y)
-    with _single_thread():
+    with _single_thread(), np.errstate(divide="ignore"):
+        starts["botorch-path"], iterations = _value_path(
+            objective, layout, starts["cold"], bounds, train_x.shape[0], maxiter
+        )
         runs = {name: _lbfgsb(objective, x0, bounds, maxiter) for name, x0 in starts.items()}
         start = min(runs, key=lambda name: runs[name].fun)
         best = runs[start]
-        iterations = sum(int(r.nit) for r in runs.values())
+        iterations += sum(int(r.nit) for r in runs.values())
 
         def check(x: np.ndarray) -> float:
             theta = torch.as_tensor(x, dtype=train_x.dtype, device=train_x.device)
