@@ -131,6 +131,14 @@ def test_records_round_trip_through_their_schema(tmp_path):
     assert pq.read_schema(store.probe_path("state")).remove_metadata() == arrow_schema(ProbeRecord)
 
 
+def test_probe_rows_keep_their_cost_and_thread_count(tmp_path):
+    rows = [probe_record(seconds_per_call=0.05, threads=2), probe_record(seconds_per_call=None)]
+    ResultStore(tmp_path).write_probe_state("state", "hash", rows, {}, 0.1)
+    frame = load_probe([tmp_path])
+    assert frame["seconds_per_call"].iloc[0] == 0.05 and frame["threads"].iloc[0] == 2
+    assert frame["seconds_per_call"].isna().iloc[1]
+
+
 def test_none_in_a_required_field_is_rejected_and_nothing_is_written(tmp_path):
     store = ResultStore(tmp_path)
     with pytest.raises(ValueError, match=r"RunRecord fields \['y', 'status'\] must not be None"):
@@ -164,8 +172,9 @@ def _set_schema_version(path, version):
     _edit_metadata(path, schema_version=version)
 
 
-@pytest.mark.parametrize("version", [None, SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [None, SCHEMA_VERSION - 1, SCHEMA_VERSION + 1])
 def test_a_file_of_another_schema_version_raises_one_clear_error(tmp_path, version):
+    """``SCHEMA_VERSION - 1``: a probe file from before the cost columns."""
     store = ResultStore(tmp_path)
     path = store.write_probe_state("state", "hash", [probe_record()], {}, 0.1)
     _set_schema_version(path, version)
