@@ -212,7 +212,23 @@ def run(
         sys.exit(1)
 
 
-def _probe_suite(suite_file: str, output: str | None, device: str | None, force: bool, quiet: bool):
+_threads_option = click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Torch threads while a probe state runs (its values depend on it; recorded per row).",
+)
+
+
+def _probe_suite(
+    suite_file: str,
+    output: str | None,
+    device: str | None,
+    threads: int,
+    force: bool,
+    quiet: bool,
+):
     """Load a suite with a probe section and run the probe; returns (suite, frame, out_dir)."""
     from orthobench.devices import resolve_device
     from orthobench.probe.runner import probe_states, run_probe
@@ -226,7 +242,9 @@ def _probe_suite(suite_file: str, output: str | None, device: str | None, force:
     out_dir = Path(output) if output else Path("results") / suite.name
     states = probe_states(suite.name, suite.probe)
     click.echo(
-        f"probe {suite.name}: {len(states)} state(s) on {resolved} -> {out_dir / 'probe'}", err=True
+        f"probe {suite.name}: {len(states)} state(s) on {resolved}, {threads} thread(s) "
+        f"-> {out_dir / 'probe'}",
+        err=True,
     )
     progress = Progress(len(states), label=f"[{suite.name}]", unit="states", enabled=not quiet)
 
@@ -236,7 +254,13 @@ def _probe_suite(suite_file: str, output: str | None, device: str | None, force:
 
     try:
         frame = run_probe(
-            suite.name, suite.probe, out_dir, device=resolved, force=force, on_state=on_state
+            suite.name,
+            suite.probe,
+            out_dir,
+            device=resolved,
+            threads=threads,
+            force=force,
+            on_state=on_state,
         )
     finally:
         progress.close()
@@ -246,16 +270,22 @@ def _probe_suite(suite_file: str, output: str | None, device: str | None, force:
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
 @_suite_options
+@_threads_option
 @click.option("--force", is_flag=True, help="Recompute stored probe states.")
 @_quiet_option
 def probe(
-    suite_file: str, output: str | None, device: str | None, force: bool, quiet: bool
+    suite_file: str,
+    output: str | None,
+    device: str | None,
+    threads: int,
+    force: bool,
+    quiet: bool,
 ) -> None:
     """Run the probe section of SUITE_FILE: acquisition variance, top-1 agreement, flip rate."""
     from orthobench.probe.tables import format_summary
     from orthobench.report import build_report
 
-    _, frame, out_dir = _probe_suite(suite_file, output, device, force, quiet)
+    _, frame, out_dir = _probe_suite(suite_file, output, device, threads, force, quiet)
     click.echo(format_summary(frame))
     report = build_report([out_dir], out_dir / "report.html")
     click.echo(f"probe rows (with raw per-rebuild values): {out_dir / 'probe'}; report: {report}")
@@ -271,6 +301,7 @@ def probe(
     help="Thresholds file [default: <suite stem>.thresholds.yaml beside the suite].",
 )
 @_suite_options
+@_threads_option
 @click.option("--force", is_flag=True, help="Recompute stored probe states.")
 @_quiet_option
 def check(
@@ -278,6 +309,7 @@ def check(
     thresholds: str | None,
     output: str | None,
     device: str | None,
+    threads: int,
     force: bool,
     quiet: bool,
 ) -> None:
@@ -290,7 +322,7 @@ def check(
         else Path(suite_file).with_name(Path(suite_file).stem + ".thresholds.yaml")
     )
     rules = load_thresholds(path)
-    _, frame, _ = _probe_suite(suite_file, output, device, force, quiet)
+    _, frame, _ = _probe_suite(suite_file, output, device, threads, force, quiet)
     results = evaluate(frame, rules)
     click.echo(format_results(results))
     failed = sum(not r.passed for r in results)

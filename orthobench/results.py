@@ -149,7 +149,8 @@ class ProbeRecord:
         seconds_per_call: Wall seconds of one forward + backward pass of OrthoBO's acquisition
             with this estimator and budget on 512 candidates, median of a few calls
             (:func:`orthobench.probe.gp_probe.seconds_per_call`); None for qLogEI and TPE rows.
-        threads: Torch's intra-op thread count when ``seconds_per_call`` was measured.
+        threads: Torch's intra-op thread count the state ran with (its values and
+            ``seconds_per_call`` depend on it).
     """
 
     suite: str

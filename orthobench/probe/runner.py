@@ -50,6 +50,7 @@ import pandas as pd
 import torch
 
 from orthobench.config.names import TPE_ESTIMATORS, parse_estimator
+from orthobench.execution import torch_threads
 from orthobench.probe import metrics
 from orthobench.probe.gp_probe import gp_values
 from orthobench.probe.states import ProbeState, build_history, probe_points
@@ -139,7 +140,7 @@ def _summaries(
                 laplace_min_eigenvalue=info.get("laplace_min_eigenvalue"),
                 info=json.dumps(info, default=str),
                 seconds_per_call=v.get("seconds_per_call"),
-                threads=torch.get_num_threads() if "seconds_per_call" in v else None,
+                threads=torch.get_num_threads(),
             )
         )
     return rows
@@ -200,10 +201,16 @@ def run_probe(
     out_dir: str | Path,
     *,
     device: torch.device,
+    threads: int = 1,
     force: bool = False,
     on_state: Callable[[ProbeState, str], None] | None = None,
 ) -> pd.DataFrame:
     """Probe every state of ``spec``, storing each in the :class:`ResultStore` at ``out_dir``.
+
+    Each state runs with ``threads`` torch threads (restored afterwards), recorded in its rows
+    and metadata: its values depend on the count (BLAS reductions), and so does its cost per call.
+    One thread is the default, as for ``orthobench run``'s cells: a probe state is many small
+    GP operations, which two threads on two busy cores slow down rather than speed up.
 
     States already stored with the same configuration are read back, not recomputed (``force``
     recomputes them; so is a state whose stored file is damaged, with a warning). The directory
@@ -218,13 +225,16 @@ def run_probe(
     frames = []
     with store.open_for_writing():
         stored = store.probe_journal.stored()
-        metadata = run_metadata(str(device))
+        if threads < 1:
+            raise ValueError(f"`threads` must be >= 1, but got {threads=}.")
+        metadata = {**run_metadata(str(device)), "threads": threads}
         for state in probe_states(suite_name, spec):
             config_hash = _config_hash(state, spec)
             status = "stored"
             if force or stored.get(state.id) != config_hash:
                 start = time.perf_counter()
-                records = probe_state(state, spec, device)
+                with torch_threads(threads):
+                    records = probe_state(state, spec, device)
                 store.write_probe_state(
                     state.id,
                     config_hash,

@@ -79,9 +79,9 @@ def test_rows_of_theta_estimators_record_the_cost_of_an_acquisition_call(probed)
     _, frame = probed
     timed = frame["estimator"].isin(["mc", "orth", "orth-shrink", "mc@qmc"])
     assert (frame.loc[timed, "seconds_per_call"] > 0).all()
-    assert (frame.loc[timed, "threads"] == torch.get_num_threads()).all()
     # qLogEI and TPE are not OrthoBO's acquisition: no cost.
-    assert frame.loc[~timed, ["seconds_per_call", "threads"]].isna().all().all()
+    assert frame.loc[~timed, "seconds_per_call"].isna().all()
+    assert (frame["threads"] == 1).all()  # run_probe's default
 
 
 def test_the_cost_is_forward_and_backward_on_a_batch_of_512_candidates(monkeypatch):
@@ -323,3 +323,30 @@ def test_the_laplace_option_is_read_from_yaml_and_checked():
     assert parsed.probe.laplace == "unfloored"
     with pytest.raises(SuiteError, match="probe.laplace: Unknown laplace mode 'raw'"):
         parse_suite({**suite, "probe": {**probe, "laplace": "raw"}})
+
+
+def test_each_state_runs_with_the_asked_thread_count_recorded_and_restored(monkeypatch, tmp_path):
+    seen = []
+
+    def record_threads(state, spec, device, dtype=torch.float64):
+        seen.append(torch.get_num_threads())
+        return probe_state(state, spec, device, dtype)
+
+    probe_state = runner.probe_state
+    monkeypatch.setattr(runner, "probe_state", record_threads)
+    spec = dataclasses.replace(SPEC, estimators=("orth",), rebuilds=2, n_probes=4)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        frame = run_probe("t", spec, tmp_path, device=torch.device("cpu"), threads=1)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1]
+    assert (frame["threads"] == 1).all()
+
+
+def test_probe_command_rejects_a_thread_count_below_one(tmp_path):
+    result = CliRunner().invoke(cli, ["probe", "suites/ci-variance.yaml", "--threads", "0"])
+    assert result.exit_code == 2
+    assert "--threads" in result.output
