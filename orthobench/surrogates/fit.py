@@ -12,21 +12,20 @@ i.e. :func:`~orthobench.surrogates.gp.log_posterior` *without* the log-Jacobian 
 transform (with it the optimum moves: docs/design.md, "MAP objective and fit stationarity"). Its
 maximizer is the one ``fit_gpytorch_mll`` looks for; here it is found by scipy's L-BFGS-B with
 the closed-form gradient (:func:`neg_map_objective_and_grad`), BoTorch's lower bounds in log
-form (noise >= 1e-4, lengthscale >= 0.025), from three starts, keeping the best:
+form (noise >= 1e-4, lengthscale >= 0.025), from two starts, keeping the better:
 
-- *cold*: BoTorch's initialization (the prior modes);
-- *warm*: the previous BO step's fit, when given;
-- *botorch-path*: where BoTorch's own path from the cold start ends, i.e. L-BFGS-B with scipy's
-  default tolerances on ``-ell / n`` in the parameter *values* (``fit_gpytorch_mll``'s
-  coordinates and scale on the same objective, so it ends in BoTorch's basin unless the two
-  paths part on rounding), then refined in log coordinates like the others.
+- *botorch-path*: the first 30 iterations of BoTorch's own path from its initialization (the
+  prior modes), i.e. L-BFGS-B with scipy's default tolerances on ``-ell / n`` in the parameter
+  *values* (``fit_gpytorch_mll``'s coordinates and scale, the same objective), which heads for
+  the basin BoTorch's fit ends in;
+- *warm*: the previous BO step's fit, when given.
 
-A 32-point GP's objective has several lengthscale modes, and the run in log coordinates from the
-prior mode can end in another one than BoTorch's (1.08 nats worse on one of 80 states); the third
-start made the fast fit at least as good as BoTorch's on all 144 measured states, at about 5x
-the objective evaluations of cold plus warm (median 211 against 42; docs/benchmarks.md, "GP fit",
-has the start sets that were measured).
-No random numbers are drawn.
+Each is then run to convergence in log coordinates. A 32-point GP's objective has several
+lengthscale modes, and which one a local optimizer reaches depends on its coordinates: run in log
+coordinates from the prior modes, cold plus warm ended up to 1.08 nats worse than BoTorch's fit
+on 4 of 80 states. With BoTorch's path as the start the fast fit was at least as good as
+BoTorch's on all 144 states of ``benchmarks/fit_benchmark.py`` (docs/benchmarks.md, "GP fit",
+has the start sets that were measured). No random numbers are drawn.
 
 Every fit, fast or BoTorch's, is checked for stationarity (:func:`stationarity`): the Euclidean
 norm of the projected gradient of ``-ell`` in theta (components at an active lower bound that
@@ -89,9 +88,10 @@ _GTOL = 1e-6
 _FTOL = 1e-12
 _MAXITER = 200
 # Iterations of BoTorch's path (the botorch-path start): enough to leave the prior mode towards
-# the basin BoTorch's fit ends in; the log-coordinate run from there does the rest. Measured:
-# 15 was never worse than the full path on the benchmark's states, at a third of its cost.
-_PATH_ITERATIONS = 15
+# the basin BoTorch's fit ends in; the log-coordinate run from there does the rest. Measured on
+# the benchmark's states: 30 was never worse than BoTorch's fit, 15 missed one 65-point state by
+# 0.08 nats, the full path (up to 200) cost about 3x the evaluations of 30.
+_PATH_ITERATIONS = 30
 # A coordinate within this of its lower bound counts as on it (the projected gradient drops a
 # component that pushes against it).
 _ON_BOUND = 1e-7
@@ -335,7 +335,7 @@ def fit_fast(
 
     Args:
         model: An unfitted GP from :func:`~orthobench.surrogates.gp.build_gp` (its parameters are
-            BoTorch's initialization, the cold start).
+            BoTorch's initialization, where BoTorch's path starts).
         warm_start: ``p`` theta to start from as well (the previous BO step's fit of the same
             kernel), or ``None``. Ignored, with the reason recorded, when its length is not ``p``
             or it is not finite.
