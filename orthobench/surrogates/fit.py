@@ -304,6 +304,8 @@ def _value_path(
         theta = phi.copy()
         theta[positive] = np.log(phi[positive])
         value, grad = objective(theta)
+        if not math.isfinite(value):  # e.g. a value at its bound 0: theta = -inf
+            return math.inf, np.zeros_like(phi)
         grad = grad.copy()
         grad[positive] /= phi[positive]  # d/d phi = d/d theta / phi
         return value / n, grad / n
