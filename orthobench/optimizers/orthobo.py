@@ -71,9 +71,10 @@ class OrthoBO(GPOptimizer):
         delta: Floor of the ensemble weights.
         raw_samples: Raw samples of ``optimize_acqf``'s initialization.
         num_restarts: Restarts of ``optimize_acqf``.
-        fit: MAP fit of the members: ``"botorch"`` (``fit_gpytorch_mll``) or ``"fast"``
-            (:func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
-            fit of each member).
+        fit: MAP fit of the members: ``"fast"`` (default;
+            :func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
+            fit of each member, never worse than BoTorch's on the benchmark's states) or
+            ``"botorch"`` (``fit_gpytorch_mll``).
         fit_device: Where the members are fitted and their Laplace posteriors built
             (:data:`orthobench.devices.FIT_DEVICES`; ``auto``: on the CPU for small GPs,
             :func:`orthobench.devices.fit_device`); the acquisition runs on ``device``.
@@ -107,7 +108,7 @@ class OrthoBO(GPOptimizer):
         delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
-        fit: Literal[FITS] = "botorch",
+        fit: Literal[FITS] = "fast",
         fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
         device: torch.device | str = "cpu",
@@ -320,7 +321,7 @@ class MCEI(OrthoBO):
         delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
-        fit: Literal[FITS] = "botorch",
+        fit: Literal[FITS] = "fast",
         fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
         device: torch.device | str = "cpu",

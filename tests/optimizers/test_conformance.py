@@ -33,8 +33,9 @@ SMALL_PARAMS = {
 # weights that move, and a TuRBO that restarts after one failure (so the state holds a restart).
 STATEFUL_PARAMS = {
     "orthobo-ensemble": ("orthobo", {"kernel": ["linear", "matern52-iso"]}),
-    # The fast fit's warm starts (the members' last thetas) are state too.
-    "orthobo-fast": ("orthobo", {"kernel": ["linear", "matern52-iso"], "fit": "fast"}),
+    # The fast fit's warm starts (the members' last thetas, kept by the default fit) are state
+    # too; with BoTorch's fit they are not kept.
+    "orthobo-botorch-fit": ("orthobo", {"kernel": ["linear", "matern52-iso"], "fit": "botorch"}),
     # A fit forced onto the CPU (on a GPU run the model then moves to the device each step).
     "qlogei-fast-fit-on-cpu": ("qlogei", {"fit": "fast", "fit_device": "cpu"}),
     "turbo-restarting": (

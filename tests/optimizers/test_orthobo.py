@@ -169,7 +169,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
         "delta": 0.001,
         "raw_samples": 512,
         "num_restarts": 8,
-        "fit": "botorch",
+        "fit": "fast",
         "fit_device": "auto",
     }
     naive = OPTIMIZERS.resolve("mc-ei").params
