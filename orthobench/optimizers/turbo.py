@@ -45,6 +45,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from orthobench.config.params import Count, NonNegativeCount, NonNegativeFloat, PositiveFloat
+from orthobench.devices import FIT_DEVICES
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
@@ -121,6 +122,9 @@ class TuRBO(GPOptimizer):
         num_restarts: Gradient restarts of qLogEI's optimization (8).
         fit: GP fit, ``"botorch"`` (``fit_gpytorch_mll``, default) or ``"fast"``
             (:func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous fit).
+        fit_device: Where the GP is fitted (:data:`orthobench.devices.FIT_DEVICES`; ``auto``: on
+            the CPU for small GPs, :func:`orthobench.devices.fit_device`), recorded per step
+            as ``fit_device``; the region and the acquisition use ``device``.
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
 
     State beyond the history (:meth:`state_dict`): the trust region (length, counters, best
@@ -145,6 +149,7 @@ class TuRBO(GPOptimizer):
         raw_samples: Count = 512,
         num_restarts: Count = 8,
         fit: Literal[FITS] = "botorch",
+        fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float64,
@@ -153,6 +158,7 @@ class TuRBO(GPOptimizer):
             dim,
             raw_samples=raw_samples,
             num_restarts=num_restarts,
+            fit_device=fit_device,
             seed=seed,
             device=device,
             dtype=dtype,
@@ -273,11 +279,17 @@ class TuRBO(GPOptimizer):
             x = self._restart_design.draw(n, dtype=self.dtype)
             return Suggestion(x=x.numpy(), info=self._info("restart-design"))
         x_run, y_run = self.train_x[self._run_start :], self.train_y[self._run_start :]
+        where = self._fit_device(x_run.shape[0])
         t0 = time.perf_counter()
         with torch_seed(self._step_seed("fit")):
             model, fit_info = fit_model(
-                x_run, -y_run, self.kernel, fit=self.fit, warm_start=self._warm_starts.get(0)
+                x_run.to(where),
+                -y_run.to(where),
+                self.kernel,
+                fit=self.fit,
+                warm_start=self._warm_starts.get(0),
             )
+            model = model.to(self.device)
         t1 = time.perf_counter()
         self._warm_starts.record([get_theta(model)])
         lower, upper = self.region(model, x_run[y_run.argmin()])
@@ -288,6 +300,7 @@ class TuRBO(GPOptimizer):
         t2 = time.perf_counter()
         info = self._info("trust-region")
         info["region_volume"] = (upper - lower).prod().item()
+        info["fit_device"] = where.type
         info["fit_grad_norm"] = fit_info["grad_norm"]
         info["fit_stationary"] = fit_info["stationary"]
         if fit_info["fallback"]:

@@ -18,6 +18,7 @@ from orthobench.devices import CPU_FIT_MAX_POINTS, fit_device
 from orthobench.exceptions import NumericsWarning
 from orthobench.optimizers.botorch_baselines import QLogEI
 from orthobench.optimizers.orthobo import OrthoBO
+from orthobench.optimizers.turbo import TuRBO
 from orthobench.surrogates.fit import (
     STATIONARY_TOL,
     WarmStarts,
@@ -206,7 +207,8 @@ def test_optimizers_fit_where_the_rule_says_and_record_it(device, rule: str) -> 
     expected = "cpu" if rule != "device" else device.type
     ortho = OrthoBO(3, kernel="matern52-iso", theta_samples=8, fit="fast", **small)
     qlogei = QLogEI(3, kernel="matern52-iso", function_samples=8, fit="fast", **small)
-    for optimizer in (ortho, qlogei):
+    turbo = TuRBO(3, function_samples=8, fit="fast", **small)
+    for optimizer in (ortho, qlogei, turbo):
         optimizer.tell(x.numpy(), y.numpy())
         assert optimizer.ask(1).info["fit_device"] == expected
     member = ortho.ensemble.members[0]
@@ -214,6 +216,8 @@ def test_optimizers_fit_where_the_rule_says_and_record_it(device, rule: str) -> 
     assert member.laplace.theta_hat.device.type == device.type
     with pytest.raises(ValueError, match="`fit_device` must be one of"):
         OrthoBO(2, seed=0, fit_device="gpu")
+    with pytest.raises(ValueError, match="`fit_device` must be one of"):
+        TuRBO(2, seed=0, fit_device="gpu")
 
 
 @pytest.mark.slow  # two ARD fits on 32 points: 0.5-3 s
