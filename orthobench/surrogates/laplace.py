@@ -95,6 +95,10 @@ THETA_SAMPLING = names.THETA_SAMPLING
 _MIN_VARIANCE = 1e-12
 # Relative jitters tried, in order, for a theta sample whose kernel matrix is not numerically PD.
 _JITTERS = (1e-8, 1e-6, 1e-4)
+# On the CPU the marginal moments work through the draws in blocks whose correlations
+# (S_b x b x n) and projection rows (S_b x n x (n + 1)) hold about this many entries (1 MiB in
+# float64, a core's L2 cache; see _stationary_projections).
+_BLOCK_ENTRIES = 2**17
 
 
 @dataclass(frozen=True)
@@ -381,6 +385,52 @@ def _cholesky_with_jitter(k: torch.Tensor) -> tuple[torch.Tensor, int]:
     return chol, n_jittered
 
 
+def _stationary_projections(
+    x: torch.Tensor, gp: ThetaSampledGP, keep_for_backward: bool
+) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+    """``c P`` for an RBF or Matern-5/2 kernel, computed in blocks of draws that stay in cache.
+
+    Returns the ``S x b x (n + 1)`` (``n + 2`` with a mean slope) projections ``[w | ...]``, the
+    ``S x b`` squared norms ``||w||^2`` and, with ``keep_for_backward``, what
+    :class:`_MarginalMoments`' backward needs: ``(c,)`` (RBF) or ``(u, e^u)`` (Matern), each
+    ``S x b x n``.
+
+    Why blocks (on the CPU): ``P`` holds ``S n (n + 1)`` entries (5 MiB at ``S = 512``,
+    ``n = 34``), the correlations ``S b n``; whole-tensor passes stream both through memory
+    several times per call, while a block's correlations and rows of ``P`` are made and used in
+    cache (about 3x faster raw-sample scoring at ``n = 100``). Each entry goes through the same
+    operations as in whole-tensor passes, so the blocks change no value. On a GPU one block (each
+    block costs kernel launches).
+    """
+    hp, proj_matrix = gp.hp, gp._forward_proj
+    r2 = scaled_sq_dist(hp, x, gp.train_x)  # S x b x n; becomes c (RBF) or u (Matern) in place
+    num_draws, b, n = r2.shape
+    proj = torch.empty(num_draws, b, proj_matrix.shape[-1], dtype=r2.dtype, device=r2.device)
+    white_sq_norm = torch.empty(num_draws, b, dtype=r2.dtype, device=r2.device)
+    rbf = hp.kernel_name.startswith("rbf")
+    decay = None if rbf or not keep_for_backward else torch.empty_like(r2)
+    one = torch.ones((), dtype=r2.dtype, device=r2.device)
+    block = (
+        max(1, _BLOCK_ENTRIES // (n * (b + proj_matrix.shape[-1])))
+        if r2.device.type == "cpu"
+        else num_draws
+    )
+    for start in range(0, num_draws, block):
+        rows = slice(start, start + block)
+        if rbf:
+            corr = r2[rows].mul_(-0.5).exp_()
+        else:
+            u = r2[rows].sqrt_().mul_(-SQRT5)
+            block_decay = u.exp() if decay is None else torch.exp(u, out=decay[rows])
+            # (1 + u (u - 3) / 3) e^u with u = -sqrt5 r.
+            corr = torch.addcmul(one, u, u - 3.0, value=1.0 / 3.0).mul_(block_decay)
+        white = torch.bmm(corr, proj_matrix[rows], out=proj[rows])[..., :n]
+        torch.linalg.vecdot(white, white, out=white_sq_norm[rows])
+    if not keep_for_backward:
+        return proj, white_sq_norm, ()
+    return proj, white_sq_norm, (r2,) if rbf else (r2, decay)
+
+
 class _MarginalMoments(torch.autograd.Function):
     r"""``x`` (``b x d``) -> marginal means and variances (two ``S x b``) with a hand-written backward.
 
@@ -404,24 +454,15 @@ class _MarginalMoments(torch.autograd.Function):
         if hp.kernel_name == "linear":
             corr = (x @ train_x.T).expand(hp.mean.shape[0], -1, -1)
             prior = (hp.kernel[:, 0] * hp.outputscale)[:, None] * x.square().sum(-1)
+            proj = torch.bmm(corr, gp._forward_proj)  # S x b x (n + 1), (n + 2) with a slope
+            white_sq_norm = torch.linalg.vecdot(proj[..., :n], proj[..., :n])
             saved: tuple[torch.Tensor, ...] = ()
-        elif hp.kernel_name.startswith("rbf"):
-            corr = scaled_sq_dist(hp, x, train_x).mul_(-0.5).exp_()
-            prior = hp.outputscale[:, None].expand(-1, x.shape[0])
-            saved = (corr,)
         else:
-            u = scaled_sq_dist(hp, x, train_x).sqrt_().mul_(-SQRT5)
-            decay = u.exp()
-            corr = torch.addcmul(
-                torch.ones((), dtype=u.dtype, device=u.device), u, u - 3.0, value=1.0 / 3.0
-            )
-            corr.mul_(decay)
+            proj, white_sq_norm, saved = _stationary_projections(x, gp, ctx.needs_input_grad[0])
             prior = hp.outputscale[:, None].expand(-1, x.shape[0])
-            saved = (u, decay)
-        proj = torch.bmm(corr, gp._forward_proj)  # S x b x (n + 1), (n + 2) with a mean slope
         white = proj[..., :n]
         mean = hp.mean[:, None] + proj[..., n]
-        raw_var = prior - torch.linalg.vecdot(white, white)
+        raw_var = prior - white_sq_norm
         var = raw_var.clamp_min(_MIN_VARIANCE)
         # Rao-Blackwellized over the constant mean: + v_c a(x)^2, a = 1 - k(x, X) K^{-1} 1.
         slope = 1.0 - proj[..., n + 1] if gp.constant_mean_variance else None
@@ -557,12 +598,9 @@ class ThetaSampledGP:
             amp = (
                 self.hp.outputscale * (self.hp.kernel[:, 0] if layout.kernel == "linear" else 1.0)
             )[:, None, None]
-            self._forward_proj = (
-                amp * torch.cat([chol_inv.transpose(-1, -2), alpha], dim=-1)
-            ).contiguous()
-            self._backward_proj = (
-                amp * torch.cat([chol_inv, alpha.transpose(-1, -2)], dim=-2)
-            ).contiguous()
+            self._forward_proj = amp * torch.cat([chol_inv.transpose(-1, -2), alpha], dim=-1)
+            # Q = P^T, laid out for the backward's GEMM.
+            self._backward_proj = self._forward_proj.transpose(-1, -2).contiguous()
             if layout.kernel != "linear":
                 self._inv_sq_ls = (
                     self.hp.kernel.square().reciprocal().expand(-1, train_x.shape[-1]).contiguous()

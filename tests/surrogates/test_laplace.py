@@ -15,6 +15,7 @@ from botorch.acquisition.analytic import LogExpectedImprovement
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from orthobench.exceptions import NumericsWarning
+from orthobench.surrogates import laplace
 from orthobench.surrogates.gp import (
     KERNELS,
     fit_model,
@@ -317,6 +318,37 @@ def test_batched_gradient_passes_gradcheck(
     x = x.to(device).requires_grad_(True)
     assert torch.autograd.gradcheck(gp.mean_and_variance, (x,))
     assert torch.autograd.gradcheck(gp.log_ei, (x,))
+
+
+@pytest.mark.parametrize("kernel", ["matern52-ard", "rbf-iso"])
+@pytest.mark.parametrize("constant_mean_variance", [0.0, 0.3])
+def test_blocks_of_draws_give_the_values_and_gradients_of_one_pass(
+    kernel: str, constant_mean_variance: float, monkeypatch
+) -> None:
+    """The moments worked through the draws in cache-sized blocks equal one pass over all draws
+    exactly (same operations per entry), values and gradients, with a last block that is short."""
+    model, lap = _fitted(kernel)
+    theta = lap.theta(lap.sample_whitened(7, "iid", seed=0))
+    gp = ThetaSampledGP.from_model(model, theta, constant_mean_variance=constant_mean_variance)
+    x = torch.rand(4, 1, 3, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
+
+    def values_and_gradient() -> list[torch.Tensor]:
+        xg = x.clone().requires_grad_(True)
+        mean, var = gp.mean_and_variance(xg)
+        log_ei = gp.log_ei(xg)
+        (grad,) = torch.autograd.grad((mean + var).sum() + log_ei.sum(), xg)
+        with torch.no_grad():
+            no_grad_mean, no_grad_var = gp.mean_and_variance(x)
+        return [mean, var, log_ei, grad, no_grad_mean, no_grad_var]
+
+    monkeypatch.setattr(laplace, "_BLOCK_ENTRIES", 10**9)  # one block
+    one_pass = values_and_gradient()
+    n = model.train_inputs[0].shape[0]
+    monkeypatch.setattr(laplace, "_BLOCK_ENTRIES", 3 * n * (4 + n + 2))  # blocks of 3, 3, 1
+    for blocked, reference in zip(values_and_gradient(), one_pass, strict=True):
+        assert torch.equal(blocked.detach(), reference.detach())
+    xg = x.clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(gp.mean_and_variance, (xg,))
 
 
 def test_log_ei_far_below_underflow_is_finite_with_gradients(device: torch.device) -> None:
