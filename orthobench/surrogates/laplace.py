@@ -95,9 +95,8 @@ THETA_SAMPLING = names.THETA_SAMPLING
 _MIN_VARIANCE = 1e-12
 # Relative jitters tried, in order, for a theta sample whose kernel matrix is not numerically PD.
 _JITTERS = (1e-8, 1e-6, 1e-4)
-# On the CPU the marginal moments work through the draws in blocks whose correlations
-# (S_b x b x n) and projection rows (S_b x n x (n + 1)) hold about this many entries (1 MiB in
-# float64, a core's L2 cache; see _stationary_projections).
+# On the CPU the kernel matrices and the marginal moments are computed in blocks of draws that
+# hold about this many entries (1 MiB in float64, a core's L2 cache; see _draw_block).
 _BLOCK_ENTRIES = 2**17
 
 
@@ -385,6 +384,29 @@ def _cholesky_with_jitter(k: torch.Tensor) -> tuple[torch.Tensor, int]:
     return chol, n_jittered
 
 
+def _draw_block(num_draws: int, entries_per_draw: int, device: torch.device) -> int:
+    """Draws per block for work of ``entries_per_draw`` tensor entries per draw.
+
+    About ``_BLOCK_ENTRIES`` entries, in multiples of 8 draws (at least 8): MKL's GEMM then rounds
+    a block's rows as it rounds them in one GEMM over all draws, so blocks change no value. On a
+    GPU one block (each block costs kernel launches).
+    """
+    if device.type != "cpu":
+        return num_draws
+    return max(8, _BLOCK_ENTRIES // entries_per_draw // 8 * 8)
+
+
+def _draw_rows(hp: GPHyperparameters, rows: slice) -> GPHyperparameters:
+    """The hyperparameters of the draws ``rows``."""
+    return GPHyperparameters(
+        mean=hp.mean[rows],
+        noise=hp.noise[rows],
+        kernel=hp.kernel[rows],
+        outputscale=hp.outputscale[rows],
+        kernel_name=hp.kernel_name,
+    )
+
+
 def _stationary_projections(
     x: torch.Tensor, gp: ThetaSampledGP, keep_for_backward: bool
 ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
@@ -410,11 +432,7 @@ def _stationary_projections(
     rbf = hp.kernel_name.startswith("rbf")
     decay = None if rbf or not keep_for_backward else torch.empty_like(r2)
     one = torch.ones((), dtype=r2.dtype, device=r2.device)
-    block = (
-        max(1, _BLOCK_ENTRIES // (n * (b + proj_matrix.shape[-1])))
-        if r2.device.type == "cpu"
-        else num_draws
-    )
+    block = _draw_block(num_draws, n * (b + proj_matrix.shape[-1]), r2.device)
     for start in range(0, num_draws, block):
         rows = slice(start, start + block)
         if rbf:
@@ -581,10 +599,18 @@ class ThetaSampledGP:
             self.hp: GPHyperparameters = unpack_theta(self.theta, layout)
             n = train_x.shape[0]
             eye = torch.eye(n, dtype=theta.dtype, device=theta.device)
-            k_y = (
-                kernel_matrix(self.hp, self.train_x, self.train_x)
-                + self.hp.noise[:, None, None] * eye
-            )
+            # Block by block: the kernel's elementwise passes then run in cache, not over S n^2.
+            num_draws = theta.shape[0]
+            k_y = torch.empty(num_draws, n, n, dtype=theta.dtype, device=theta.device)
+            block = _draw_block(num_draws, n * n, k_y.device)
+            for start in range(0, num_draws, block):
+                rows = slice(start, start + block)
+                hp = _draw_rows(self.hp, rows)
+                torch.add(
+                    kernel_matrix(hp, self.train_x, self.train_x),
+                    hp.noise[:, None, None] * eye,
+                    out=k_y[rows],
+                )
             chol, self.n_jittered = _cholesky_with_jitter(k_y)
             chol_inv = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False)
             resid = (self.train_y.unsqueeze(0) - self.hp.mean[:, None]).unsqueeze(-1)

@@ -320,35 +320,35 @@ def test_batched_gradient_passes_gradcheck(
     assert torch.autograd.gradcheck(gp.log_ei, (x,))
 
 
-@pytest.mark.parametrize("kernel", ["matern52-ard", "rbf-iso"])
+@pytest.mark.parametrize("kernel", ["matern52-ard", "rbf-iso", "linear"])
 @pytest.mark.parametrize("constant_mean_variance", [0.0, 0.3])
 def test_blocks_of_draws_give_the_values_and_gradients_of_one_pass(
     kernel: str, constant_mean_variance: float, monkeypatch
 ) -> None:
-    """The moments worked through the draws in cache-sized blocks equal one pass over all draws
-    exactly (same operations per entry), values and gradients, with a last block that is short."""
+    """Kernel matrices and moments computed in cache-sized blocks of draws (here 8, 8 and 4)
+    equal one pass over all draws: values, gradients and the projections built from them."""
     model, lap = _fitted(kernel)
-    theta = lap.theta(lap.sample_whitened(7, "iid", seed=0))
-    gp = ThetaSampledGP.from_model(model, theta, constant_mean_variance=constant_mean_variance)
+    theta = lap.theta(lap.sample_whitened(20, "iid", seed=0))
     x = torch.rand(4, 1, 3, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
 
     def values_and_gradient() -> list[torch.Tensor]:
+        gp = ThetaSampledGP.from_model(model, theta, constant_mean_variance=constant_mean_variance)
         xg = x.clone().requires_grad_(True)
         mean, var = gp.mean_and_variance(xg)
         log_ei = gp.log_ei(xg)
         (grad,) = torch.autograd.grad((mean + var).sum() + log_ei.sum(), xg)
         with torch.no_grad():
             no_grad_mean, no_grad_var = gp.mean_and_variance(x)
-        return [mean, var, log_ei, grad, no_grad_mean, no_grad_var]
+        return [gp._forward_proj, mean, var, log_ei, grad, no_grad_mean, no_grad_var]
 
     monkeypatch.setattr(laplace, "_BLOCK_ENTRIES", 10**9)  # one block
     one_pass = values_and_gradient()
     n = model.train_inputs[0].shape[0]
-    monkeypatch.setattr(laplace, "_BLOCK_ENTRIES", 3 * n * (4 + n + 2))  # blocks of 3, 3, 1
+    monkeypatch.setattr(laplace, "_BLOCK_ENTRIES", 8 * n * n)  # blocks of 8 draws
     for blocked, reference in zip(values_and_gradient(), one_pass, strict=True):
-        assert torch.equal(blocked.detach(), reference.detach())
-    xg = x.clone().requires_grad_(True)
-    assert torch.autograd.gradcheck(gp.mean_and_variance, (xg,))
+        # Equal to rounding: a BLAS other than the one measured may round a block's GEMM rows
+        # differently.
+        torch.testing.assert_close(blocked.detach(), reference.detach(), rtol=1e-12, atol=1e-14)
 
 
 def test_log_ei_far_below_underflow_is_finite_with_gradients(device: torch.device) -> None:
