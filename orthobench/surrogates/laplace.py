@@ -599,7 +599,8 @@ class ThetaSampledGP:
             self.hp: GPHyperparameters = unpack_theta(self.theta, layout)
             n = train_x.shape[0]
             eye = torch.eye(n, dtype=theta.dtype, device=theta.device)
-            # Block by block: the kernel's elementwise passes then run in cache, not over S n^2.
+            # Block by block (_draw_block): kernel matrices, inverses and projections are made in
+            # cache, not by passes over all S n^2 entries.
             num_draws = theta.shape[0]
             k_y = torch.empty(num_draws, n, n, dtype=theta.dtype, device=theta.device)
             block = _draw_block(num_draws, n * n, k_y.device)
@@ -612,19 +613,34 @@ class ThetaSampledGP:
                     out=k_y[rows],
                 )
             chol, self.n_jittered = _cholesky_with_jitter(k_y)
-            chol_inv = torch.linalg.solve_triangular(chol, eye.expand_as(chol), upper=False)
             resid = (self.train_y.unsqueeze(0) - self.hp.mean[:, None]).unsqueeze(-1)
-            alpha = chol_inv.transpose(-1, -2) @ (chol_inv @ resid)  # S x n x 1: K^{-1} (y - m)
-            if self.constant_mean_variance:
-                # The mean's slope in the constant mean needs K^{-1} 1 too: alpha is S x n x 2.
-                ones = torch.ones_like(resid)
-                alpha = torch.cat([alpha, chol_inv.transpose(-1, -2) @ (chol_inv @ ones)], dim=-1)
             # Explicit inverses turn every later solve into contiguous batched GEMMs (see
             # _MarginalMoments); the outputscale (or linear variance) is folded in here.
             amp = (
                 self.hp.outputscale * (self.hp.kernel[:, 0] if layout.kernel == "linear" else 1.0)
             )[:, None, None]
-            self._forward_proj = amp * torch.cat([chol_inv.transpose(-1, -2), alpha], dim=-1)
+            width = n + 1 + (self.constant_mean_variance > 0)
+            self._forward_proj = torch.empty(
+                num_draws, n, width, dtype=theta.dtype, device=theta.device
+            )
+            for start in range(0, num_draws, block):
+                rows = slice(start, start + block)
+                chol_inv = torch.linalg.solve_triangular(
+                    chol[rows], eye.expand_as(chol[rows]), upper=False
+                )
+                # S_b x n x 1: K^{-1} (y - m)
+                alpha = chol_inv.transpose(-1, -2) @ (chol_inv @ resid[rows])
+                if self.constant_mean_variance:
+                    # The mean's slope in the constant mean needs K^{-1} 1 too: alpha is S_b x n x 2.
+                    ones = torch.ones_like(resid[rows])
+                    alpha = torch.cat(
+                        [alpha, chol_inv.transpose(-1, -2) @ (chol_inv @ ones)], dim=-1
+                    )
+                torch.mul(
+                    amp[rows],
+                    torch.cat([chol_inv.transpose(-1, -2), alpha], dim=-1),
+                    out=self._forward_proj[rows],
+                )
             # Q = P^T, laid out for the backward's GEMM.
             self._backward_proj = self._forward_proj.transpose(-1, -2).contiguous()
             if layout.kernel != "linear":

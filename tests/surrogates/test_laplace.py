@@ -325,8 +325,8 @@ def test_batched_gradient_passes_gradcheck(
 def test_blocks_of_draws_give_the_values_and_gradients_of_one_pass(
     kernel: str, constant_mean_variance: float, monkeypatch
 ) -> None:
-    """Kernel matrices and moments computed in cache-sized blocks of draws (here 8, 8 and 4)
-    equal one pass over all draws: values, gradients and the projections built from them."""
+    """Kernel matrices, projections and moments computed in cache-sized blocks of draws (here 8,
+    8 and 4) equal one pass over all draws: projections, values and gradients."""
     model, lap = _fitted(kernel)
     theta = lap.theta(lap.sample_whitened(20, "iid", seed=0))
     x = torch.rand(4, 1, 3, generator=torch.Generator().manual_seed(2), dtype=DTYPE)
