@@ -1,7 +1,7 @@
 """Per-step seconds of OrthoBO (S = 512, BoTorch's fit and the fast fit) vs BoTorch-default qLogEI.
 
-For each function (Hartmann6, Levy16) and seed, a scrambled Sobol design of ``n0 = 32`` points
-is told to every optimizer, then each runs ``--steps`` BO steps through its ``ask``/``tell`` API
+For each function (Hartmann6, Levy16) and seed, a scrambled Sobol design of ``n0`` points (32
+unless ``--n0`` says otherwise) is told to every optimizer, then each runs ``--steps`` BO steps through its ``ask``/``tell`` API
 on the same function; the methods of one (function, seed) run one after the other, so a load on
 the machine hits them alike. Seconds are the optimizers' own ``fit_seconds`` and
 ``acq_seconds`` (what a run records per step). The first BO step is left out of the summary
@@ -10,7 +10,7 @@ the machine hits them alike. Seconds are the optimizers' own ``fit_seconds`` and
 Printed per function and method: median fit, acquisition and step seconds over the kept steps
 and seeds, and the ratio of the method's step to qLogEI's *at the same (seed, step)*: geometric
 mean with min and max over the kept steps and seeds. Run:
-``.venv/bin/python benchmarks/step_benchmark.py [--seeds N] [--steps T] [--threads K]``.
+``.venv/bin/python benchmarks/step_benchmark.py [--seeds N] [--steps T] [--threads K] [--n0 M]``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from orthobench.optimizers.botorch_baselines import QLogEI
 from orthobench.optimizers.orthobo import OrthoBO
 
 FUNCTIONS = {"hartmann6": Hartmann(dim=6), "levy16": Levy(dim=16)}
-N0 = 32
 METHODS = {
     "qlogei": lambda d, seed: QLogEI(d, seed=seed),
     "orthobo fit=botorch": lambda d, seed: OrthoBO(d, seed=seed, theta_samples=512, fit="botorch"),
@@ -37,11 +36,12 @@ METHODS = {
 }
 
 
-def run(function, method: str, seed: int, steps: int) -> list[tuple[float, float]]:
-    """``(fit_seconds, acq_seconds)`` of each of ``steps`` BO steps of ``method``."""
+def run(function, method: str, seed: int, steps: int, n0: int) -> list[tuple[float, float]]:
+    """``(fit_seconds, acq_seconds)`` of each of ``steps`` BO steps of ``method`` after ``n0``
+    design points."""
     d = function.dim
     low, high = function.bounds.double()
-    x = SobolEngine(d, scramble=True, seed=seed).draw(N0, dtype=torch.float64)
+    x = SobolEngine(d, scramble=True, seed=seed).draw(n0, dtype=torch.float64)
     optimizer = METHODS[method](d, seed)
     optimizer.tell(x.numpy(), function(low + (high - low) * x).numpy())
     seconds = []
@@ -58,11 +58,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--n0", type=int, default=32)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     print(
-        f"threads {torch.get_num_threads()}, seeds {args.seeds}, n0 {N0}, BO steps "
+        f"threads {torch.get_num_threads()}, seeds {args.seeds}, n0 {args.n0}, BO steps "
         f"{args.steps} (summary: steps 2-{args.steps})"
     )
     print("function | method | fit s | acq s | step s | step / qlogei step: geo-mean [min, max]")
@@ -70,7 +71,7 @@ def main() -> None:
         seconds: dict[str, list[list[tuple[float, float]]]] = {m: [] for m in METHODS}
         for seed in range(args.seeds):
             for method in METHODS:
-                seconds[method].append(run(function, method, seed, args.steps)[1:])
+                seconds[method].append(run(function, method, seed, args.steps, args.n0)[1:])
         reference = [fit + acq for per_seed in seconds["qlogei"] for fit, acq in per_seed]
         for method, per_seeds in seconds.items():
             steps = [step for per_seed in per_seeds for step in per_seed]
