@@ -60,10 +60,10 @@ def _botorch_optimum(x: torch.Tensor, y: torch.Tensor, kernel: str):
     ``3e-4`` from the optimum in theta on these states).
 
     At so tight an ``ftol`` scipy can end with "ABNORMAL" (a line search that cannot improve at the
-    optimum). BoTorch would take that warning for a failure and retry from initial values drawn
-    from the priors with the global RNG, so the reference would depend on which tests ran before
-    (it failed in one order). Every warning is accepted instead, and the caller checks the
-    reference's stationarity.
+    optimum). BoTorch takes that warning for a failure and retries from initial values drawn from
+    the priors; once, in a full slow run, all 5 attempts ended so and the test errored (it passed
+    alone and in the same order again). Every warning is accepted instead, and the caller checks
+    the reference's stationarity.
     """
     model = build_gp(x, y, kernel)
     options = {"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-10}
