@@ -106,8 +106,8 @@ def neg_map_objective(
     :func:`~orthobench.surrogates.gp.log_prior` includes is subtracted again, so this is
     ``-n * ExactMarginalLogLikelihood`` (priors on the values) up to a constant.
     """
-    positive = ~torch.isnan(torch.tensor(layout.prior_loc))
-    jacobian = theta[:, positive.to(theta.device)].sum(-1)
+    positive = torch.tensor(layout.positive, device=theta.device)
+    jacobian = theta[:, positive].sum(-1)
     return -(
         log_marginal_likelihood(theta, layout, train_x, train_y)
         + log_prior(theta, layout)
@@ -171,7 +171,7 @@ def neg_map_objective_and_grad(
     value = -(log_lik + log_prior(theta, layout))
     loc = torch.tensor(layout.prior_loc, dtype=theta.dtype, device=theta.device)
     prior_scale = torch.tensor(layout.prior_scale, dtype=theta.dtype, device=theta.device)
-    positive = ~torch.isnan(loc)
+    positive = torch.tensor(layout.positive, device=theta.device)
     value = value + theta[:, positive].sum(-1)
     grad = -grad
     grad[:, positive] += (theta[:, positive] - loc[positive]) / prior_scale[positive].square() + 1.0
@@ -298,7 +298,7 @@ def _value_path(
     ``-ell / n`` in the parameter *values* (``exp`` of the log coordinates), as
     ``fit_gpytorch_mll`` runs it on the raw parameters. Returns its end in theta and the
     iterations taken."""
-    positive = ~np.isnan(np.array(layout.prior_loc))
+    positive = np.array(layout.positive)
 
     def in_values(phi: np.ndarray) -> tuple[float, np.ndarray]:
         theta = phi.copy()
@@ -355,18 +355,18 @@ def fit_fast(
     bounds_t = log_bounds(model)
     bounds = bounds_t.numpy()
     cold = get_theta(model)
-    starts = {"cold": cold.double().cpu().numpy()}
+    starts: dict[str, np.ndarray] = {}
     if warm_start is not None:
         warm = torch.as_tensor(warm_start, dtype=torch.float64).reshape(-1).numpy()
         if warm.shape == (layout.p,) and np.isfinite(warm).all():
             starts["warm"] = warm
     objective = _Objective(layout, train_x, train_y)
     with _single_thread(), np.errstate(divide="ignore"):
-        # BoTorch's path from the cold start replaces the cold start itself.
+        # BoTorch's path from the cold start (BoTorch's initialization) replaces that start.
         starts["botorch-path"], iterations = _value_path(
             objective,
             layout,
-            starts.pop("cold"),
+            cold.double().cpu().numpy(),
             bounds,
             train_x.shape[0],
             min(maxiter, _PATH_ITERATIONS),

@@ -206,6 +206,11 @@ class ThetaLayout:
     def kernel_slice(self) -> slice:
         return slice(2, self.p - 1 if self.outputscale else self.p)
 
+    @property
+    def positive(self) -> tuple[bool, ...]:
+        """``p`` flags: which coordinates are logs of positive parameters (all but the mean)."""
+        return tuple(not math.isnan(loc) for loc in self.prior_loc)
+
 
 def _log_normal_prior(module: Module, attr: str, what: str) -> tuple[float, float]:
     prior = getattr(module, attr, None)
@@ -447,7 +452,7 @@ def log_prior(theta: torch.Tensor, layout: ThetaLayout) -> torch.Tensor:
     """
     loc = torch.tensor(layout.prior_loc, dtype=theta.dtype, device=theta.device)
     scale = torch.tensor(layout.prior_scale, dtype=theta.dtype, device=theta.device)
-    has = ~torch.isnan(loc)
+    has = torch.tensor(layout.positive, device=theta.device)
     z = (theta[:, has] - loc[has]) / scale[has]
     return (-0.5 * z.square() - scale[has].log() - 0.5 * math.log(2.0 * math.pi)).sum(-1)
 
