@@ -64,6 +64,7 @@ from orthobench.surrogates.gp import (
     get_theta,
     log_marginal_likelihood,
     log_prior,
+    pairwise_sq_diff,
     scaled_sq_dist,
     set_theta,
     theta_layout,
@@ -116,7 +117,11 @@ def neg_map_objective(
 
 
 def neg_map_objective_and_grad(
-    theta: torch.Tensor, layout: ThetaLayout, train_x: torch.Tensor, train_y: torch.Tensor
+    theta: torch.Tensor,
+    layout: ThetaLayout,
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    sq_diff: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r""":func:`neg_map_objective` and its gradient in closed form: ``S x p`` -> ``S``, ``S x p``.
 
@@ -129,6 +134,9 @@ def neg_map_objective_and_grad(
     ``(theta - loc) / scale^2 + 1`` per positive coordinate (the ``+1`` is the dropped Jacobian).
     About a third of the cost of autograd through the same algebra (a 32-point GP is bound by
     per-operation overhead); the tests check it against autograd for every kernel.
+
+    ``sq_diff`` is ``pairwise_sq_diff(train_x, train_x)`` (``n x n x d``) when the caller has it:
+    a fit passes the same one to every evaluation.
     """
     hp = unpack_theta(theta, layout)
     n, s = train_x.shape[0], theta.shape[0]
@@ -137,7 +145,9 @@ def neg_map_objective_and_grad(
         k = (hp.kernel[:, 0] * hp.outputscale)[:, None, None] * (train_x @ train_x.T)
         d_k = None
     else:
-        r2 = scaled_sq_dist(hp, train_x, train_x)  # S x n x n
+        if sq_diff is None:
+            sq_diff = pairwise_sq_diff(train_x, train_x)
+        r2 = scaled_sq_dist(hp, train_x, train_x, sq_diff)  # S x n x n
         if hp.kernel_name.startswith("rbf"):
             k = d_k = scale * torch.exp(-0.5 * r2)
         else:
@@ -161,11 +171,11 @@ def neg_map_objective_and_grad(
     if d_k is None:
         grad[:, layout.kernel_slice] = 0.5 * (w * k).sum((-1, -2)).unsqueeze(-1)
     else:
-        sq_diff = (train_x.unsqueeze(-2) - train_x.unsqueeze(-3)).square().reshape(n * n, -1)
+        flat = sq_diff.reshape(n * n, -1)
         if hp.kernel.shape[-1] == 1:
-            sq_diff = sq_diff.sum(-1, keepdim=True)
+            flat = flat.sum(-1, keepdim=True)
         weighted = (w * d_k).reshape(s, n * n)  # S x n^2
-        grad[:, layout.kernel_slice] = 0.5 * (weighted @ sq_diff) / hp.kernel.square()
+        grad[:, layout.kernel_slice] = 0.5 * (weighted @ flat) / hp.kernel.square()
     if layout.outputscale:
         grad[:, -1] = 0.5 * (w * k).sum((-1, -2))
     value = -(log_lik + log_prior(theta, layout))
@@ -258,6 +268,7 @@ class _Objective:
 
     def __init__(self, layout: ThetaLayout, train_x: torch.Tensor, train_y: torch.Tensor) -> None:
         self.layout, self.train_x, self.train_y = layout, train_x, train_y
+        self.sq_diff = pairwise_sq_diff(train_x, train_x)
         self.calls = 0
 
     def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
@@ -265,7 +276,7 @@ class _Objective:
         t = torch.as_tensor(theta, dtype=self.train_x.dtype, device=self.train_x.device)
         try:
             value, grad = neg_map_objective_and_grad(
-                t.unsqueeze(0), self.layout, self.train_x, self.train_y
+                t.unsqueeze(0), self.layout, self.train_x, self.train_y, self.sq_diff
             )
         except torch.linalg.LinAlgError:
             return math.inf, np.zeros_like(theta)

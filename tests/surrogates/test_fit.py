@@ -34,6 +34,7 @@ from orthobench.surrogates.gp import (
     build_gp,
     fit_model,
     get_theta,
+    pairwise_sq_diff,
     set_theta,
     theta_layout,
 )
@@ -194,6 +195,11 @@ def test_closed_form_gradient_matches_autograd(kernel: str, outputscale: bool) -
     )
     torch.testing.assert_close(closed_value, value.detach(), rtol=1e-12, atol=1e-10)
     torch.testing.assert_close(closed_grad, grad, rtol=1e-9, atol=1e-9)
+    # A fit passes the squared differences it computed once: the same numbers, bit for bit.
+    cached = neg_map_objective_and_grad(
+        theta.detach(), layout, x, model.train_targets, pairwise_sq_diff(x, x)
+    )
+    assert torch.equal(cached[0], closed_value) and torch.equal(cached[1], closed_grad)
 
 
 def test_fit_device_rule() -> None:
