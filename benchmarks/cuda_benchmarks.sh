@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# CPU vs GPU on one machine: per-step seconds of orthobo / qlogei (benchmarks/step_benchmark.py
+# at n0 = 32 and n0 = 100) and fit seconds by training-set size
+# (benchmarks/fit_device_benchmark.py, the measurement behind CPU_FIT_MAX_POINTS), then the CUDA
+# tests. One torch thread, as `orthobench run` gives each cell by default.
+#
+#   benchmarks/cuda_benchmarks.sh OUTDIR
+#
+# Each part is stopped by its own time limit, so the whole script ends within about 7 minutes;
+# its tables are printed and written to OUTDIR/*.txt. Run it from the repository root.
+set -uo pipefail
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 OUTDIR" >&2
+  exit 2
+fi
+out=$1
+mkdir -p "$out"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "cpu cores: $(nproc)"
+python3 -c "import torch, botorch, gpytorch; print('torch', torch.__version__, 'botorch', botorch.__version__, 'gpytorch', gpytorch.__version__)"
+timed() {  # timed SECONDS NAME COMMAND...: run, print and keep the output, report the wall time
+  local limit=$1 name=$2 start
+  shift 2
+  start=$(date +%s)
+  timeout "$limit" "$@" 2>&1 | tee "$out/$name.txt"
+  echo "$name: exit ${PIPESTATUS[0]}, $(( $(date +%s) - start )) s"
+}
+timed 110 step_n32 python3 benchmarks/step_benchmark.py --seeds 2 --steps 4 --devices cpu,cuda
+timed 90 step_n100 python3 benchmarks/step_benchmark.py --seeds 1 --steps 3 --n0 100 --devices cpu,cuda
+timed 120 fit_device python3 benchmarks/fit_device_benchmark.py --seeds 1 --sizes 32,64,128,256,512,1024
+timed 120 cuda_tests python3 -m pytest -q -p no:cacheprovider -m cuda tests
