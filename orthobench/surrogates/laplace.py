@@ -157,7 +157,14 @@ class LaplacePosterior:
     @functools.cached_property
     def _eigh(self) -> tuple[torch.Tensor, torch.Tensor]:
         # H is fixed once built: decompose it once, not on every theta() / whiten() call.
-        return torch.linalg.eigh(self.hessian)
+        evals, evecs = torch.linalg.eigh(self.hessian)
+        # An eigenvector's sign is arbitrary, and LAPACK (CPU) and cuSOLVER (CUDA) choose
+        # differently: the same whitened draws z would become different thetas on each device.
+        # Each eigenvector's largest-magnitude entry is made positive (scikit-learn's svd_flip
+        # convention), so a posterior moved to another device draws the same thetas to rounding.
+        largest = evecs.abs().argmax(dim=0, keepdim=True)
+        signs = evecs.gather(0, largest).sign()
+        return evals, evecs * torch.where(signs == 0, 1.0, signs)
 
     @property
     def cov_factor(self) -> torch.Tensor:

@@ -6,6 +6,7 @@ posterior and batched GP are computed there, so the CPU results are the referenc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -71,6 +72,8 @@ def test_laplace_posterior_and_batched_gp_on_the_device_equal_the_cpu_ones(
     covariance = lap.cov_factor @ lap.cov_factor.T
     cpu_covariance = cpu_lap.cov_factor @ cpu_lap.cov_factor.T
     torch.testing.assert_close(covariance.cpu(), cpu_covariance, rtol=1e-8, atol=1e-10)
+    # the factor itself, not only its square: the same whitened draws give the same thetas
+    torch.testing.assert_close(lap.cov_factor.cpu(), cpu_lap.cov_factor, rtol=1e-7, atol=1e-9)
     theta = cpu_lap.theta(cpu_lap.sample_whitened(5, "iid", seed=0))
     x = torch.rand(9, 1, 3, generator=torch.Generator().manual_seed(9), dtype=DTYPE)
     outputs = []
@@ -246,6 +249,26 @@ def test_whitening_inverts_the_sample_map(to_device) -> None:
     # Score in whitened coordinates: g = -A^{-T} z (the controls z span the score's space).
     a = lap.cov_factor
     torch.testing.assert_close(lap.score(lap.theta(z)), -z @ torch.linalg.inv(a))
+
+
+def test_theta_draws_do_not_depend_on_the_eigensolvers_signs(monkeypatch) -> None:
+    """LAPACK and cuSOLVER return eigenvectors of opposite signs; the sample map must not follow
+    them (a posterior moved to a GPU drew other thetas from the same seed). Here the other
+    solver's choice is emulated by flipping the signs of some eigenvectors."""
+    _, lap = _fitted("matern52-ard")
+    z = lap.sample_whitened(8, "iid", seed=2)
+    reference = dataclasses.replace(lap).theta(z)  # a fresh copy decomposes H again
+    eigh = torch.linalg.eigh
+
+    def other_signs(matrix: torch.Tensor):
+        evals, evecs = eigh(matrix)
+        flip = torch.tensor([(-1.0) ** i for i in range(evecs.shape[-1])], dtype=evecs.dtype)
+        return evals, evecs * flip
+
+    monkeypatch.setattr(torch.linalg, "eigh", other_signs)
+    flipped = dataclasses.replace(lap)
+    torch.testing.assert_close(flipped.theta(z), reference, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(flipped.whiten(reference), z)
 
 
 @pytest.mark.parametrize("method", ["iid", "antithetic", "qmc"])
