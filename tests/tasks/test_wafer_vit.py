@@ -77,10 +77,13 @@ def test_cached_features_train_the_same_head_as_the_frozen_backbone(in_data_root
     labels = torch.from_numpy(data.labels).to(device)
     pixels = data.pixels()  # n x 3 x 48 x 48 on the CPU
 
-    # the cache holds exactly what the backbone computes
+    # The cache holds what the backbone computes. On a GPU, float32 kernels are chosen by batch
+    # shape (the cache was computed in other batches) and convolutions may use TF32: there the
+    # two agree to about 1e-4 (seen on an H200: 7e-5), on the CPU to 1e-5.
+    tol = 1e-5 if device.type == "cpu" else 1e-3
     with torch.no_grad():
         direct = vit_features(backbone, pixels[:20], 48)
-    assert torch.allclose(features[:20], direct, atol=1e-5)
+    torch.testing.assert_close(features[:20], direct, rtol=tol, atol=tol)
 
     params = {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-3, "step_size": 5, "gamma": 0.9}
     common = dict(in_features=32, num_classes=9, params=params, epochs=3, batch_size=16, seed=7)
@@ -94,9 +97,9 @@ def test_cached_features_train_the_same_head_as_the_frozen_backbone(in_data_root
 
     through = train_head(pixels[train], labels[train.to(device)], encode=through_backbone, **common)
     assert len(on_cache.losses) == len(through.losses) == 3 * 5  # 72 training maps, batches of 16
-    assert np.allclose(on_cache.losses, through.losses, rtol=1e-4, atol=1e-5)
+    assert np.allclose(on_cache.losses, through.losses, rtol=10 * tol, atol=tol)
     assert on_cache.losses[-1] < on_cache.losses[0]  # it learned something
-    assert torch.allclose(on_cache.head.weight, through.head.weight, atol=1e-5)
+    assert torch.allclose(on_cache.head.weight, through.head.weight, atol=tol)
     predicted_cache = predict(on_cache.head, features[test.to(device)], encode=lambda f: f)
     predicted_backbone = predict(through.head, pixels[test], encode=through_backbone)
     assert torch.equal(predicted_cache, predicted_backbone)
