@@ -17,7 +17,7 @@ Printed per function and method: median fit, acquisition and step seconds over t
 and seeds, and the ratio of the method's step to qLogEI's *at the same (seed, step)*: geometric
 mean with min and max over the kept steps and seeds. Run:
 ``.venv/bin/python benchmarks/step_benchmark.py [--seeds N] [--steps T] [--threads K] [--n0 M]
-[--devices cpu,cuda] [--fit-device auto|cpu|device]``.
+[--devices cpu,cuda] [--fit-device auto|cpu|device] [--methods qlogei,...]``.
 """
 
 from __future__ import annotations
@@ -83,8 +83,16 @@ def main() -> None:
     parser.add_argument("--n0", type=int, default=32)
     parser.add_argument("--devices", default="cpu", help="comma-separated, e.g. cpu,cuda")
     parser.add_argument("--fit-device", default="auto", choices=FIT_DEVICES)
+    parser.add_argument(
+        "--methods",
+        default=",".join(METHODS),
+        help="comma-separated subset; qlogei is the reference",
+    )
     args = parser.parse_args()
     devices = args.devices.split(",")
+    methods = ["qlogei", *(m for m in args.methods.split(",") if m != "qlogei")]
+    if unknown := set(methods) - set(METHODS):
+        parser.error(f"unknown methods {sorted(unknown)}; choose from {list(METHODS)}")
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
     print(
@@ -98,9 +106,9 @@ def main() -> None:
     for name, function in FUNCTIONS.items():
         for device in devices:  # untimed: CUDA context, kernel caches, first-call overheads
             run(function, "qlogei", 0, 1, 8, device, args.fit_device)
-        seconds = {(m, dev): [] for m in METHODS for dev in devices}
+        seconds = {(m, dev): [] for m in methods for dev in devices}
         for seed in range(args.seeds):
-            for method in METHODS:
+            for method in methods:
                 for device in devices:
                     timed = run(
                         function, method, seed, args.steps, args.n0, device, args.fit_device
