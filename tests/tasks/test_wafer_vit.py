@@ -98,7 +98,9 @@ def test_cached_features_train_the_same_head_as_the_frozen_backbone(in_data_root
     through = train_head(pixels[train], labels[train.to(device)], encode=through_backbone, **common)
     assert len(on_cache.losses) == len(through.losses) == 3 * 5  # 72 training maps, batches of 16
     assert np.allclose(on_cache.losses, through.losses, rtol=10 * tol, atol=tol)
-    assert on_cache.losses[-1] < on_cache.losses[0]  # it learned something
+    # It learned something: the last epoch's mean batch loss is below the first's (single
+    # batches are too noisy to compare: on an H200 the last batch's loss exceeded the first's).
+    assert np.mean(on_cache.losses[-5:]) < np.mean(on_cache.losses[:5])
     assert torch.allclose(on_cache.head.weight, through.head.weight, atol=tol)
     predicted_cache = predict(on_cache.head, features[test.to(device)], encode=lambda f: f)
     predicted_backbone = predict(through.head, pixels[test], encode=through_backbone)
