@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # CPU vs GPU on one machine: per-step seconds of orthobo / qlogei (benchmarks/step_benchmark.py
-# at n0 = 32 and n0 = 100) and fit seconds by training-set size
+# at n0 = 32, 100 and 256) and fit seconds by training-set size
 # (benchmarks/fit_device_benchmark.py, the measurement behind CPU_FIT_MAX_POINTS), then the CUDA
-# tests. One torch thread, as `orthobench run` gives each cell by default.
+# tests. One torch thread, as `orthobench run` gives each cell by default. docs/benchmarks.md,
+# "CUDA", quotes its output.
 #
 #   benchmarks/cuda_benchmarks.sh OUTDIR
 #
-# Each part is stopped by its own time limit, so the whole script ends within about 7 minutes;
+# Each part is stopped by its own time limit, so the whole script ends within about 10 minutes;
 # its tables are printed and written to OUTDIR/*.txt. Run it from the repository root.
 set -uo pipefail
 if [[ $# -ne 1 ]]; then
@@ -28,5 +29,8 @@ timed() {  # timed SECONDS NAME COMMAND...: run, print and keep the output, repo
 }
 timed 110 step_n32 python3 benchmarks/step_benchmark.py --seeds 2 --steps 4 --devices cpu,cuda
 timed 90 step_n100 python3 benchmarks/step_benchmark.py --seeds 1 --steps 3 --n0 100 --devices cpu,cuda
+timed 100 step_n256 python3 benchmarks/step_benchmark.py --seeds 1 --steps 3 --n0 256 \
+  --devices cpu,cuda --methods "orthobo fit=fast"
 timed 120 fit_device python3 benchmarks/fit_device_benchmark.py --seeds 1 --sizes 32,64,128,256,512,1024
+timed 90 fit_device_crossing python3 benchmarks/fit_device_benchmark.py --seeds 2 --sizes 96,128,160,192,256
 timed 120 cuda_tests python3 -m pytest -q -p no:cacheprovider -m cuda tests

@@ -38,13 +38,38 @@ FIT_DEVICES: tuple[str, ...] = ("auto", "cpu", "device")
 
 #: ``fit_device: auto`` fits GPs on at most this many training points on the CPU. A fit is
 #: L-BFGS-B in scipy, so every objective evaluation (a few dozen tensor operations on ``n x n``
-#: matrices) ends in a host synchronization; on a GPU each operation costs a kernel launch of
-#: about 10 microseconds whatever ``n``, on one CPU core the Cholesky and inverse cost about
-#: ``n^3`` flops. Issue 16 measured a 32-point GP step about 2x slower with ``--device cuda`` than
-#: on the CPU of the same H200 machine; the flop count puts the crossing near a few hundred
-#: points. The value is that estimate, not a measurement at the crossing (docs/design.md,
-#: "Where fits run").
-CPU_FIT_MAX_POINTS = 256
+#: matrices) ends in a host synchronization: on a GPU each operation costs a kernel launch
+#: whatever ``n``, on one CPU core the Cholesky and inverse cost about ``n^3`` flops. Measured on
+#: an H200 machine against one of its CPU cores (``benchmarks/fit_device_benchmark.py``,
+#: docs/benchmarks.md, "CUDA"): GPU seconds / CPU seconds of the fast fit 2.0 at n = 32, 1.46 at
+#: 128, 1.33 at 160, 0.93 at 192, 0.64 at 256, 0.11 at 512; of BoTorch's fit 1.39, 1.39, 1.15
+#: and 0.74 at 128-256. At 192 the CPU choice costs the fast fit 7% and saves BoTorch's 13%; the
+#: crossing moves with the CPU and the GPU.
+CPU_FIT_MAX_POINTS = 192
+
+
+#: Where qLogEI's and qUCB's acquisition is maximized: ``auto`` (:func:`acq_device`'s rule),
+#: ``cpu``, or ``device`` (the optimizer's own device).
+ACQ_DEVICES: tuple[str, ...] = FIT_DEVICES
+
+#: ``acq_device: auto`` maximizes qLogEI's and qUCB's acquisition on the CPU for GPs of at most
+#: this many points. Their acquisition is one GP posterior per candidate batch (OrthoBO's is S of
+#: them), maximized by ``optimize_acqf``'s L-BFGS-B, which waits on the host every iteration.
+#: Measured on an H200 machine against one of its CPU cores (``benchmarks/step_benchmark.py``,
+#: docs/benchmarks.md, "CUDA"), median acquisition seconds on the GPU over the CPU's, Hartmann6 /
+#: Levy16: 1.71 / 1.73 at n = 32, 1.50 / 1.69 at 100, 1.58 / 1.35 at 256. The GPU was slower at
+#: every size measured; 256 is the largest, and above it the rule takes the device unmeasured.
+CPU_ACQ_MAX_POINTS = 256
+
+
+def _placement(
+    rule: str, name: str, device: torch.device, n: int, cpu_max_points: int
+) -> torch.device:
+    if rule not in FIT_DEVICES:
+        raise ValueError(f"`{name}` must be one of {FIT_DEVICES}, but got {rule!r}.")
+    if rule == "cpu" or (rule == "auto" and n <= cpu_max_points):
+        return torch.device("cpu")
+    return device
 
 
 def fit_device(rule: str, device: torch.device, n: int) -> torch.device:
@@ -57,11 +82,19 @@ def fit_device(rule: str, device: torch.device, n: int) -> torch.device:
         n: Training points of the GP.
 
     Returns:
-        The fit's device. Callers move the fitted model (and its Laplace posterior) to ``device``
-        afterwards, so the acquisition runs where the optimizer's device says.
+        The fit's device. Callers move the fitted model (and its Laplace posterior) to where the
+        acquisition runs afterwards.
     """
-    if rule not in FIT_DEVICES:
-        raise ValueError(f"`fit_device` must be one of {FIT_DEVICES}, but got {rule!r}.")
-    if rule == "cpu" or (rule == "auto" and n <= CPU_FIT_MAX_POINTS):
-        return torch.device("cpu")
-    return device
+    return _placement(rule, "fit_device", device, n, CPU_FIT_MAX_POINTS)
+
+
+def acq_device(rule: str, device: torch.device, n: int) -> torch.device:
+    """The device on which qLogEI's or qUCB's acquisition on a GP of ``n`` points is maximized.
+
+    Args:
+        rule: One of :data:`ACQ_DEVICES`. ``auto``: the CPU for ``n <= CPU_ACQ_MAX_POINTS``, else
+            ``device``; ``cpu``: always the CPU; ``device``: always ``device``.
+        device: The optimizer's device.
+        n: Training points of the GP.
+    """
+    return _placement(rule, "acq_device", device, n, CPU_ACQ_MAX_POINTS)

@@ -21,8 +21,9 @@ from botorch.models import SingleTaskGP
 from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 
+from orthobench import devices
 from orthobench.config.params import Count, Kernel, NonNegativeFloat
-from orthobench.devices import FIT_DEVICES
+from orthobench.devices import ACQ_DEVICES, FIT_DEVICES
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
@@ -34,13 +35,25 @@ class _GPAcquisitionOptimizer(GPOptimizer):
     """Fit a GP on ``-y`` (BoTorch maximizes), build an MC acquisition, maximize it by multistart.
 
     With ``fit="fast"`` the GP's last fitted theta is the warm start of the next fit and part of
-    :meth:`state_dict`. The fit runs on :meth:`GPOptimizer._fit_device` (recorded per step as
-    ``fit_device``), the acquisition on the optimizer's device.
+    :meth:`state_dict`. The fit runs on :meth:`GPOptimizer._fit_device`, the acquisition on
+    :func:`orthobench.devices.acq_device`'s device (both recorded per step: ``fit_device``,
+    ``acq_device``).
     """
 
-    def __init__(self, dim: int, *, kernel: str, function_samples: int, fit: str, **kwargs) -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        kernel: str,
+        function_samples: int,
+        fit: str,
+        acq_device: str = "auto",
+        **kwargs,
+    ) -> None:
         super().__init__(dim, **kwargs)
         check_at_least(1, function_samples=function_samples)
+        devices.acq_device(acq_device, self.device, 0)  # validates the rule before any data
+        self.acq_device = acq_device
         self.kernel = kernel
         self.function_samples = function_samples
         self.fit = fit
@@ -64,6 +77,7 @@ class _GPAcquisitionOptimizer(GPOptimizer):
 
     def _ask(self, n: int) -> Suggestion:
         where = self._fit_device(self.train_x.shape[0])
+        acq_where = devices.acq_device(self.acq_device, self.device, self.train_x.shape[0])
         with torch_seed(self._step_seed("fit")):
             t0 = time.perf_counter()
             model, fit_info = fit_model(
@@ -73,11 +87,11 @@ class _GPAcquisitionOptimizer(GPOptimizer):
                 fit=self.fit,
                 warm_start=self._warm_starts.get(0),
             )
-            model = model.to(self.device)
+            model = model.to(acq_where)
             t1 = time.perf_counter()
         self._warm_starts.record([get_theta(model)])
         acqf = self._acquisition(model, self._sampler(self.function_samples))
-        candidate = self._maximize(acqf, q=n)
+        candidate = self._maximize(acqf, q=n, bounds=self._unit_bounds().to(acq_where))
         t2 = time.perf_counter()
         return Suggestion(
             x=candidate.detach().cpu().numpy(),
@@ -85,6 +99,7 @@ class _GPAcquisitionOptimizer(GPOptimizer):
             acq_seconds=t2 - t1,
             info={
                 "fit_device": where.type,
+                "acq_device": acq_where.type,
                 "fit_grad_norm": fit_info["grad_norm"],
                 "fit_stationary": fit_info["stationary"],
                 **({"fallback": fit_info["fallback"]} if fit_info["fallback"] else {}),
@@ -105,6 +120,8 @@ class QLogEI(_GPAcquisitionOptimizer):
             (:func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's fit).
         fit_device: Where the GP is fitted (:data:`orthobench.devices.FIT_DEVICES`; ``auto``: on
             the CPU for small GPs, :func:`orthobench.devices.fit_device`).
+        acq_device: Where the acquisition is maximized (:data:`orthobench.devices.ACQ_DEVICES`;
+            ``auto``: on the CPU for small GPs, :func:`orthobench.devices.acq_device`).
     """
 
     def __init__(
@@ -117,6 +134,7 @@ class QLogEI(_GPAcquisitionOptimizer):
         num_restarts: Count = 8,
         fit: Literal[FITS] = "botorch",
         fit_device: Literal[FIT_DEVICES] = "auto",
+        acq_device: Literal[ACQ_DEVICES] = "auto",
         **kwargs,
     ) -> None:
         super().__init__(
@@ -127,13 +145,15 @@ class QLogEI(_GPAcquisitionOptimizer):
             num_restarts=num_restarts,
             fit=fit,
             fit_device=fit_device,
+            acq_device=acq_device,
             **kwargs,
         )
 
     def _acquisition(
         self, model: SingleTaskGP, sampler: SobolQMCNormalSampler
     ) -> AcquisitionFunction:
-        return qLogExpectedImprovement(model, best_f=(-self.train_y).max(), sampler=sampler)
+        best_f = (-self.train_y).max().to(model.train_targets.device)
+        return qLogExpectedImprovement(model, best_f=best_f, sampler=sampler)
 
 
 class QUCB(_GPAcquisitionOptimizer):
@@ -148,6 +168,7 @@ class QUCB(_GPAcquisitionOptimizer):
         num_restarts: Restarts of the gradient-based acquisition optimization.
         fit: GP fit, ``"botorch"`` (default) or ``"fast"`` (as :class:`QLogEI`).
         fit_device: Where the GP is fitted (as :class:`QLogEI`).
+        acq_device: Where the acquisition is maximized (as :class:`QLogEI`).
     """
 
     def __init__(
@@ -161,6 +182,7 @@ class QUCB(_GPAcquisitionOptimizer):
         num_restarts: Count = 8,
         fit: Literal[FITS] = "botorch",
         fit_device: Literal[FIT_DEVICES] = "auto",
+        acq_device: Literal[ACQ_DEVICES] = "auto",
         **kwargs,
     ) -> None:
         if beta < 0:
@@ -173,6 +195,7 @@ class QUCB(_GPAcquisitionOptimizer):
             num_restarts=num_restarts,
             fit=fit,
             fit_device=fit_device,
+            acq_device=acq_device,
             **kwargs,
         )
         self.beta = beta

@@ -14,7 +14,7 @@ from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch.quasirandom import SobolEngine
 
-from orthobench.devices import CPU_FIT_MAX_POINTS, fit_device
+from orthobench.devices import CPU_ACQ_MAX_POINTS, CPU_FIT_MAX_POINTS, acq_device, fit_device
 from orthobench.exceptions import NumericsWarning
 from orthobench.optimizers.botorch_baselines import QLogEI
 from orthobench.optimizers.orthobo import OrthoBO
@@ -202,29 +202,42 @@ def test_closed_form_gradient_matches_autograd(kernel: str, outputscale: bool) -
     assert torch.equal(cached[0], closed_value) and torch.equal(cached[1], closed_grad)
 
 
-def test_fit_device_rule() -> None:
+@pytest.mark.parametrize(
+    ("rule", "name", "cpu_max_points"),
+    [
+        (fit_device, "fit_device", CPU_FIT_MAX_POINTS),
+        (acq_device, "acq_device", CPU_ACQ_MAX_POINTS),
+    ],
+)
+def test_device_rules(rule, name: str, cpu_max_points: int) -> None:
     gpu = torch.device("cuda")  # a device object only: nothing runs there
-    assert fit_device("auto", gpu, CPU_FIT_MAX_POINTS) == torch.device("cpu")
-    assert fit_device("auto", gpu, CPU_FIT_MAX_POINTS + 1) == gpu
-    assert fit_device("cpu", gpu, 10_000) == torch.device("cpu")
-    assert fit_device("device", gpu, 8) == gpu
-    with pytest.raises(ValueError, match="`fit_device` must be one of .* but got 'gpu'"):
-        fit_device("gpu", gpu, 8)
+    assert rule("auto", gpu, cpu_max_points) == torch.device("cpu")
+    assert rule("auto", gpu, cpu_max_points + 1) == gpu
+    assert rule("cpu", gpu, 10_000) == torch.device("cpu")
+    assert rule("device", gpu, 8) == gpu
+    with pytest.raises(ValueError, match=f"`{name}` must be one of .* but got 'gpu'"):
+        rule("gpu", gpu, 8)
 
 
 @pytest.mark.parametrize("rule", ["auto", "device"])
 def test_optimizers_fit_where_the_rule_says_and_record_it(device, rule: str) -> None:
-    """The fit runs on the rule's device, the acquisition on the optimizer's: the model handed to
-    BoTorch is a ``SingleTaskGP`` on the optimizer's device, and each step records the fit's."""
+    """The fit runs on the rule's device, the acquisition on the optimizer's (qLogEI's on its
+    ``acq_device`` rule's): OrthoBO's members end on the optimizer's device, and each step
+    records where it fitted (and qLogEI where it maximized)."""
     x, y = _data(n=8)
     small = dict(raw_samples=8, num_restarts=1, seed=0, device=device, fit_device=rule)
     expected = "cpu" if rule != "device" else device.type
     ortho = OrthoBO(3, kernel="matern52-iso", theta_samples=8, fit="fast", **small)
-    qlogei = QLogEI(3, kernel="matern52-iso", function_samples=8, fit="fast", **small)
+    qlogei = QLogEI(
+        3, kernel="matern52-iso", function_samples=8, fit="fast", acq_device=rule, **small
+    )
     turbo = TuRBO(3, function_samples=8, fit="fast", **small)
     for optimizer in (ortho, qlogei, turbo):
         optimizer.tell(x.numpy(), y.numpy())
         assert optimizer.ask(1).info["fit_device"] == expected
+    assert qlogei.ask(1).info["acq_device"] == expected
+    with pytest.raises(ValueError, match="`acq_device` must be one of"):
+        QLogEI(2, seed=0, acq_device="gpu")
     member = ortho.ensemble.members[0]
     assert member.model.train_inputs[0].device.type == device.type
     assert member.laplace.theta_hat.device.type == device.type
