@@ -97,8 +97,15 @@ class GPOptimizer(Optimizer):
         q: int = 1,
         bounds: Tensor | None = None,
         options: dict[str, Any] | None = None,
+        batch_initial_conditions: Tensor | None = None,
+        return_best_only: bool = True,
     ) -> Tensor:
         """``q x d`` maximizer of ``acqf`` over ``bounds`` (default: the unit cube), seeded per step.
+
+        With ``batch_initial_conditions`` (``r x q x d``) the multistart runs from those ``r``
+        points instead of screening ``raw_samples``; with ``return_best_only=False`` every
+        restart's result comes back (``num_restarts x q x d``; one ``q x d`` point after a
+        fallback).
 
         ``acqf`` may be a function that builds the acquisition: it is then called inside the seeded
         block, for acquisitions whose construction draws from the global generator (qLogNEI's
@@ -115,13 +122,16 @@ class GPOptimizer(Optimizer):
         with torch_seed(self._step_seed("acq")):
             try:
                 acqf = acqf if isinstance(acqf, AcquisitionFunction) else acqf()
+                starts = batch_initial_conditions
                 candidate, _ = optimize_acqf(
                     acqf,
                     bounds=bounds,
                     q=q,
-                    num_restarts=self.num_restarts,
-                    raw_samples=self.raw_samples,
+                    num_restarts=self.num_restarts if starts is None else starts.shape[0],
+                    raw_samples=self.raw_samples if starts is None else None,
                     options=options,
+                    batch_initial_conditions=starts,
+                    return_best_only=return_best_only,
                 )
             except _MAXIMIZE_ERRORS as err:
                 reason = one_line(f"{err.__class__.__name__}: {err}", limit=160)

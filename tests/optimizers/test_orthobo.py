@@ -148,6 +148,8 @@ def test_invalid_arguments_raise_with_values() -> None:
         OrthoBO(2, seed=0, alpha=2.0)
     with pytest.raises(ValueError, match="'cosine'"):
         OrthoBO(2, seed=0, kernel=["rbf-iso", "cosine"])
+    with pytest.raises(ValueError, match="`coarse_theta_samples` must be at least 4 or null.* 2"):
+        OrthoBO(2, seed=0, coarse_theta_samples=2)
     opt = OrthoBO(2, seed=0, **SMALL)
     with pytest.raises(ValueError, match="has 0"):
         opt.ask()
@@ -169,6 +171,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
         "delta": 0.001,
         "raw_samples": 512,
         "num_restarts": 8,
+        "coarse_theta_samples": 64,
         "fit": "fast",
         "fit_device": "auto",
     }
@@ -177,3 +180,25 @@ def test_registry_exposes_the_suite_parameters() -> None:
     OPTIMIZERS.check_params(
         "orthobo", {"theta_samples": 32, "estimator": "orth-crossfit", "alpha": 0.01}
     )
+
+
+def test_coarse_stage_reaches_the_full_multistarts_optimum(device) -> None:
+    """The multistart on 16 of 128 draws, then the best two results polished on all 128, ends
+    where the multistart on all draws does (the same fit and draws: one seed), and each step
+    records the coarse budget. On a GPU the coarse stage does not run."""
+    x = np.random.default_rng(3).random((8, 2))
+    y = np.array([branin01(row) for row in x])
+    settings = dict(theta_samples=128, raw_samples=64, num_restarts=4, seed=0, device=device)
+    values, budgets = [], []
+    for coarse in (None, 16):
+        optimizer = OrthoBO(2, coarse_theta_samples=coarse, **settings)
+        optimizer.tell(x, y)
+        suggestion = optimizer.ask(1)
+        budgets.append(suggestion.info["coarse_theta_samples"])
+        full = optimizer.acquisition()  # the acquisition that ask maximized, on all 128 draws
+        with torch.no_grad():
+            candidate = torch.as_tensor(suggestion.x, dtype=torch.float64, device=device)
+            values.append(float(full(candidate.reshape(1, 1, 2))))
+    assert budgets == [None, 16 if device.type == "cpu" else None]
+    assert values[1] >= values[0] - 1e-6
+    assert OrthoBO(2, coarse_theta_samples=128, **settings)._coarse_samples is None
