@@ -88,8 +88,8 @@ def test_probe_suites_follow_the_paper_protocol(suites):
 
 def test_gp_optimizers_run_the_papers_procedure_whatever_the_defaults(suites):
     """The paper fits with BoTorch's ``fit_gpytorch_mll`` and maximizes OrthoBO's acquisition on
-    all its draws; the project's defaults differ (the fast fit, the coarse stage), so every
-    suite pins both."""
+    all its draws; the project's defaults may differ (the fast fit does), so every suite pins
+    both."""
     pinned = 0
     for path, suite in suites.items():
         for spec in suite.optimizers:

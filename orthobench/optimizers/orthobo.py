@@ -45,8 +45,9 @@ from orthobench.theta_estimators import (
 # would need gigabytes at n = 100.
 _RAW_CHUNK_ENTRIES = 2**20
 
-# Coarse-stage results polished on all the draws (the best by the full acquisition). Measured
-# with 2 (docs/benchmarks.md, "Coarse-to-fine acquisition maximization").
+# Coarse-stage results polished on all the draws (the best by the full acquisition); polishing
+# all 8 restarts instead missed the best basin about as often (docs/benchmarks.md,
+# "Coarse-to-fine acquisition maximization").
 _POLISHED_STARTS = 2
 
 
@@ -79,11 +80,14 @@ class OrthoBO(GPOptimizer):
         coarse_theta_samples: Draws of a coarse acquisition (the same estimator with this budget)
             on which the multistart, raw-sample screen and restarts, runs first; the two best
             results by the full acquisition are then polished on all ``theta_samples`` draws.
-            ``None``, or a budget of at least ``theta_samples``, maximizes on all draws from the
-            start (the paper's procedure). Only on the CPU: there the draws are the cost (the
-            acquisition took 0.3-0.45x the seconds for the same optimum on 39 of 40 benchmark
-            states), while on a GPU the many small operations are, and the draws it saves are
-            not worth a second multistart.
+            ``None`` (default), or a budget of at least ``theta_samples``, maximizes on all draws
+            from the start (the paper's procedure). Only on the CPU, where the draws are the cost:
+            with 64 the acquisition took 0.44-0.54x the seconds and reached the same candidate on
+            40 of 40 initial designs, but on states later in Ackley8 runs it missed the best basin
+            more often than a reseeded multistart on all draws (9 vs 2 of 64 states lower by over
+            1e-3 in log-EI, at most 4.5e-2), hence not the default (docs/benchmarks.md,
+            "Coarse-to-fine acquisition maximization"). On a GPU an evaluation costs its kernel
+            launches, so fewer draws save little there, and the stage is skipped.
         fit: MAP fit of the members: ``"fast"`` (default;
             :func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
             fit of each member, never worse than BoTorch's on the benchmark's states) or
@@ -122,7 +126,7 @@ class OrthoBO(GPOptimizer):
         delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
-        coarse_theta_samples: Annotated[Count, Ge(4)] | None = 64,
+        coarse_theta_samples: Annotated[Count, Ge(4)] | None = None,
         fit: Literal[FITS] = "fast",
         fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
@@ -369,7 +373,7 @@ class MCEI(OrthoBO):
         delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
-        coarse_theta_samples: Annotated[Count, Ge(4)] | None = 64,
+        coarse_theta_samples: Annotated[Count, Ge(4)] | None = None,
         fit: Literal[FITS] = "fast",
         fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,

@@ -171,7 +171,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
         "delta": 0.001,
         "raw_samples": 512,
         "num_restarts": 8,
-        "coarse_theta_samples": 64,
+        "coarse_theta_samples": None,
         "fit": "fast",
         "fit_device": "auto",
     }
