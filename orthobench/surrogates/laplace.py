@@ -163,8 +163,7 @@ class LaplacePosterior:
         # Each eigenvector's largest-magnitude entry is made positive (scikit-learn's svd_flip
         # convention), so a posterior moved to another device draws the same thetas to rounding.
         largest = evecs.abs().argmax(dim=0, keepdim=True)
-        signs = evecs.gather(0, largest).sign()
-        return evals, evecs * torch.where(signs == 0, 1.0, signs)
+        return evals, evecs * evecs.gather(0, largest).sign()
 
     @property
     def cov_factor(self) -> torch.Tensor:
