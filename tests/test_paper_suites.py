@@ -2,7 +2,8 @@
 full and a reduced size (WM811K full only), and results directories cannot collide.
 
 Results are keyed by suite name (a cell's id and configuration hash carry it, and a report's run
-sets are suite names), so two files with one name would mix their cells in one directory.
+sets are suite names), so two files with one name would mix their cells in one directory: each
+suite is named after its file, which makes the names unique.
 """
 
 from __future__ import annotations
@@ -48,11 +49,6 @@ def test_every_experiment_has_both_sizes_except_the_full_only_ones(suites):
         expected = {"full"} if experiment in FULL_ONLY else set(SIZES)
         assert found == expected, f"{experiment}: {sorted(found)}, expected {sorted(expected)}"
     assert FULL_ONLY <= sizes.keys()
-
-
-def test_suite_names_are_unique(suites):
-    names = [suite.name for suite in suites.values()]
-    assert len(names) == len(set(names))
 
 
 def test_reduced_suites_are_no_larger_than_their_full_suite(suites):
