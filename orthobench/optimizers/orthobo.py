@@ -83,7 +83,7 @@ class OrthoBO(GPOptimizer):
             ``None`` (default), or a budget of at least ``theta_samples``, maximizes on all draws
             from the start (the paper's procedure). Only on the CPU, where the draws are the cost:
             with 64 the acquisition took 0.44-0.54x the seconds and reached the same candidate on
-            40 of 40 initial designs, but along BO runs it missed the best basin more often than a
+            38 of 40 initial designs (another one higher, one 5e-4 lower), but along BO runs it missed the best basin more often than a
             reseeded multistart on all draws (25 against 10 of 160 states lower by over 1e-3 in
             log-EI, at most 5.5e-2), hence not the default (docs/benchmarks.md,
             "Coarse-to-fine acquisition maximization"). On a GPU an evaluation costs its kernel
