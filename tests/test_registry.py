@@ -201,7 +201,8 @@ if TYPE_CHECKING:
 
 @optimizer_factory
 def constrained(dim, *, seed, device, dtype, draws: Annotated[Count, Ge(4)] = 8,
-                mode: Literal["fast", "slow"] = "fast", weight: float = 1.0):
+                mode: Literal["fast", "slow"] = "fast", weight: float = 1.0,
+                budget: Annotated[Count, Ge(4)] | None = None):
     raise NotImplementedError
 
 
@@ -227,6 +228,9 @@ def constrained_plugin(tmp_path, monkeypatch):
         ({"draws": 2}, "params.draws", "parameter 'draws': must be greater than or equal to 4"),
         ({"draws": 10**9}, "params.draws", "must be less than or equal to 65536"),
         ({"mode": "medium"}, "params.mode", "must be 'fast' or 'slow', but got str 'medium'"),
+        # an optional constrained parameter: null or a value of the constrained type
+        ({"budget": 2}, "params.budget", "must be greater than or equal to 4, but got int 2"),
+        ({"budget": "x"}, "params.budget", "but got str 'x'"),
     ],
 )
 def test_values_outside_a_constrained_signature_type_are_registry_errors(
@@ -241,9 +245,11 @@ def test_plain_annotations_are_only_type_checked_and_min_observations_is_read(
     constrained_plugin,
 ):
     entry = OPTIMIZERS.check_params(
-        f"{constrained_plugin}:constrained", {"draws": 4, "mode": "slow", "weight": -1e300}
+        f"{constrained_plugin}:constrained",
+        {"draws": 4, "mode": "slow", "weight": -1e300, "budget": None},
     )
-    assert sorted(entry.constraints) == ["draws", "mode"] and entry.min_observations == 3
+    assert sorted(entry.constraints) == ["budget", "draws", "mode"]
+    assert entry.min_observations == 3
     assert OPTIMIZERS.resolve("orthobo").min_observations == 2
     assert OPTIMIZERS.resolve("sobol").min_observations == 0
 

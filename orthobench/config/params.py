@@ -24,7 +24,8 @@ Example:
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated, Any, Literal, get_origin
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from annotated_types import Ge, Gt, Interval
 from pydantic import AfterValidator, AllowInfNan, PydanticUserError, TypeAdapter, ValidationError
@@ -94,8 +95,12 @@ ThetaEstimatorName = Annotated[str, AfterValidator(partial(names.parse_theta_est
 
 
 def is_constrained(annotation: Any) -> bool:
-    """Whether ``annotation`` states values to validate: an ``Annotated`` or ``Literal`` type."""
-    return get_origin(annotation) in (Annotated, Literal)
+    """Whether ``annotation`` states values to validate: an ``Annotated`` or ``Literal`` type, or
+    a union with one (``Annotated[Count, Ge(4)] | None``)."""
+    origin = get_origin(annotation)
+    if origin in (Union, UnionType):
+        return any(is_constrained(arg) for arg in get_args(annotation))
+    return origin in (Annotated, Literal)
 
 
 def check_value(annotation: Any, value: Any, *, field: str) -> None:
