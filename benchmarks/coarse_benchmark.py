@@ -50,10 +50,15 @@ FUNCTIONS = {
 PROCEDURES = {"all draws": None, "coarse 64": 64}
 
 
-def _design(function, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _evaluate(function, u: torch.Tensor) -> np.ndarray:
+    """``function`` at unit-cube points ``u`` (``t x d``), on its own bounds."""
     low, high = function.bounds.double()
+    return function(low + (high - low) * u).numpy()
+
+
+def _design(function, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     u = SobolEngine(function.dim, scramble=True, seed=seed).draw(n, dtype=torch.float64)
-    return u.numpy(), function(low + (high - low) * u).numpy()
+    return u.numpy(), _evaluate(function, u)
 
 
 def _value(acqf, x) -> float:
@@ -110,7 +115,6 @@ def along_runs(steps: int, seeds: int) -> None:
         "coarse - all < -1e-3 (min) | reseeded - all < -1e-3 (min) | acq s all, coarse"
     )
     for name, function in FUNCTIONS.items():
-        low, high = function.bounds.double()
         diffs, reseeded, seconds = [], [], [0.0, 0.0]
         for seed in range(seeds):
             x, y = _design(function, 2 * function.dim, seed)
@@ -128,7 +132,7 @@ def along_runs(steps: int, seeds: int) -> None:
                 seconds[0] += full.acq_seconds
                 seconds[1] += fine.acq_seconds
                 u = torch.as_tensor(np.asarray(full.x), dtype=torch.float64)
-                run.tell(u.numpy(), function(low + (high - low) * u).numpy())
+                run.tell(u.numpy(), _evaluate(function, u))
         print(
             f"{name} | {len(diffs)} | {sum(d < -1e-3 for d in diffs)} ({min(diffs):+.1e}) | "
             f"{sum(d < -1e-3 for d in reseeded)} ({min(reseeded):+.1e}) | "
@@ -143,7 +147,6 @@ def regret(steps: int, seeds: int) -> None:
         "regret median [min, max] over seeds | identical histories | acquisition s"
     )
     for name, function in FUNCTIONS.items():
-        low, high = function.bounds.double()
         finals = {label: [] for label in PROCEDURES}
         seconds = dict.fromkeys(PROCEDURES, 0.0)
         histories = {label: [] for label in PROCEDURES}
@@ -157,7 +160,7 @@ def regret(steps: int, seeds: int) -> None:
                     suggestion = optimizer.ask(1)
                     seconds[label] += suggestion.acq_seconds
                     u = torch.as_tensor(np.asarray(suggestion.x), dtype=torch.float64)
-                    value = function(low + (high - low) * u).numpy()
+                    value = _evaluate(function, u)
                     optimizer.tell(u.numpy(), value)
                     ys.extend(value.tolist())
                 finals[label].append(min(ys) - function.optimal_value)
