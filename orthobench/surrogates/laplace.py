@@ -98,6 +98,7 @@ _JITTERS = (1e-8, 1e-6, 1e-4)
 # On the CPU the kernel matrices and the marginal moments are computed in blocks of draws that
 # hold about this many entries (1 MiB in float64, a core's L2 cache; see _draw_block).
 _BLOCK_ENTRIES = 2**17
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 @dataclass(frozen=True)
@@ -502,14 +503,16 @@ class _MarginalMoments(torch.autograd.Function):
     def backward(ctx, grad_mean: torch.Tensor, grad_var: torch.Tensor) -> tuple[torch.Tensor, None]:
         gp = ctx.gp
         x, white, unclamped, *saved = ctx.saved_tensors
-        hp, train_x = gp.hp, gp.train_x
-        columns = [grad_mean.unsqueeze(-1)]
+        hp, train_x, n = gp.hp, gp.train_x, white.shape[-1]
+        # [-2 w g_var | g_mu | -2 v_c a g_var], written in place rather than concatenated.
+        grad_proj = white.new_empty(*white.shape[:2], gp._backward_proj.shape[-2])
+        grad_proj[..., n] = grad_mean
         if gp.constant_mean_variance:
             slope, *saved = saved
             # d var / d proj[n + 1] = -2 v_c a: the mean-slope column of Q carries it back.
-            columns.append((-2.0 * gp.constant_mean_variance * slope * grad_var).unsqueeze(-1))
+            grad_proj[..., n + 1] = -2.0 * gp.constant_mean_variance * slope * grad_var
         grad_var = grad_var * unclamped
-        grad_proj = torch.cat([white * (-2.0 * grad_var).unsqueeze(-1), *columns], dim=-1)
+        torch.mul(white, (-2.0 * grad_var).unsqueeze(-1), out=grad_proj[..., :n])
         grad_corr = torch.bmm(grad_proj, gp._backward_proj)  # S x b x n
         if hp.kernel_name == "linear":
             grad_x = (
@@ -534,6 +537,43 @@ class _MarginalMoments(torch.autograd.Function):
         )  # S x b x d
         grad_x = x * (grad_r2.sum(-1).T @ inv_sq_ls) - (a_x * inv_sq_ls.unsqueeze(1)).sum(0)
         return 2.0 * grad_x, None
+
+
+class _LogEI(torch.autograd.Function):
+    r"""Log-EI from marginal moments, ``(mean, var)`` -> ``log h(u) + log sigma``, with an
+    analytic backward.
+
+    ``u = (mean - best_f) / sigma``, ``h(u) = phi(u) + u Phi(u)``, ``log h`` from BoTorch's
+    ``_log_ei_helper``. With ``r = Phi(u) / h(u)`` and ``q = phi(u) / h(u) = 1 - u r``, both taken
+    as ``exp`` of differences of logs (``log_ndtr``, ``log phi``, ``log h``):
+
+    .. math::
+
+        \frac{\partial \log \mathrm{EI}}{\partial\, \mathrm{mean}} = \frac{r}{\sigma}, \qquad
+        \frac{\partial \log \mathrm{EI}}{\partial\, \mathrm{var}} = \frac{q}{2\,\mathrm{var}}.
+
+    Why by hand: autograd through the helper's branches and masks records about 30 operations
+    per call, half the log-EI's cost on ``512 x 8`` values; and for ``u`` above about 8 its
+    variance gradient is ``1 / (2 var) - u r / (2 var)``, which cancels to noise of either sign,
+    while ``q / (2 var)`` keeps the true positive value.
+    """
+
+    @staticmethod
+    def forward(ctx, mean: torch.Tensor, var: torch.Tensor, best_f: float) -> torch.Tensor:
+        sigma = var.sqrt()
+        u = (mean - best_f) / sigma
+        log_h = _log_ei_helper(u)
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            ctx.save_for_backward(
+                (torch.special.log_ndtr(u) - log_h).exp_().div_(sigma),
+                (-0.5 * u.square() - _LOG_SQRT_2PI - log_h).exp_().div_(2.0 * var),
+            )
+        return log_h + sigma.log()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        d_mean, d_var = ctx.saved_tensors
+        return grad * d_mean, grad * d_var, None
 
 
 class ThetaSampledGP:
@@ -702,8 +742,7 @@ class ThetaSampledGP:
             ``S x batch`` log-EI values.
         """
         mean, var = self.mean_and_variance(X)
-        sigma = var.sqrt()
-        return _log_ei_helper((mean - self.best_f) / sigma) + sigma.log()
+        return _LogEI.apply(mean, var, self.best_f)
 
     def log_predictive_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         r"""Log density of observations under the sample mixture, in original units.

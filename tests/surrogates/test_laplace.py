@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 import torch
-from botorch.acquisition.analytic import LogExpectedImprovement
+from botorch.acquisition.analytic import LogExpectedImprovement, _log_ei_helper
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from orthobench.exceptions import NumericsWarning
@@ -372,6 +372,40 @@ def test_blocks_of_draws_give_the_values_and_gradients_of_one_pass(
         # Equal to rounding: a BLAS other than the one measured may round a block's GEMM rows
         # differently.
         torch.testing.assert_close(blocked.detach(), reference.detach(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("u_scale", [0.3, 3.0, 30.0, 300.0])
+def test_log_ei_backward_matches_autograd_through_botorchs_helper(u_scale: float) -> None:
+    """The analytic log-EI gradients equal autograd's through ``_log_ei_helper`` (both branches,
+    u from about -3e3 to 1e3); the variance gradient where autograd's is accurate, u < 4 (its
+    ``1/(2 var) - u r/(2 var)`` cancels: next test)."""
+    gen = torch.Generator().manual_seed(0)
+    var = (torch.rand(64, 5, generator=gen, dtype=DTYPE) * 2 + 1e-6).requires_grad_(True)
+    mean = (torch.randn(64, 5, generator=gen, dtype=DTYPE) * u_scale).requires_grad_(True)
+    best_f = 0.3
+    u = (mean - best_f) / var.sqrt()
+    reference = _log_ei_helper(u) + var.sqrt().log()
+    ref_mean, ref_var = torch.autograd.grad(reference.sum(), (mean, var))
+    log_ei = laplace._LogEI.apply(mean, var, best_f)
+    grad_mean, grad_var = torch.autograd.grad(log_ei.sum(), (mean, var))
+    assert torch.equal(log_ei, reference)
+    torch.testing.assert_close(grad_mean, ref_mean, rtol=1e-9, atol=0.0)
+    below = u.detach() < 4
+    torch.testing.assert_close(grad_var[below], ref_var[below], rtol=1e-8, atol=0.0)
+
+
+def test_log_ei_variance_gradient_is_accurate_far_above_best_f() -> None:
+    """For u >> 1, d log EI / d var = phi(u) / (2 var h(u)) with h(u) = u Phi(u) + phi(u) = u to
+    double precision above u = 8: positive and tiny (EI grows with the variance). Autograd through
+    the helper cancels ``1/(2 var) - u r/(2 var)`` to rounding noise of either sign there."""
+    u = torch.linspace(8.0, 30.0, 45, dtype=DTYPE)
+    var = torch.full_like(u, 0.5, requires_grad=True)
+    mean = u * math.sqrt(0.5)
+    (grad_var,) = torch.autograd.grad(laplace._LogEI.apply(mean, var, 0.0).sum(), var)
+    log_phi = -0.5 * u.square() - 0.5 * math.log(2 * math.pi)
+    torch.testing.assert_close(
+        grad_var, (log_phi - u.log()).exp() / (2 * 0.5), rtol=1e-12, atol=0.0
+    )
 
 
 def test_log_ei_far_below_underflow_is_finite_with_gradients(device: torch.device) -> None:
