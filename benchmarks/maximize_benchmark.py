@@ -1,36 +1,35 @@
-"""OrthoBO's coarse-to-fine acquisition maximization against the multistart on all draws.
+"""OrthoBO's acquisition maximization procedures on the same states: how often each misses.
 
-``coarse_theta_samples: 64`` runs ``optimize_acqf``'s multistart (raw-sample screen and
-restarts) on a coarse acquisition of 64 draws, then polishes the best two results on all
-``S = 512``; ``coarse_theta_samples: null`` (the default) is the multistart on all draws (the
-paper's).
+Procedures (OrthoBO, S = 512, fast fit), all on the same fit and theta draws of a state:
 
-Quality (``--n0``, default ``32,100``): for each function and seed, a scrambled Sobol design of
-``n0`` points is told to two OrthoBOs of one seed (hence the same fit and the same draws), one
-per procedure; each asks once. Printed per state: the full acquisition (all 512 draws, rebuilt
-by ``acquisition()``) at the coarse-to-fine candidate minus at the all-draws candidate (log-EI,
-negative: the coarse stage ended lower), the distance between the candidates, and the
-acquisition seconds of each. For scale, the same difference for a second all-draws multistart
-from another torch seed on the same acquisition (``optimize_acqf`` called directly).
+- ``all draws``: the paper's multistart, ``optimize_acqf``'s raw-sample screen and restarts on
+  all 512 draws (``screen_theta_samples: null``);
+- ``screen 64`` (the default): the raw samples scored on 64 draws, the restarts on all 512;
+- ``coarse 64``: the whole multistart on 64 draws, the best two results polished on all 512
+  (``coarse_theta_samples: 64``);
+- ``reseeded``: ``all draws`` again from another torch seed (the multistart's own luck).
 
-Along runs (``--along``, default 8): the same comparison at the states of an all-draws BO run
-from a ``2 d``-point design (the first ``--along`` steps, per function and seed), where the
-coarse OrthoBO is given the run's state (``load_state_dict``: the same fit and draws). Printed
-per function: the states where each differs from the all-draws candidate by less than -1e-3.
+Per state, each procedure's candidate is scored by the full acquisition (log-EI over all 512
+draws, rebuilt by ``acquisition()``), and its shortfall is its value minus the best of the four.
+States: scrambled Sobol designs of ``--n0`` points (default ``32,100``) per function and seed,
+and (``--along``, default 8) the states of the first BO steps of an ``all draws`` run from a
+``2 d``-point design, per function and seed. Printed per group of states: how many states each
+procedure ended more than 1e-3 below the best (and 1e-2), its worst shortfall, and its median
+acquisition seconds (``acq_seconds`` of ``ask``; ``reseeded``: ``optimize_acqf`` alone).
 
-Regret (``--steps``, default 15): paired BO runs of both procedures from the same ``2 d``-point
-design per function and seed; printed per function: the final simple regret of each (median
-and range over seeds), how many seeds ended with identical histories, and the summed
-acquisition seconds. One torch thread. Run:
-``.venv/bin/python benchmarks/coarse_benchmark.py [--seeds N] [--n0 32,100] [--along K]
+Regret (``--steps``, default 15): paired BO runs of ``all draws`` and ``screen 64`` from the same
+``2 d``-point design per function and seed; printed per function: the final simple regret of
+each (median and range over seeds), how many seeds ended with identical histories, and the
+summed acquisition seconds. One torch thread. Run:
+``.venv/bin/python benchmarks/maximize_benchmark.py [--seeds N] [--n0 32,100] [--along K]
 [--steps T]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
+import time
 import warnings
 
 import numpy as np
@@ -47,7 +46,13 @@ FUNCTIONS = {
     "michalewicz10": Michalewicz(dim=10),
     "levy16": Levy(dim=16),
 }
-PROCEDURES = {"all draws": None, "coarse 64": 64}
+# OrthoBO settings of each procedure that runs through ``ask``.
+PROCEDURES = {
+    "all draws": {"screen_theta_samples": None},
+    "screen 64": {"screen_theta_samples": 64},
+    "coarse 64": {"coarse_theta_samples": 64},
+}
+RESEEDED = "reseeded"
 
 
 def _evaluate(function, u: torch.Tensor) -> np.ndarray:
@@ -63,82 +68,60 @@ def _design(function, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _value(acqf, x) -> float:
     with torch.no_grad():
-        return float(acqf(torch.as_tensor(np.asarray(x), dtype=torch.float64).reshape(1, 1, -1)))
+        x = torch.as_tensor(np.asarray(x), dtype=torch.float64)
+        return float(acqf(x.reshape(1, 1, -1)))
 
 
-def _reseeded(acqf, dim: int, seed: int) -> torch.Tensor:
-    """Another all-draws multistart on ``acqf``, from torch seed ``seed``."""
-    torch.manual_seed(seed)
-    bounds = torch.stack([torch.zeros(dim), torch.ones(dim)]).double()
-    candidate, _ = optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=8, raw_samples=512)
-    return candidate
+def _state(run: OrthoBO, seed: int, torch_seed: int) -> dict[str, tuple[float, float]]:
+    """``(value, seconds)`` of every procedure at ``run``'s state (its history and ask count)."""
+    results, acqf = {}, None
+    for label, settings in PROCEDURES.items():
+        optimizer = OrthoBO(run.dim, seed=seed, **settings)
+        optimizer.tell(run.train_x.cpu().numpy(), run.train_y.cpu().numpy())
+        optimizer.load_state_dict(run.state_dict())
+        suggestion = optimizer.ask(1)
+        acqf = optimizer.acquisition()  # the same fit and draws for every procedure
+        results[label] = (suggestion.x, suggestion.acq_seconds)
+    torch.manual_seed(torch_seed)
+    bounds = torch.stack([torch.zeros(run.dim), torch.ones(run.dim)]).double()
+    start = time.perf_counter()
+    again, _ = optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=8, raw_samples=512)
+    results[RESEEDED] = (again, time.perf_counter() - start)
+    return {label: (_value(acqf, x), seconds) for label, (x, seconds) in results.items()}
 
 
-def quality(n0: int, seeds: int) -> None:
-    print(
-        f"n0 {n0}: state | coarse - all (log-EI) | distance | all-draws reseeded - all | acq s all, coarse"
-    )
-    diffs, reseeded, ratios = [], [], []
-    for name, function in FUNCTIONS.items():
+def _summary(group: str, states: list[dict[str, tuple[float, float]]]) -> None:
+    for label in [*PROCEDURES, RESEEDED]:
+        gaps = [s[label][0] - max(v for v, _ in s.values()) for s in states]
+        seconds = statistics.median(s[label][1] for s in states)
+        print(
+            f"{group} | {len(states)} | {label} | {sum(g < -1e-3 for g in gaps)} | "
+            f"{sum(g < -1e-2 for g in gaps)} | {min(gaps):+.1e} | {seconds:.3f}",
+            flush=True,
+        )
+
+
+def initial_designs(n0: int, seeds: int) -> None:
+    states = []
+    for function in FUNCTIONS.values():
         for seed in range(seeds):
-            x, y = _design(function, n0, seed)
-            suggestions, acqf = {}, None
-            for label, coarse in PROCEDURES.items():
-                optimizer = OrthoBO(function.dim, seed=seed, coarse_theta_samples=coarse)
-                optimizer.tell(x, y)
-                suggestions[label] = optimizer.ask(1)
-                acqf = optimizer.acquisition()  # the same fit and draws for both
-            full, fine = suggestions["all draws"], suggestions["coarse 64"]
-            again = _reseeded(acqf, function.dim, 10_000 + seed)
-            diffs.append(_value(acqf, fine.x) - _value(acqf, full.x))
-            reseeded.append(_value(acqf, again) - _value(acqf, full.x))
-            ratios.append(fine.acq_seconds / full.acq_seconds)
-            distance = float(np.linalg.norm(np.asarray(fine.x) - np.asarray(full.x)))
-            print(
-                f"{name} seed {seed} | {diffs[-1]:+.2e} | {distance:.3f} | {reseeded[-1]:+.2e} | "
-                f"{full.acq_seconds:.3f}, {fine.acq_seconds:.3f}",
-                flush=True,
-            )
-    geo = math.exp(statistics.mean(math.log(r) for r in ratios))
-    print(
-        f"n0 {n0}, {len(diffs)} states: coarse - all: min {min(diffs):+.2e}, median "
-        f"{statistics.median(diffs):+.2e}, below -1e-3 on {sum(d < -1e-3 for d in diffs)}; "
-        f"reseeded - all: min {min(reseeded):+.2e}, max {max(reseeded):+.2e}, below -1e-3 on "
-        f"{sum(d < -1e-3 for d in reseeded)}; acquisition seconds coarse / all: geo-mean "
-        f"{geo:.2f} [{min(ratios):.2f}, {max(ratios):.2f}]"
-    )
+            run = OrthoBO(function.dim, seed=seed)
+            run.tell(*_design(function, n0, seed))
+            states.append(_state(run, seed, 10_000 + seed))
+    _summary(f"initial designs, n0 = {n0}", states)
 
 
 def along_runs(steps: int, seeds: int) -> None:
-    print(
-        f"along all-draws runs, BO steps 1-{steps} from 2d Sobol points: function | states | "
-        "coarse - all < -1e-3 (min) | reseeded - all < -1e-3 (min) | acq s all, coarse"
-    )
     for name, function in FUNCTIONS.items():
-        diffs, reseeded, seconds = [], [], [0.0, 0.0]
+        states = []
         for seed in range(seeds):
-            x, y = _design(function, 2 * function.dim, seed)
-            run = OrthoBO(function.dim, seed=seed)
-            run.tell(x, y)
+            run = OrthoBO(function.dim, seed=seed, **PROCEDURES["all draws"])
+            run.tell(*_design(function, 2 * function.dim, seed))
             for step in range(steps):
-                coarse = OrthoBO(function.dim, seed=seed, coarse_theta_samples=64)
-                coarse.tell(run.train_x.cpu().numpy(), run.train_y.cpu().numpy())
-                coarse.load_state_dict(run.state_dict())
-                full, fine = run.ask(1), coarse.ask(1)
-                acqf = coarse.acquisition()
-                again = _reseeded(acqf, function.dim, 10_000 + 100 * seed + step)
-                diffs.append(_value(acqf, fine.x) - _value(acqf, full.x))
-                reseeded.append(_value(acqf, again) - _value(acqf, full.x))
-                seconds[0] += full.acq_seconds
-                seconds[1] += fine.acq_seconds
-                u = torch.as_tensor(np.asarray(full.x), dtype=torch.float64)
+                states.append(_state(run, seed, 10_000 + 100 * seed + step))
+                u = torch.as_tensor(np.asarray(run.ask(1).x), dtype=torch.float64)
                 run.tell(u.numpy(), _evaluate(function, u))
-        print(
-            f"{name} | {len(diffs)} | {sum(d < -1e-3 for d in diffs)} ({min(diffs):+.1e}) | "
-            f"{sum(d < -1e-3 for d in reseeded)} ({min(reseeded):+.1e}) | "
-            f"{seconds[0]:.1f}, {seconds[1]:.1f}",
-            flush=True,
-        )
+        _summary(f"along runs, {name}", states)
 
 
 def regret(steps: int, seeds: int) -> None:
@@ -146,14 +129,15 @@ def regret(steps: int, seeds: int) -> None:
         f"regret after {steps} BO steps from 2d Sobol points: function | procedure | final "
         "regret median [min, max] over seeds | identical histories | acquisition s"
     )
+    paired = ("all draws", "screen 64")
     for name, function in FUNCTIONS.items():
-        finals = {label: [] for label in PROCEDURES}
-        seconds = dict.fromkeys(PROCEDURES, 0.0)
-        histories = {label: [] for label in PROCEDURES}
+        finals = {label: [] for label in paired}
+        seconds = dict.fromkeys(paired, 0.0)
+        histories = {label: [] for label in paired}
         for seed in range(seeds):
             x, y = _design(function, 2 * function.dim, seed)
-            for label, coarse in PROCEDURES.items():
-                optimizer = OrthoBO(function.dim, seed=seed, coarse_theta_samples=coarse)
+            for label in paired:
+                optimizer = OrthoBO(function.dim, seed=seed, **PROCEDURES[label])
                 optimizer.tell(x, y)
                 ys = list(y)
                 for _ in range(steps):
@@ -188,8 +172,12 @@ def main() -> None:
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     print(f"threads {torch.get_num_threads()}, seeds {args.seeds}")
+    print(
+        "states | count | procedure | below best - 1e-3 | below best - 1e-2 | worst shortfall "
+        "(log-EI) | median acq s"
+    )
     for n0 in filter(None, args.n0.split(",")):
-        quality(int(n0), args.seeds)
+        initial_designs(int(n0), args.seeds)
     if args.along:
         along_runs(args.along, args.seeds)
     if args.steps:

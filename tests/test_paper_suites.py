@@ -84,14 +84,15 @@ def test_probe_suites_follow_the_paper_protocol(suites):
 
 def test_gp_optimizers_run_the_papers_procedure_whatever_the_defaults(suites):
     """The paper fits with BoTorch's ``fit_gpytorch_mll`` and maximizes OrthoBO's acquisition on
-    all its draws; the project's defaults may differ (the fast fit does), so every suite pins
-    both."""
+    all its draws (the raw-sample screen included); the project's defaults differ (the fast fit,
+    the screen on 64 draws), so every suite pins all three."""
     pinned = 0
     for path, suite in suites.items():
         for spec in suite.optimizers:
             if spec.name in ("orthobo", "mc-ei", "qlogei", "ucb", "turbo"):
                 assert spec.params.get("fit") == "botorch", f"{path.name}: {spec}"
             if spec.name in ("orthobo", "mc-ei"):
-                assert spec.params.get("coarse_theta_samples", 64) is None, f"{path.name}: {spec}"
+                for name in ("coarse_theta_samples", "screen_theta_samples"):
+                    assert spec.params.get(name, 64) is None, f"{path.name}: {name} in {spec}"
                 pinned += 1
     assert pinned > 0

@@ -23,6 +23,7 @@ import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.exceptions import CandidateGenerationError
 from botorch.optim import optimize_acqf
+from botorch.optim.initializers import gen_batch_initial_conditions
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.utils.sampling import draw_sobol_samples
 from torch import Tensor
@@ -99,13 +100,16 @@ class GPOptimizer(Optimizer):
         options: dict[str, Any] | None = None,
         batch_initial_conditions: Tensor | None = None,
         return_best_only: bool = True,
+        screen: AcquisitionFunction | None = None,
     ) -> Tensor:
         """``q x d`` maximizer of ``acqf`` over ``bounds`` (default: the unit cube), seeded per step.
 
         With ``batch_initial_conditions`` (``r x q x d``) the multistart runs from those ``r``
         points instead of screening ``raw_samples``; with ``return_best_only=False`` every
         restart's result comes back (``num_restarts x q x d``; one ``q x d`` point after a
-        fallback).
+        fallback). With ``screen``, the ``raw_samples`` are scored by ``screen`` instead of
+        ``acqf`` (e.g. the same acquisition on fewer draws) to pick the ``num_restarts`` starting
+        points, and the restarts climb ``acqf``; ``options`` then go to the screen.
 
         ``acqf`` may be a function that builds the acquisition: it is then called inside the seeded
         block, for acquisitions whose construction draws from the global generator (qLogNEI's
@@ -123,6 +127,16 @@ class GPOptimizer(Optimizer):
             try:
                 acqf = acqf if isinstance(acqf, AcquisitionFunction) else acqf()
                 starts = batch_initial_conditions
+                if starts is None and screen is not None:
+                    starts = gen_batch_initial_conditions(
+                        screen,
+                        bounds,
+                        q=q,
+                        num_restarts=self.num_restarts,
+                        raw_samples=self.raw_samples,
+                        options=options,
+                    )
+                    options = None
                 candidate, _ = optimize_acqf(
                     acqf,
                     bounds=bounds,

@@ -11,6 +11,7 @@ import torch
 
 from orthobench.estimators import DEFAULT_ESTIMATOR
 from orthobench.exceptions import NumericsWarning
+from orthobench.optimizers import gp_base
 from orthobench.optimizers.orthobo import MCEI, OrthoBO
 from orthobench.pointsets import point_count
 from orthobench.registry import OPTIMIZERS
@@ -150,6 +151,8 @@ def test_invalid_arguments_raise_with_values() -> None:
         OrthoBO(2, seed=0, kernel=["rbf-iso", "cosine"])
     with pytest.raises(ValueError, match="`coarse_theta_samples` must be at least 4 or null.* 2"):
         OrthoBO(2, seed=0, coarse_theta_samples=2)
+    with pytest.raises(ValueError, match="`screen_theta_samples` must be at least 4 or null.* 3"):
+        OrthoBO(2, seed=0, screen_theta_samples=3)
     opt = OrthoBO(2, seed=0, **SMALL)
     with pytest.raises(ValueError, match="has 0"):
         opt.ask()
@@ -171,6 +174,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
         "delta": 0.001,
         "raw_samples": 512,
         "num_restarts": 8,
+        "screen_theta_samples": 64,
         "coarse_theta_samples": None,
         "fit": "fast",
         "fit_device": "auto",
@@ -180,6 +184,42 @@ def test_registry_exposes_the_suite_parameters() -> None:
     OPTIMIZERS.check_params(
         "orthobo", {"theta_samples": 32, "estimator": "orth-crossfit", "alpha": 0.01}
     )
+
+
+def test_raw_samples_are_screened_on_fewer_draws_and_climbed_on_all(device, monkeypatch) -> None:
+    """With ``screen_theta_samples: 16`` of 128 draws, the raw samples are scored by a 16-draw
+    acquisition, the restarts climb the 128-draw one (the candidate is stationary there, or on
+    a bound), the candidate is as good as the all-draws screen's, and each step records the
+    screen's budget (None: all draws)."""
+    x = np.random.default_rng(3).random((8, 2))
+    y = np.array([branin01(row) for row in x])
+    settings = dict(theta_samples=128, raw_samples=64, num_restarts=4, seed=0, device=device)
+    screened = []
+    real_screen = gp_base.gen_batch_initial_conditions
+
+    def spy(acq_function, *args, **kwargs):
+        screened.append([gp.num_samples for gp in acq_function.members])
+        return real_screen(acq_function, *args, **kwargs)
+
+    monkeypatch.setattr(gp_base, "gen_batch_initial_conditions", spy)
+    values, budgets = [], []
+    for screen in (None, 16):
+        optimizer = OrthoBO(2, screen_theta_samples=screen, **settings)
+        optimizer.tell(x, y)
+        suggestion = optimizer.ask(1)
+        budgets.append(suggestion.info["screen_theta_samples"])
+        full = optimizer.acquisition()  # the acquisition that ask maximized, on all 128 draws
+        candidate = torch.as_tensor(suggestion.x, dtype=torch.float64, device=device)
+        candidate = candidate.reshape(1, 1, 2).requires_grad_(True)
+        value = full(candidate)
+        (grad,) = torch.autograd.grad(value.sum(), candidate)
+        interior = (candidate > 1e-6) & (candidate < 1 - 1e-6)
+        assert grad[interior].abs().max() < 1e-3 * max(1.0, abs(float(value.detach())))
+        values.append(float(value.detach()))
+    assert screened == [[16]]  # the all-draws run screened inside optimize_acqf
+    assert budgets == [None, 16]
+    assert values[1] >= values[0] - 1e-6
+    assert OrthoBO(2, screen_theta_samples=128, **settings)._screen_samples is None
 
 
 def test_coarse_stage_reaches_the_full_multistarts_optimum(device) -> None:
