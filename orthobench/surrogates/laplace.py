@@ -523,20 +523,21 @@ class _MarginalMoments(torch.autograd.Function):
             # The prior variance v o ||x||^2 depends on x too.
             coef = hp.kernel[:, 0] * hp.outputscale
             return grad_x + 2.0 * x * (grad_var * coef[:, None]).sum(0).unsqueeze(-1), None
+        # The correlation's derivative in r^2 is c'(r^2) = scale * g, the scale folded in last.
         if hp.kernel_name.startswith("rbf"):
             (corr,) = saved
-            grad_r2 = grad_corr.mul_(corr).mul_(-0.5)
+            grad_r2, scale = grad_corr.mul_(corr), -0.5
         else:
             u, decay = saved
             # d/d(r^2) of (1 + sqrt5 r + 5/3 r^2) e^{-sqrt5 r} = -5/6 (1 + sqrt5 r) e^{-sqrt5 r}.
-            grad_r2 = grad_corr.mul_(torch.sub(1.0, u).mul_(decay)).mul_(-5.0 / 6.0)
-        # grad_x = 2 [x * (sum_j A)^T Lambda^{-1} - sum_s Lambda_s^{-1} (A_s X)], A = grad_r2.
-        inv_sq_ls = gp._inv_sq_ls  # S x d
-        a_x = (grad_r2.reshape(-1, grad_r2.shape[-1]) @ train_x).reshape(
-            *grad_r2.shape[:2], -1
-        )  # S x b x d
-        grad_x = x * (grad_r2.sum(-1).T @ inv_sq_ls) - (a_x * inv_sq_ls.unsqueeze(1)).sum(0)
-        return 2.0 * grad_x, None
+            grad_r2, scale = grad_corr.mul_(torch.sub(1.0, u).mul_(decay)), -5.0 / 6.0
+        # With A = grad_r2 and d r^2_{sbj} / d x_{bk} = 2 (x_{bk} - X_{jk}) Lambda^{-1}_{sk}:
+        # grad_x_{bk} = 2 sum_j (x_{bk} - X_{jk}) B_{bjk}, B_{bjk} = sum_s A_{sbj} Lambda^{-1}_{sk},
+        # one GEMM over the draws (inner dimension S, not n or d).
+        num_draws, b, n = grad_r2.shape
+        summed = (grad_r2.reshape(num_draws, b * n).T @ gp._inv_sq_ls).reshape(b, n, -1)
+        diff = x.unsqueeze(1) - train_x  # b x n x d
+        return (2.0 * scale) * (diff * summed).sum(1), None
 
 
 class _LogEI(torch.autograd.Function):
