@@ -47,7 +47,7 @@ _RAW_CHUNK_ENTRIES = 2**20
 
 # Coarse-stage results polished on all the draws (the best by the full acquisition); polishing
 # all 8 restarts instead missed the best basin about as often (docs/benchmarks.md,
-# "Coarse-to-fine acquisition maximization").
+# "Acquisition maximization").
 _POLISHED_STARTS = 2
 
 
@@ -79,24 +79,24 @@ class OrthoBO(GPOptimizer):
         num_restarts: Restarts of ``optimize_acqf``.
         screen_theta_samples: Draws of the acquisition that scores the ``raw_samples`` points of
             ``optimize_acqf``'s initialization (the same estimator with this budget); the
-            ``num_restarts`` starting points it picks are then climbed on all ``theta_samples``
-            draws, so the candidate is a local maximum of the full acquisition. ``None``, or a
-            budget of at least ``theta_samples``, screens on all draws (the paper's procedure).
-            With 64 (default) the screen took an eighth of the work, and along BO runs the
-            candidates fell short of the best found on as many states as the paper's procedure
-            (docs/benchmarks.md, "Screening raw samples on fewer draws"). Not used when the
-            coarse stage runs (it screens on its own draws).
+            ``num_restarts`` starting points drawn from those scores are then climbed on all
+            ``theta_samples`` draws, so the candidate is a local maximum of the full
+            acquisition. ``None``, or a budget of at least ``theta_samples``, screens on all
+            draws (the paper's procedure). With 64 (default) the acquisition took 0.62-0.89x the
+            seconds, and along BO runs its candidate fell more than 1e-3 (log-EI) below the best
+            found on 8 of 160 states, against 9 for the paper's procedure and 8 for a reseeded
+            one (docs/benchmarks.md, "Acquisition maximization"). Not used when the coarse stage
+            runs (it screens on its own draws).
         coarse_theta_samples: Draws of a coarse acquisition (the same estimator with this budget)
-            on which the multistart, raw-sample screen and restarts, runs first; the two best
-            results by the full acquisition are then polished on all ``theta_samples`` draws.
-            ``None`` (default), or a budget of at least ``theta_samples``, maximizes on all draws
-            from the start (the paper's procedure). Only on the CPU, where the draws are the cost:
-            with 64 the acquisition took 0.44-0.54x the seconds and reached the same candidate on
-            38 of 40 initial designs (another one higher, one 5e-4 lower), but along BO runs it missed the best basin more often than a
-            reseeded multistart on all draws (25 against 10 of 160 states lower by over 1e-3 in
-            log-EI, at most 5.5e-2), hence not the default (docs/benchmarks.md,
-            "Coarse-to-fine acquisition maximization"). On a GPU an evaluation costs its kernel
-            launches, so fewer draws save little there, and the stage is skipped.
+            on which the whole multistart, screen and restarts, runs first; the two best results
+            by the full acquisition are then polished on all ``theta_samples`` draws. ``None``
+            (default), or a budget of at least ``theta_samples``, runs no coarse stage. Only on
+            the CPU, where the draws are the cost: with 64 the acquisition took 0.43-0.66x the
+            seconds of the paper's procedure, but along BO runs its candidate fell more than 1e-3
+            below the best found on 26 of 160 states (the restarts climb the coarse
+            acquisition's own local maxima), hence not the default (docs/benchmarks.md,
+            "Acquisition maximization"). On a GPU an evaluation costs its kernel launches, so
+            fewer draws save little there, and the stage is skipped.
         fit: MAP fit of the members: ``"fast"`` (default;
             :func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
             fit of each member, never worse than BoTorch's on the benchmark's states) or
