@@ -57,6 +57,7 @@ from multiprocessing.connection import wait as wait_for
 from typing import Any, Literal, NamedTuple
 
 import torch
+from threadpoolctl import threadpool_limits
 
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, one_line
 from orthobench.loop import ProgressCallback, make_task, run_cell
@@ -120,12 +121,20 @@ class _Result(NamedTuple):
 
 
 @contextlib.contextmanager
-def torch_threads(threads: int) -> Iterator[None]:
-    """Run the block with ``torch.set_num_threads(threads)``; the previous count is restored."""
+def thread_limits(threads: int) -> Iterator[None]:
+    """Run the block with ``threads`` threads in torch and in every other pool that threadpoolctl
+    finds (scipy's OpenBLAS, OpenMP); the previous counts are restored.
+
+    torch's count decides the BLAS reductions that determinism depends on (docs/design.md,
+    "Thread counts"). The other pools only cost time: scipy's L-BFGS-B, in BoTorch's and the fast
+    fit's optimizers, calls OpenBLAS, whose default pool of one thread per core oversubscribes a
+    machine that runs one cell per core.
+    """
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        yield
+        with threadpool_limits(limits=threads):
+            yield
     finally:
         torch.set_num_threads(before)
 
@@ -148,7 +157,7 @@ def _execute(
     """
     start = time.perf_counter()
     try:
-        with torch_threads(job.threads):
+        with thread_limits(job.threads):
             records = run_cell(
                 job.cell, job.device, on_evaluation, job.journal, job.evaluation_timeout
             )

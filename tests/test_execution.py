@@ -138,6 +138,7 @@ import time
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_info
 
 from orthobench import Evaluation, SearchSpace, Task
 
@@ -163,7 +164,8 @@ class Faulty(Task):
         if self.fault == "hang":
             time.sleep(3600)
         y = float(np.sum(np.asarray(x) ** 2))
-        return Evaluation(y=y, info={"threads": torch.get_num_threads()})
+        blas = {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+        return Evaluation(y=y, info={"threads": torch.get_num_threads(), "blas": sorted(blas)})
 """
 
 
@@ -225,6 +227,8 @@ def test_threads_per_cell_are_set_around_every_cell_restored_and_recorded(
     assert summary.count("ok") == 2, summary.failed
     frame = load_runs([tmp_path])
     assert {json.loads(info)["threads"] for info in frame["info"]} == {2}
+    # scipy's OpenBLAS (L-BFGS-B's) too, whatever its default pool on this machine.
+    assert {tuple(json.loads(info)["blas"]) for info in frame["info"]} == {(2,)}
     for path in (tmp_path / "runs").glob("*.parquet"):
         assert read_metadata(path)["threads_per_cell"] == 2
 
@@ -240,7 +244,8 @@ def test_an_objective_raising_system_exit_or_keyboard_interrupt_fails_only_its_c
         ("interrupt", 0): ("failed", "KeyboardInterrupt"),
         ("none", 0): ("ok", None),
     }
-    assert [json.loads(i)["threads"] for i in load_runs([tmp_path])["info"]] == [1] * 5
+    infos = [json.loads(i) for i in load_runs([tmp_path])["info"]]
+    assert [(i["threads"], i["blas"]) for i in infos] == [(1, [1])] * 5
 
 
 def _orthobench_run(suite, out, *options: str, **popen) -> subprocess.Popen:

@@ -50,7 +50,7 @@ import pandas as pd
 import torch
 
 from orthobench.config.names import TPE_ESTIMATORS, parse_estimator
-from orthobench.execution import torch_threads
+from orthobench.execution import thread_limits
 from orthobench.probe import metrics
 from orthobench.probe.gp_probe import gp_values
 from orthobench.probe.states import ProbeState, build_history, probe_points
@@ -233,7 +233,7 @@ def run_probe(
             status = "stored"
             if force or stored.get(state.id) != config_hash:
                 start = time.perf_counter()
-                with torch_threads(threads):
+                with thread_limits(threads):
                     records = probe_state(state, spec, device)
                 store.write_probe_state(
                     state.id,

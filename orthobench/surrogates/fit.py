@@ -35,13 +35,17 @@ that still fails is a fallback: BoTorch's fit replaces it, and the fit info reco
 (``fallback``) with a :class:`~orthobench.exceptions.NumericsWarning`. A BoTorch fit that fails
 the check is only recorded (``stationary: False``): it is the default, and what its users know.
 
-Fits run with one torch thread (restored afterwards): a 32-point GP is a few hundred tiny
-operations per evaluation, and with two threads on two cores they stall (a fit gets 10-100x
-slower).
+Fits run with one torch thread and one thread in scipy's BLAS (both restored afterwards): a
+32-point GP is a few hundred tiny operations per evaluation, and with two torch threads on two
+cores they stall (a fit gets 10-100x slower). scipy's L-BFGS-B (C since scipy 1.15) calls
+OpenBLAS on vectors of ``p`` entries; with OpenBLAS's default pool (one thread per core) and the
+other core busy, as in a pool of one cell per core, the fit took 2.5-3x as long (scipy issue
+22438; BoTorch limits its own ``minimize`` calls the same way).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Iterator, Sequence
@@ -53,6 +57,7 @@ import torch
 from botorch.models import SingleTaskGP
 from gpytorch.constraints import Interval
 from scipy.optimize import minimize
+from threadpoolctl import ThreadpoolController
 
 from orthobench.exceptions import NumericsWarning
 from orthobench.surrogates.gp import (
@@ -254,9 +259,18 @@ def _single_thread() -> Iterator[None]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        yield
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            yield
     finally:
         torch.set_num_threads(threads)
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """The BLAS pools loaded (scipy's OpenBLAS is, by this module's import). Made once:
+    ``threadpool_limits`` inspects every loaded library on each call (about 1.4 ms), a
+    controller's ``limit`` only sets the counts (about 10 us)."""
+    return ThreadpoolController()
 
 
 class _Objective:

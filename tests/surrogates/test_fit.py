@@ -12,6 +12,7 @@ from botorch.fit import fit_gpytorch_mll
 from botorch.test_functions import Ackley
 from botorch.utils.sampling import draw_sobol_samples
 from gpytorch.mlls import ExactMarginalLogLikelihood
+from threadpoolctl import threadpool_info, threadpool_limits
 from torch.quasirandom import SobolEngine
 
 from orthobench.devices import CPU_ACQ_MAX_POINTS, CPU_FIT_MAX_POINTS, acq_device, fit_device
@@ -19,6 +20,7 @@ from orthobench.exceptions import NumericsWarning
 from orthobench.optimizers.botorch_baselines import QLogEI
 from orthobench.optimizers.orthobo import OrthoBO
 from orthobench.optimizers.turbo import TuRBO
+from orthobench.surrogates import fit as fit_module
 from orthobench.surrogates.fit import (
     STATIONARY_TOL,
     WarmStarts,
@@ -150,14 +152,29 @@ def test_objective_is_inf_where_the_cholesky_fails() -> None:
     assert value == math.inf and np.all(grad == 0)
 
 
-def test_fast_fit_restores_the_thread_count() -> None:
+def test_fast_fit_runs_scipy_on_one_blas_thread_and_restores_the_thread_counts(
+    monkeypatch,
+) -> None:
+    """L-BFGS-B's BLAS calls run on one thread (scipy issue 22438: a pool per core slows the fit
+    2.5-3x when the other cores are busy); torch's and BLAS's counts are restored afterwards."""
+    seen = []
+
+    def minimize(*args, **kwargs):
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+        return real_minimize(*args, **kwargs)
+
+    real_minimize = fit_module.minimize
+    monkeypatch.setattr(fit_module, "minimize", minimize)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        fit_model(*_data(), fit="fast")
-        assert torch.get_num_threads() == 2
+        with threadpool_limits(limits=2, user_api="blas"):
+            fit_model(*_data(), fit="fast")
+            assert torch.get_num_threads() == 2
+            assert {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"} == {2}
     finally:
         torch.set_num_threads(threads)
+    assert seen and set(seen) == {1}
 
 
 def test_unknown_fit_is_refused() -> None:
