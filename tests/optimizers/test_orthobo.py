@@ -186,14 +186,26 @@ def test_registry_exposes_the_suite_parameters() -> None:
     )
 
 
+# 128 draws, a small multistart: the screen's and the coarse stage's tests ask on one Branin state.
+MAXIMIZE_SETTINGS = dict(theta_samples=128, raw_samples=64, num_restarts=4, seed=0)
+
+
+def _ask_on_branin(device, **params):
+    """``(suggestion, full acquisition, candidate 1 x 1 x 2)`` of one ask on an 8-point Branin
+    state; the acquisition is the one ``ask`` maximized, rebuilt on all 128 draws."""
+    x = np.random.default_rng(3).random((8, 2))
+    optimizer = OrthoBO(2, **MAXIMIZE_SETTINGS, **params, device=device)
+    optimizer.tell(x, np.array([branin01(row) for row in x]))
+    suggestion = optimizer.ask(1)
+    candidate = torch.as_tensor(suggestion.x, dtype=torch.float64, device=device)
+    return suggestion, optimizer.acquisition(), candidate.reshape(1, 1, 2)
+
+
 def test_raw_samples_are_screened_on_fewer_draws_and_climbed_on_all(device, monkeypatch) -> None:
     """With ``screen_theta_samples: 16`` of 128 draws, the raw samples are scored by a 16-draw
     acquisition, the restarts climb the 128-draw one (the candidate is stationary there, or on
     a bound), the candidate is as good as the all-draws screen's, and each step records the
     screen's budget (None: all draws)."""
-    x = np.random.default_rng(3).random((8, 2))
-    y = np.array([branin01(row) for row in x])
-    settings = dict(theta_samples=128, raw_samples=64, num_restarts=4, seed=0, device=device)
     screened = []
     real_screen = gp_base.gen_batch_initial_conditions
 
@@ -204,13 +216,9 @@ def test_raw_samples_are_screened_on_fewer_draws_and_climbed_on_all(device, monk
     monkeypatch.setattr(gp_base, "gen_batch_initial_conditions", spy)
     values, budgets = [], []
     for screen in (None, 16):
-        optimizer = OrthoBO(2, screen_theta_samples=screen, **settings)
-        optimizer.tell(x, y)
-        suggestion = optimizer.ask(1)
+        suggestion, full, candidate = _ask_on_branin(device, screen_theta_samples=screen)
         budgets.append(suggestion.info["screen_theta_samples"])
-        full = optimizer.acquisition()  # the acquisition that ask maximized, on all 128 draws
-        candidate = torch.as_tensor(suggestion.x, dtype=torch.float64, device=device)
-        candidate = candidate.reshape(1, 1, 2).requires_grad_(True)
+        candidate.requires_grad_(True)
         value = full(candidate)
         (grad,) = torch.autograd.grad(value.sum(), candidate)
         interior = (candidate > 1e-6) & (candidate < 1 - 1e-6)
@@ -219,26 +227,19 @@ def test_raw_samples_are_screened_on_fewer_draws_and_climbed_on_all(device, monk
     assert screened == [[16]]  # the all-draws run screened inside optimize_acqf
     assert budgets == [None, 16]
     assert values[1] >= values[0] - 1e-6
-    assert OrthoBO(2, screen_theta_samples=128, **settings)._screen_samples is None
+    assert OrthoBO(2, screen_theta_samples=128, **MAXIMIZE_SETTINGS)._screen_samples is None
 
 
 def test_coarse_stage_reaches_the_full_multistarts_optimum(device) -> None:
     """The multistart on 16 of 128 draws, then the best two results polished on all 128, ends
     where the multistart on all draws does (the same fit and draws: one seed), and each step
     records the coarse budget. On a GPU the coarse stage does not run."""
-    x = np.random.default_rng(3).random((8, 2))
-    y = np.array([branin01(row) for row in x])
-    settings = dict(theta_samples=128, raw_samples=64, num_restarts=4, seed=0, device=device)
     values, budgets = [], []
     for coarse in (None, 16):
-        optimizer = OrthoBO(2, coarse_theta_samples=coarse, **settings)
-        optimizer.tell(x, y)
-        suggestion = optimizer.ask(1)
+        suggestion, full, candidate = _ask_on_branin(device, coarse_theta_samples=coarse)
         budgets.append(suggestion.info["coarse_theta_samples"])
-        full = optimizer.acquisition()  # the acquisition that ask maximized, on all 128 draws
         with torch.no_grad():
-            candidate = torch.as_tensor(suggestion.x, dtype=torch.float64, device=device)
-            values.append(float(full(candidate.reshape(1, 1, 2))))
+            values.append(float(full(candidate)))
     assert budgets == [None, 16 if device.type == "cpu" else None]
     assert values[1] >= values[0] - 1e-6
-    assert OrthoBO(2, coarse_theta_samples=128, **settings)._coarse_samples is None
+    assert OrthoBO(2, coarse_theta_samples=128, **MAXIMIZE_SETTINGS)._coarse_samples is None
