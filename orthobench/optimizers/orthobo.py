@@ -163,10 +163,6 @@ class OrthoBO(GPOptimizer):
                 f"`theta_sampling` must be one of {THETA_SAMPLING}, but got {theta_sampling!r}."
             )
         self.theta_estimator = _resolve_estimator(estimator, theta_sampling, rb)
-        if self.theta_estimator.sampling == "antithetic" and theta_samples % 2:
-            raise ValueError(
-                f"Antithetic draws need an even `theta_samples`, but got {theta_samples=}."
-            )
         if not 0 < alpha <= 1:
             raise ValueError(
                 f"`alpha` is relative to the naive estimate and must be in (0, 1], but got {alpha=}."
@@ -176,12 +172,20 @@ class OrthoBO(GPOptimizer):
         self.fit = fit
         self._warm_starts = WarmStarts(fit)
         self.theta_samples = theta_samples
-        for name, value in (
-            ("screen_theta_samples", screen_theta_samples),
-            ("coarse_theta_samples", coarse_theta_samples),
-        ):
+        stage_budgets = {
+            "screen_theta_samples": screen_theta_samples,
+            "coarse_theta_samples": coarse_theta_samples,
+        }
+        for name, value in stage_budgets.items():
             if value is not None and value < 4:
                 raise ValueError(f"`{name}` must be at least 4 or null, but got {value}.")
+        if self.theta_estimator.sampling == "antithetic":
+            # Every budget that draws, here rather than when the screen or coarse stage first draws.
+            for name, value in {"theta_samples": theta_samples, **stage_budgets}.items():
+                if value is not None and value % 2:
+                    raise ValueError(
+                        f"Antithetic draws need an even `{name}`, but got {name}={value}."
+                    )
         self.screen_theta_samples = screen_theta_samples
         self.coarse_theta_samples = coarse_theta_samples
         self.estimator = estimator

@@ -145,6 +145,9 @@ def test_invalid_arguments_raise_with_values() -> None:
         OrthoBO(2, seed=0, estimator="orth@qmc", theta_sampling="antithetic")
     with pytest.raises(ValueError, match="theta_samples=15"):
         OrthoBO(2, seed=0, theta_samples=15, estimator="orth", theta_sampling="antithetic")
+    for name in ("screen_theta_samples", "coarse_theta_samples"):
+        with pytest.raises(ValueError, match=f"even `{name}`, but got {name}=33"):
+            OrthoBO(2, seed=0, estimator="orth", theta_sampling="antithetic", **{name: 33})
     with pytest.raises(ValueError, match="alpha=2.0"):
         OrthoBO(2, seed=0, alpha=2.0)
     with pytest.raises(ValueError, match="'cosine'"):
