@@ -60,7 +60,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, one_line
-from orthobench.loop import ProgressCallback, make_task, run_cell
+from orthobench.loop import ProgressCallback, check_buildable, run_cell
 from orthobench.progress import Progress
 from orthobench.results import EvaluationJournal, ResultStore, RunRecord, run_metadata
 from orthobench.suite import Cell, Suite
@@ -234,6 +234,9 @@ def run_suite(
             ``status="timeout"`` (None: no limit); not enforced on Dask (a warning says so).
 
     Raises:
+        OrthobenchError: before any cell runs, from a task that cannot be built (a missing
+            dataset, ...), or a ``ConfigError`` for an optimizer whose constructor refuses its
+            parameters (:func:`orthobench.loop.check_buildable`).
         RunInterrupted: on Ctrl-C, with the summary of the cells finished so far.
     """
     if executor not in EXECUTORS:
@@ -298,10 +301,9 @@ def _run_cells(
             summary.outcomes.append(CellOutcome(cell, "skipped"))
         else:
             todo.append(cell)
-    # Build each task to run once before any cell does: a task whose data or model is missing
+    # A task whose data or model is missing, or an optimizer whose parameters do not combine,
     # raises its one-line error here, not in every cell after the others ran.
-    for cell in {c.task.label: c for c in todo}.values():
-        make_task(cell)
+    check_buildable(todo, device)
     journals = {cell.id: store.evaluation_journal(cell) for cell in todo}
     if force:
         for journal in journals.values():

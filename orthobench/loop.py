@@ -22,14 +22,15 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch.quasirandom import SobolEngine
 
-from orthobench.exceptions import OrthobenchWarning
+from orthobench.exceptions import ConfigError, OrthobenchError, OrthobenchWarning
+from orthobench.optimizers.base import Optimizer
 from orthobench.registry import OPTIMIZERS, TASKS
 from orthobench.results import EvaluationJournal, RunRecord
 from orthobench.seeding import derive_seed, torch_seed
@@ -47,6 +48,47 @@ def initial_design(dim: int, n: int, seed: int) -> np.ndarray:
 
 def make_task(cell: Cell) -> Task:
     return TASKS.create(cell.task.name, **cell.task.params)
+
+
+def make_optimizer(cell: Cell, dim: int, device: torch.device) -> Optimizer:
+    """The cell's optimizer for a ``dim``-dimensional space, seeded as the loop seeds it."""
+    return OPTIMIZERS.create(
+        cell.optimizer.name,
+        dim,
+        seed=derive_seed(cell.seed, "optimizer", cell.task.label, cell.optimizer.label),
+        device=device,
+        dtype=getattr(torch, cell.dtype),
+        **cell.optimizer.params,
+    )
+
+
+def check_buildable(cells: Iterable[Cell], device: torch.device) -> None:
+    """Build the task and the optimizer of every (task, optimizer) pair among ``cells`` once,
+    before any of them runs.
+
+    A task raises its own error (a missing dataset names the command that fetches it). The
+    registries check each parameter against its type; an optimizer's constructor also checks how
+    parameters combine (OrthoBO's antithetic draws need even budgets, ...). Without this, such a
+    suite would fail every cell of that task or optimizer, one by one, after the others ran.
+
+    Raises:
+        OrthobenchError: a task's, as it raised it.
+        ConfigError: at field ``optimizers.<label>``, with the constructor's message, for an
+            optimizer that refuses its parameters.
+    """
+    dims: dict[str, int] = {}
+    for cell in {(c.task.label, c.optimizer.label): c for c in cells}.values():
+        if cell.task.label not in dims:
+            dims[cell.task.label] = make_task(cell).space.dim
+        try:
+            make_optimizer(cell, dims[cell.task.label], device)
+        except OrthobenchError:
+            raise
+        except (ValueError, TypeError) as err:
+            raise ConfigError(
+                f"optimizers.{cell.optimizer.label}",
+                f"cannot be built for task {cell.task.label!r}: {err}",
+            ) from err
 
 
 class _EvaluationTimeout(BaseException):
@@ -116,17 +158,9 @@ def run_cell(
     finished cell equals an uninterrupted one (up to the timings).
     """
     device = torch.device(device)
-    dtype = getattr(torch, cell.dtype)
     task = make_task(cell)
     space = task.space
-    optimizer = OPTIMIZERS.create(
-        cell.optimizer.name,
-        space.dim,
-        seed=derive_seed(cell.seed, "optimizer", cell.task.label, cell.optimizer.label),
-        device=device,
-        dtype=dtype,
-        **cell.optimizer.params,
-    )
+    optimizer = make_optimizer(cell, space.dim, device)
     stored = journal.read() if journal is not None else []
     records: list[RunRecord] = []
     best_y = math.inf

@@ -488,3 +488,32 @@ def test_run_suite_holds_the_results_directory(faulty, tmp_path) -> None:
         with pytest.raises(OrthobenchError, match="in use by another orthobench run"):
             _quiet_run(suite, tmp_path, "inline")
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_optimizer_whose_parameters_do_not_combine_stops_the_run_before_any_cell(
+    write_suite, tmp_path
+) -> None:
+    """OrthoBO's antithetic draws need an even screen budget: the constructor refuses 33. The run
+    raises that at ``optimizers.<label>`` before any cell runs (the sobol cells too)."""
+    suite = load_suite(
+        write_suite(
+            """
+            name: unbuildable
+            seeds: 2
+            n_init: 4
+            budget: 1
+            tasks: [hartmann6]
+            optimizers:
+              - sobol
+              - {name: orthobo, label: odd-screen, params: {estimator: orth,
+                 theta_sampling: antithetic, screen_theta_samples: 33}}
+            """
+        )
+    )
+    with pytest.raises(OrthobenchError) as err:
+        _quiet_run(suite, tmp_path, "inline")
+    assert str(err.value).startswith(
+        "optimizers.odd-screen: cannot be built for task 'hartmann6': Antithetic draws need an "
+        "even `screen_theta_samples`, but got screen_theta_samples=33."
+    )
+    assert load_runs([tmp_path]).empty
