@@ -303,7 +303,7 @@ def _run_cells(
             todo.append(cell)
     # A task whose data or model is missing, or an optimizer whose parameters do not combine,
     # raises its one-line error here, not in every cell after the others ran.
-    check_buildable(todo, device)
+    check_buildable(todo)
     journals = {cell.id: store.evaluation_journal(cell) for cell in todo}
     if force:
         for journal in journals.values():

@@ -62,9 +62,12 @@ def make_optimizer(cell: Cell, dim: int, device: torch.device) -> Optimizer:
     )
 
 
-def check_buildable(cells: Iterable[Cell], device: torch.device) -> None:
+def check_buildable(cells: Iterable[Cell]) -> None:
     """Build the task and the optimizer of every (task, optimizer) pair among ``cells`` once,
     before any of them runs.
+
+    Optimizers are built on the CPU: the run's device is checked already, and so the runner
+    process makes no CUDA context of its own when its cells run in worker processes.
 
     A task raises its own error (a missing dataset names the command that fetches it). The
     registries check each parameter against its type; an optimizer's constructor also checks how
@@ -81,7 +84,7 @@ def check_buildable(cells: Iterable[Cell], device: torch.device) -> None:
         if cell.task.label not in dims:
             dims[cell.task.label] = make_task(cell).space.dim
         try:
-            make_optimizer(cell, dims[cell.task.label], device)
+            make_optimizer(cell, dims[cell.task.label], torch.device("cpu"))
         except OrthobenchError:
             raise
         except (ValueError, TypeError) as err:
