@@ -66,13 +66,12 @@ def check_buildable(cells: Iterable[Cell]) -> None:
     """Build the task and the optimizer of every (task, optimizer) pair among ``cells`` once,
     before any of them runs.
 
-    Optimizers are built on the CPU: the run's device is checked already, and so the runner
-    process makes no CUDA context of its own when its cells run in worker processes.
-
     A task raises its own error (a missing dataset names the command that fetches it). The
     registries check each parameter against its type; an optimizer's constructor also checks how
     parameters combine (OrthoBO's antithetic draws need even budgets, ...). Without this, such a
     suite would fail every cell of that task or optimizer, one by one, after the others ran.
+    Optimizers are built on the CPU: the run's device is checked already, and so the runner
+    process makes no CUDA context of its own when its cells run in worker processes.
 
     Raises:
         OrthobenchError: a task's, as it raised it.
