@@ -74,14 +74,14 @@ def _value(acqf, x) -> float:
 
 def _state(run: OrthoBO, seed: int, torch_seed: int) -> dict[str, tuple[float, float]]:
     """``(value, seconds)`` of every procedure at ``run``'s state (its history and ask count)."""
-    results, acqf = {}, None
+    results = {}
     for label, settings in PROCEDURES.items():
         optimizer = OrthoBO(run.dim, seed=seed, **settings)
         optimizer.tell(run.train_x.cpu().numpy(), run.train_y.cpu().numpy())
         optimizer.load_state_dict(run.state_dict())
         suggestion = optimizer.ask(1)
-        acqf = optimizer.acquisition()  # the same fit and draws for every procedure
         results[label] = (suggestion.x, suggestion.acq_seconds)
+    acqf = optimizer.acquisition()  # every procedure's fit and draws (same seed and state)
     torch.manual_seed(torch_seed)
     bounds = torch.stack([torch.zeros(run.dim), torch.ones(run.dim)]).double()
     start = time.perf_counter()
