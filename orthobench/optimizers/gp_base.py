@@ -109,7 +109,8 @@ class GPOptimizer(Optimizer):
         restart's result comes back (``num_restarts x q x d``; one ``q x d`` point after a
         fallback). With ``screen``, the ``raw_samples`` are scored by ``screen`` instead of
         ``acqf`` (e.g. the same acquisition on fewer draws) to pick the ``num_restarts`` starting
-        points, and the restarts climb ``acqf``; ``options`` then go to the screen.
+        points, and the restarts climb ``acqf``; as with BoTorch's own starts, restarts that end
+        with an ``OptimizationWarning`` are run once more from newly screened raw samples.
 
         ``acqf`` may be a function that builds the acquisition: it is then called inside the seeded
         block, for acquisitions whose construction draws from the global generator (qLogNEI's
@@ -127,16 +128,6 @@ class GPOptimizer(Optimizer):
             try:
                 acqf = acqf if isinstance(acqf, AcquisitionFunction) else acqf()
                 starts = batch_initial_conditions
-                if starts is None and screen is not None:
-                    starts = gen_batch_initial_conditions(
-                        screen,
-                        bounds,
-                        q=q,
-                        num_restarts=self.num_restarts,
-                        raw_samples=self.raw_samples,
-                        options=options,
-                    )
-                    options = None
                 candidate, _ = optimize_acqf(
                     acqf,
                     bounds=bounds,
@@ -146,6 +137,7 @@ class GPOptimizer(Optimizer):
                     options=options,
                     batch_initial_conditions=starts,
                     return_best_only=return_best_only,
+                    ic_generator=None if screen is None else _screened_starts(screen),
                 )
             except _MAXIMIZE_ERRORS as err:
                 reason = one_line(f"{err.__class__.__name__}: {err}", limit=160)
@@ -172,3 +164,15 @@ class GPOptimizer(Optimizer):
             return candidates[0], "a Sobol' point (no finite acquisition value)"
         best = torch.where(torch.isfinite(values), values, -math.inf).argmax()
         return candidates[best], f"the best of {self.raw_samples} raw Sobol' candidates"
+
+
+def _screened_starts(screen: AcquisitionFunction) -> Callable[..., Tensor]:
+    """``optimize_acqf``'s ``ic_generator`` that scores the raw samples by ``screen`` instead of
+    the acquisition being maximized (BoTorch's initializer otherwise). Passed as the generator
+    rather than as fixed starting points, so that ``optimize_acqf`` also screens the new starts of
+    its retry after an ``OptimizationWarning``."""
+
+    def generate(acq_function: AcquisitionFunction, bounds: Tensor, **kwargs: Any) -> Tensor:
+        return gen_batch_initial_conditions(screen, bounds, **kwargs)
+
+    return generate

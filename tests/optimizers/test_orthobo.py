@@ -8,6 +8,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from botorch.exceptions import OptimizationWarning
+from botorch.optim import optimize as botorch_optimize
 
 from orthobench.estimators import DEFAULT_ESTIMATOR
 from orthobench.exceptions import NumericsWarning
@@ -231,6 +233,37 @@ def test_raw_samples_are_screened_on_fewer_draws_and_climbed_on_all(device, monk
     assert budgets == [None, 16]
     assert values[1] >= values[0] - 1e-6
     assert OrthoBO(2, screen_theta_samples=128, **MAXIMIZE_SETTINGS)._screen_samples is None
+
+
+def test_screened_starts_are_drawn_again_after_an_optimization_warning(monkeypatch) -> None:
+    """When the restarts end with an ``OptimizationWarning``, ``optimize_acqf`` runs them once more
+    from new starting points, and with the screen those are screened too (a second screen, a
+    second multistart), as BoTorch does with its own starts."""
+    screened = []
+    real_screen = gp_base.gen_batch_initial_conditions
+
+    def spy(acq_function, *args, **kwargs):
+        screened.append([gp.num_samples for gp in acq_function.members])
+        return real_screen(acq_function, *args, **kwargs)
+
+    multistarts = []
+    real_multistart = botorch_optimize.gen_candidates_scipy
+
+    def warns_first(*args, **kwargs):
+        multistarts.append(args[0].clone())  # the starting points
+        result = real_multistart(*args, **kwargs)
+        if len(multistarts) == 1:
+            warnings.warn("L-BFGS-B stopped abnormally", OptimizationWarning, stacklevel=1)
+        return result
+
+    monkeypatch.setattr(gp_base, "gen_batch_initial_conditions", spy)
+    monkeypatch.setattr(botorch_optimize, "gen_candidates_scipy", warns_first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # optimize_acqf's "trying again"
+        _ask_on_branin(torch.device("cpu"), screen_theta_samples=16)
+    assert screened == [[16], [16]]
+    assert len(multistarts) == 2
+    assert not torch.equal(multistarts[0], multistarts[1])
 
 
 def test_coarse_stage_reaches_the_full_multistarts_optimum(device) -> None:
