@@ -401,3 +401,46 @@ def get_estimator(name: str) -> Estimator:
         return ESTIMATORS[name]
     except KeyError:
         raise UnknownNameError("estimator", name, tuple(ESTIMATORS), "estimator") from None
+
+
+def estimator_weights(
+    estimator: Estimator,
+    controls: Tensor,
+    control_mean: Tensor | None = None,
+    control_cov: Tensor | None = None,
+    *,
+    chunk: int = 512,
+) -> Tensor:
+    r"""The ``S`` draw weights ``a`` of an estimator on these controls: ``est(values) = a^T values``.
+
+    Every estimator here is linear in each candidate's values, with coefficients that depend on
+    the controls alone, so ``a_s`` is the estimate for the indicator of draw ``s`` (the columns
+    of the ``S x S`` identity, passed ``chunk`` at a time). Computed once per set of draws, it
+    makes an estimate a weighted sum, as cheap as :func:`mc_mean`, for any number of candidates.
+
+    Args:
+        estimator: An estimator of :data:`ESTIMATORS` (or :func:`get_estimator`'s result).
+        controls: ``S x K`` controls.
+        control_mean, control_cov: As the estimator takes them.
+        chunk: Identity columns per call (bounds the memory at ``S x chunk`` values).
+
+    Returns:
+        ``S`` weights (they sum to 1 for every estimator here: a constant is estimated exactly).
+
+    Example:
+        >>> z = torch.randn(64, 3, dtype=torch.float64)
+        >>> values = torch.rand(64, 5, dtype=torch.float64)
+        >>> a = estimator_weights(get_estimator("orth"), z)
+        >>> bool(torch.allclose(a @ values, orthogonal_mean(values, z)))
+        True
+    """
+    num_draws = controls.shape[0]
+    weights = []
+    for start in range(0, num_draws, chunk):
+        columns = torch.arange(start, min(start + chunk, num_draws), device=controls.device)
+        indicators = torch.zeros(
+            num_draws, columns.numel(), dtype=controls.dtype, device=controls.device
+        )
+        indicators[columns, columns - start] = 1.0
+        weights.append(estimator(indicators, controls, control_mean, control_cov))
+    return torch.cat(weights)

@@ -17,7 +17,7 @@ from botorch.optim import optimize_acqf
 from botorch.test_functions import Hartmann
 from torch.quasirandom import SobolEngine
 
-from orthobench.acquisition import MarginalLogEI
+from orthobench.acquisition import MarginalLogEI, _LogEnsembleEstimate
 from orthobench.estimators import DEFAULT_ESTIMATOR, ESTIMATORS, get_estimator
 from orthobench.exceptions import NumericsWarning
 from orthobench.surrogates.gp import fit_model
@@ -128,8 +128,48 @@ def test_relative_floor_binds_where_the_estimate_is_not_positive(
     acqf = _acqf(small_states[:1], alpha=1e-3)
     x = torch.rand(4, 1, 2, dtype=DTYPE, device=device)
     log_scale, _, mc_value = acqf.scaled_estimates(x)
-    acqf._estimate = lambda values, *args: -values.mean(0)  # an estimate that went negative
+    # An estimate that went negative: the naive mean's draw weights, negated.
+    acqf._draw_weights[acqf.estimator] = [
+        -torch.full_like(w, 1 / w.numel()) for w in acqf.draw_weights()
+    ]
     torch.testing.assert_close(acqf(x), log_scale + math.log(1e-3) + mc_value.log())
+
+
+@pytest.mark.parametrize("members", [1, 2])
+def test_gradient_equals_autograd_of_the_direct_formula(members: int) -> None:
+    """The hand-written backward of ``L = log max(sum_m pi_m a_m^T e^l_m, alpha sum_m pi_m
+    mean e^l_m)`` equals autograd's through that formula, with the estimate above the floor for
+    some candidates and below it (negative) for others, and log-EI spread over 60 nats."""
+    gen = torch.Generator().manual_seed(0)
+    num_draws, alpha = 32, 0.1
+    log_eis = []
+    for _ in range(members):
+        log_ei = torch.randn(num_draws, 6, generator=gen, dtype=DTYPE) * 20 - 30
+        log_ei[0, :3] = log_ei[:, :3].max(0).values + 5.0  # draw 0 dominates candidates 0-2
+        log_eis.append(log_ei.requires_grad_(True))
+    # Weights summing to 1 with a large negative one: the estimate is negative where that draw
+    # dominates.
+    draw_weights = []
+    for _ in range(members):
+        weights = torch.rand(num_draws, generator=gen, dtype=DTYPE)
+        weights[0] = -3.0
+        draw_weights.append(weights / weights.sum())
+    log_pi = torch.tensor([0.7, 0.3][:members], dtype=DTYPE).log()
+    value = _LogEnsembleEstimate.apply(alpha, draw_weights, log_pi, *log_eis)
+    estimate = sum(
+        p.exp() * (a @ log_ei.exp())
+        for p, a, log_ei in zip(log_pi, draw_weights, log_eis, strict=True)
+    )
+    naive = sum(p.exp() * log_ei.exp().mean(0) for p, log_ei in zip(log_pi, log_eis, strict=True))
+    reference = torch.maximum(estimate, alpha * naive).log()
+    below = estimate < alpha * naive
+    assert below.any() and not below.all()
+    torch.testing.assert_close(value, reference, rtol=1e-12, atol=1e-12)
+    upstream = torch.rand(6, generator=gen, dtype=DTYPE)
+    grads = torch.autograd.grad((value * upstream).sum(), log_eis)
+    expected = torch.autograd.grad((reference * upstream).sum(), log_eis)
+    for grad, ref in zip(grads, expected, strict=True):
+        torch.testing.assert_close(grad, ref, rtol=1e-10, atol=1e-300)
 
 
 def test_far_from_the_data_the_log_acquisition_is_finite_and_ranks(

@@ -19,6 +19,7 @@ from orthobench.estimators import (
     ESTIMATORS,
     SHRINK_PER_CONTROL,
     crossfit_mean,
+    estimator_weights,
     get_estimator,
     mc_mean,
     orthogonal_mean,
@@ -310,3 +311,21 @@ def test_linear_controls_vanish_under_antithetic_draws() -> None:
         torch.testing.assert_close(
             get_estimator(name)(values, z, None, eye), mc_mean(values), rtol=1e-12, atol=1e-12
         )
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_draw_weights_reproduce_every_estimator(name: str) -> None:
+    """Each estimator is a weighted sum of the values with weights from the controls alone:
+    ``a^T values`` equals the estimate for values it never saw, with the identity passed in
+    chunks that do not divide ``S``, and the weights sum to 1 (a constant is estimated exactly)."""
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(37, 4, generator=gen, dtype=DTYPE)
+    values = torch.randn(37, 5, generator=gen, dtype=DTYPE).exp()
+    estimate = get_estimator(name)
+    eye = torch.eye(4, dtype=DTYPE)
+    weights = estimator_weights(estimate, z, None, eye, chunk=16)
+    assert weights.shape == (37,)
+    torch.testing.assert_close(
+        weights @ values, estimate(values, z, None, eye), rtol=1e-10, atol=1e-12
+    )
+    torch.testing.assert_close(weights.sum(), torch.tensor(1.0, dtype=DTYPE), rtol=0, atol=1e-12)
