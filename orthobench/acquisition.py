@@ -278,13 +278,10 @@ class _LogEnsembleEstimate(torch.autograd.Function):
         to_floor = (coef - to_estimate) * ctx.alpha
         grads = []
         for m, (values, weights) in enumerate(zip(scaled, ctx.draw_weights, strict=True)):
-            to_m, floor_m = (
-                (to_estimate, to_floor)
-                if rel is None
-                else (
-                    to_estimate * rel[m],
-                    to_floor * rel[m],
-                )
+            scale = 1.0 if rel is None else rel[m]
+            grads.append(
+                torch.outer(weights, to_estimate * scale)
+                .add_(to_floor * scale / values.shape[0])
+                .mul_(values)
             )
-            grads.append(torch.outer(weights, to_m).add_(floor_m / values.shape[0]).mul_(values))
         return None, None, None, *grads

@@ -19,7 +19,9 @@ Properties shared by every estimator here:
 * **Linear in values per candidate.** ``est(a * values) = a * est(values)`` for a positive
   per-candidate factor ``a`` (``1 x N``). Far from the data EI underflows, so callers pass
   ``exp(log_ei - max_s log_ei)`` and add the maximum back in log space
-  (docs/design.md, "EI in log space").
+  (docs/design.md, "EI in log space"). More: each estimate is ``a^T values`` with draw weights
+  ``a`` that depend on the controls alone (:func:`estimator_weights`), so an acquisition computes
+  them once per set of draws.
 * **Differentiable in values.** Controls enter only through factorizations that need no gradient.
 * **The control mean must be known.** Centring controls by their own sample mean makes
   ``bar c - mu_c`` zero and the estimate equal to :func:`mc_mean`. For TPE bootstrap statistics
