@@ -5,7 +5,8 @@ points and two default OrthoBO steps (S = 512, the raw samples screened on 64 dr
 third step taken apart as ``ask`` runs it: the fit, the two acquisitions' construction (512 and 64
 draws), the screen of the raw samples (the step's seed), and ``optimize_acqf``'s restarts from
 the screened starting points, with a spy that records each evaluation's batch size ``b`` (the
-restarts still running; each evaluation is one forward and backward pass).
+restarts still running; each evaluation is one forward and backward pass, but for the final
+forward-only scoring of the restarts' ends, counted as one too).
 
 Then, on the same state, for each ``b`` seen: the seconds of one evaluation, and of the two
 batched GEMMs of the marginal moments alone: ``S`` products of a ``b x n`` block with the
@@ -13,7 +14,7 @@ forward projection ``n x (n + 2)``, and with the backward one ``(n + 2) x n`` (b
 calls each). Summed over the restarts' evaluations, the GEMMs give a lower bound on any
 implementation that keeps that form; the rest of an evaluation is elementwise passes over ``S b
 n`` entries (square roots and exponentials of Matern-5/2, its derivative), log-EI and the
-per-operation overhead of some 60 torch operations.
+per-operation overhead of about a hundred torch operations.
 
 Printed per state, in milliseconds: fit, construction, screen, restarts (and evaluations),
 restarts priced at one evaluation per ``b``, and at the GEMMs alone. One torch thread. Run:
