@@ -174,6 +174,11 @@ class MarginalLogEI(AcquisitionFunction):
             ]
         return self._draw_weights[name]
 
+    def _member_log_eis(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+        """``X``'s batch shape and each member's ``S_m x b`` log-EI of its ``b`` candidates."""
+        flat = X.reshape(-1, *X.shape[-2:])  # b x 1 x d
+        return X.shape[:-2], [gp.log_ei(flat) for gp in self.members]
+
     def scaled_estimates(
         self, X: Tensor, estimator: str | None = None
     ) -> tuple[Tensor, Tensor, Tensor]:
@@ -188,9 +193,7 @@ class MarginalLogEI(AcquisitionFunction):
             ``(log_scale, value, mc_value)``, each of shape ``batch``: ``EI_ens = exp(log_scale) value`` and
             ``EI_ens^MC = exp(log_scale) mc_value``. ``value`` may be zero or negative.
         """
-        batch_shape = X.shape[:-2]
-        X = X.reshape(-1, *X.shape[-2:])  # b x 1 x d: the members take S x b values
-        log_eis = [gp.log_ei(X) for gp in self.members]
+        batch_shape, log_eis = self._member_log_eis(X)
         log_scale, value, mc_value, _, _ = _factored_estimates(
             log_eis, self.draw_weights(estimator), self.log_weights
         )
@@ -203,9 +206,7 @@ class MarginalLogEI(AcquisitionFunction):
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
         """``L(x)`` for ``b x 1 x d`` candidates -> ``b`` (see the class notes)."""
-        batch_shape = X.shape[:-2]
-        X = X.reshape(-1, *X.shape[-2:])
-        log_eis = [gp.log_ei(X) for gp in self.members]
+        batch_shape, log_eis = self._member_log_eis(X)
         value = _LogEnsembleEstimate.apply(
             self.alpha, self.draw_weights(), self.log_weights, *log_eis
         )
