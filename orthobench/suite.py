@@ -67,8 +67,13 @@ MAX_TIMEOUT_S = 1e7
 _LABEL_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_LABEL - 1}}}", re.ASCII)
 # A number in exponent notation that YAML 1.1 (PyYAML) reads as a string: 1e4, -2E-3.
 _FLOAT_TEXT_RE = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+", re.ASCII)
+#: Joins the labels of a cell id and a probe state id (``task__optimizer__seed0``). A label never
+#: holds it and never starts with ``_``, so an id splits back into its labels in one way only: no
+#: two cells share an id (and a file).
+ID_SEPARATOR = "__"
 _LABEL_CHARS = (
-    f"1 to {MAX_LABEL} letters, digits, '.', '_' or '-', starting with a letter or a digit"
+    f"1 to {MAX_LABEL} letters, digits, '.', '_' or '-', starting with a letter or a digit, "
+    f"without {ID_SEPARATOR!r} (it joins the labels of a cell id)"
 )
 
 _TOP_LEVEL = {
@@ -172,7 +177,7 @@ def _check_seconds(value: Any, field: str) -> None:
 
 def _check_label(value: Any, field: str) -> None:
     """A name or label: a safe file-name component (:data:`_LABEL_RE`, the whole string)."""
-    if not isinstance(value, str) or not _LABEL_RE.fullmatch(value):
+    if not isinstance(value, str) or not _LABEL_RE.fullmatch(value) or ID_SEPARATOR in value:
         raise ConfigError(field, f"must be {_LABEL_CHARS}, but got {show_value(value)}.")
 
 
@@ -186,15 +191,20 @@ def _within(prefix: str, err: ConfigError) -> ConfigError:
 
 def _check_components(specs: Any, field: str, registry: Registry) -> list[Entry]:
     """A non-empty tuple of distinct-label :class:`ComponentSpec` whose names and params
-    ``registry`` accepts (which imports each factory's module); returns their entries."""
+    ``registry`` accepts (which imports each factory's module); returns their entries.
+
+    Labels must differ ignoring case as well: they name result files, and ``A`` and ``a`` are one
+    file on a case-insensitive file system (macOS, Windows)."""
     _check_tuple(specs, field, f"{registry.kind} specs (ComponentSpec)")
     entries = []
     for i, spec in enumerate(specs):
         entries.append(_check_component(spec, f"{field}[{i}]", registry))
-        if spec.label in [s.label for s in specs[:i]]:
+        twin = next((s.label for s in specs[:i] if s.label.casefold() == spec.label.casefold()), None)
+        if twin is not None:
+            same = "is used twice" if twin == spec.label else f"differs from {twin!r} only in case"
             raise ConfigError(
                 f"{field}[{i}].label",
-                f"label {spec.label!r} is used twice; give each entry a distinct `label`.",
+                f"label {spec.label!r} {same}; give each entry a distinct `label`.",
             )
     return entries
 
@@ -389,7 +399,7 @@ class Cell:
     @property
     def id(self) -> str:
         """File-name-safe identifier, unique within a suite."""
-        return f"{self.task.label}__{self.optimizer.label}__seed{self.seed}"
+        return ID_SEPARATOR.join((self.task.label, self.optimizer.label, f"seed{self.seed}"))
 
     def config(self) -> dict[str, Any]:
         """The resolved configuration (JSON-serializable) stored with the results."""

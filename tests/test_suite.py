@@ -295,6 +295,50 @@ def test_bad_suite_names_file_field_and_allowed(write_suite, text, field, fragme
     assert "\n" not in message and len(info.value.reason) <= MESSAGE_LIMIT
 
 
+@pytest.mark.parametrize(
+    ("tasks", "optimizers", "field", "fragment"),
+    [
+        # The cells a__b/c and a/b__c once shared the id a__b__c__seed0: one overwrote the other.
+        (
+            "[{name: hartmann6, label: a__b}, {name: levy16, label: a}]",
+            "[{name: sobol, label: c}, {name: sobol, label: b__c}]",
+            "tasks[0].label",
+            "without '__'",
+        ),
+        # One file on a case-insensitive file system.
+        (
+            "[{name: hartmann6, label: H}, {name: levy16, label: h}]",
+            "[sobol]",
+            "tasks[1].label",
+            "label 'h' differs from 'H' only in case",
+        ),
+        ("[hartmann6]", "[sobol, {name: sobol, label: SOBOL}]", "optimizers[1].label", "case"),
+    ],
+)
+def test_suite_whose_cells_would_share_a_file_is_refused_at_load(
+    write_suite, tasks, optimizers, field, fragment
+):
+    path = write_suite(f"name: x\nbudget: 1\ntasks: {tasks}\noptimizers: {optimizers}\n")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    assert str(info.value).startswith(f"{path}: {field}: ")
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+
+
+def test_cell_ids_of_a_suite_are_distinct_ignoring_case(write_suite):
+    # Labels may end with '_': a_ + b and a + _b would both give a___b, but no label starts with
+    # '_', so the ids still split back in one way.
+    suite = load_suite(
+        write_suite(
+            "name: x\nbudget: 1\nseeds: 2\n"
+            "tasks: [{name: hartmann6, label: a_}, {name: levy16, label: a}]\n"
+            "optimizers: [{name: sobol, label: b_}, {name: sobol, label: b}]\n"
+        )
+    )
+    ids = [cell.id.casefold() for cell in suite.cells()]
+    assert len(set(ids)) == len(ids) == 8
+
+
 def test_file_that_is_not_utf8_or_too_large_is_refused_before_parsing(tmp_path):
     path = tmp_path / "latin1.yaml"
     path.write_bytes("name: x\nbudget: 1\ndescription: caf\xe9\n".encode("latin-1"))

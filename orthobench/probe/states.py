@@ -18,7 +18,7 @@ from torch.quasirandom import SobolEngine
 
 from orthobench.loop import make_task, run_cell
 from orthobench.seeding import derive_seed
-from orthobench.suite import Cell, ComponentSpec, ProbeSpec
+from orthobench.suite import ID_SEPARATOR, Cell, ComponentSpec, ProbeSpec
 
 #: The GP kernel that builds the history of a TPE state (TPE has no kernel of its own).
 TPE_STATE_KERNEL = "matern52-ard"
@@ -37,7 +37,8 @@ class ProbeState:
 
     @property
     def id(self) -> str:
-        return f"{self.task.label}__{self.surrogate}__seed{self.seed}__it{self.state_iteration}"
+        parts = (self.task.label, self.surrogate, f"seed{self.seed}", f"it{self.state_iteration}")
+        return ID_SEPARATOR.join(parts)
 
     @property
     def kernel(self) -> str:
