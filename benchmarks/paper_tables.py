@@ -7,11 +7,17 @@ report's loaders (:func:`orthobench.report.data.load_results`) and writes to ``O
 - ``<experiment>-final.csv`` per BO experiment: the final best-so-far regret (best objective for
   the training tasks) per task and optimizer over seeds: ``mean`` with its 95% Student-t
   interval ``low``-``high``, and ``median`` with the quartiles ``q25``-``q75`` and ``min``-``max``;
-  ``outliers`` and ``failed_evals`` count the cell rows (:func:`orthobench.report.tables.final_table`).
+  ``outliers`` and ``failed_evals`` count the cell rows (:func:`orthobench.report.tables.final_table`);
+  ``seeds_best`` is the number of seeds on which the optimizer has the task's lowest final value
+  (:func:`seeds_best`).
 - ``<experiment>-paired.csv``: per task, the final value of an OrthoBO variant minus that of a
   comparison optimizer, seed by seed (every optimizer of a seed starts from the same initial
-  design, so the pairs share it): mean difference with its 95% Student-t interval over seeds and
-  the number of seeds where OrthoBO is lower (:data:`PAIRS`).
+  design, so the pairs share it): mean difference with its 95% Student-t interval over seeds,
+  the number of seeds where OrthoBO is lower, and the two-sided Wilcoxon signed-rank test of
+  the differences: ``p_min`` (the smallest p-value it can give with these pairs, ``2 / 2^n``),
+  ``p_value`` (NaN where ``p_min >= 0.05``: too few seeds for a test) and ``p_holm`` (Holm over
+  the comparisons of the experiment and task) (:data:`PAIRS`,
+  :func:`orthobench.report.stats.signed_rank_test`).
 - ``<experiment>-runtime.csv``: seconds per BO step, mean and sd over steps and seeds of fit,
   acquisition (``acq``) and ``fit_acq`` = fit + acquisition (the optimizer's own time; the
   evaluation is left out) (:func:`orthobench.report.tables.runtime_table`).
@@ -99,24 +105,45 @@ def experiments(size: str) -> list[str]:
     return sorted(p.stem.removesuffix(f"-{size}") for p in SUITES_DIR.glob(f"*-{size}.yaml"))
 
 
+def seeds_best(finals: pd.DataFrame) -> pd.DataFrame:
+    """Per key: on how many seeds the optimizer has the lowest final value of its task.
+
+    ``finals`` is :func:`final_values`. On each (run set, task, seed), the lowest finite final
+    value over the optimizers that have one; every optimizer that attains it counts the seed
+    (ties count for each). Columns: the :data:`KEY`, ``seeds_best`` (0 for none).
+    """
+    lowest = finals.groupby(["run_set", "task", "seed"])["final"].transform("min")
+    best = finals.assign(seeds_best=(finals["final"] == lowest).astype(int))
+    return best.groupby(KEY, sort=True)["seeds_best"].sum().reset_index()
+
+
 def final_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """:func:`final_table`'s mean and t interval over seeds plus the median, quartiles and range."""
+    """:func:`final_table`'s mean and t interval over seeds plus the median, quartiles, range and
+    :func:`seeds_best`."""
     table = final_table(runs, reference=None).drop(
-        columns=["rank", "best", "p_value", "p_holm", "significant"]
+        columns=["rank", "best", "pairs", "p_min", "testable", "p_value", "p_holm", "significant"]
     )
+    finals = final_values(runs)
     quantiles = (
-        final_values(runs)
-        .groupby(KEY, sort=True)["final"]
+        finals.groupby(KEY, sort=True)["final"]
         .quantile([0.0, 0.25, 0.75, 1.0])
         .unstack()
         .set_axis(["min", "q25", "q75", "max"], axis=1)
         .reset_index()
     )
-    return table.merge(quantiles, on=KEY, how="left").rename(columns={"run_set": "suite"})
+    table = table.merge(quantiles, on=KEY, how="left").merge(seeds_best(finals), on=KEY)
+    return table.rename(columns={"run_set": "suite"})
 
 
 def paired_differences(runs: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.DataFrame:
-    """Final value of ``a`` minus that of ``b`` per seed, summarized over seeds, for each pair."""
+    """Final value of ``a`` minus that of ``b`` per seed, summarized and tested, for each pair.
+
+    Columns: ``suite``, ``task``, ``optimizer`` (``a``), ``versus`` (``b``), ``metric``, ``seeds``
+    (seeds with a finite final value for both), ``mean_difference`` with its 95% t interval
+    ``low``-``high``, ``orthobo_lower`` (seeds where ``a`` is lower), ``p_min``, ``p_value``
+    (:func:`orthobench.report.stats.signed_rank_test` of the differences) and ``p_holm`` (Holm
+    over the experiment's comparisons on the task: the rows of one suite and task).
+    """
     finals = final_values(runs)
     rows = []
     for (run_set, task), frame in finals.groupby(["run_set", "task"], sort=True):
@@ -126,6 +153,7 @@ def paired_differences(runs: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.D
                 continue
             diff = (by_seed[a] - by_seed[b]).dropna().to_numpy(dtype=float)
             low, high = stats.t_interval(diff)
+            test = stats.signed_rank_test(diff)
             rows.append(
                 {
                     "suite": run_set,
@@ -138,9 +166,16 @@ def paired_differences(runs: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.D
                     "low": low,
                     "high": high,
                     "orthobo_lower": int((diff < 0).sum()),
+                    "p_min": test.p_min,
+                    "p_value": test.p_value,
                 }
             )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        table["p_holm"] = table.groupby(["suite", "task"])["p_value"].transform(
+            lambda p: stats.holm(p.to_numpy())
+        )
+    return table
 
 
 def runtime_summary(runs: pd.DataFrame) -> pd.DataFrame:

@@ -8,13 +8,16 @@ suite is named after its file, which makes the names unique.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from orthobench.suite import Suite, load_suite
 
-PAPER_DIR = Path(__file__).resolve().parent.parent / "suites" / "paper"
+ROOT = Path(__file__).resolve().parent.parent
+PAPER_DIR = ROOT / "suites" / "paper"
 SIZES = ("full", "reduced")
 #: Experiments with a full size only: the ViT's feature extraction is a GPU job.
 FULL_ONLY = frozenset({"wm811k-vit"})
@@ -96,3 +99,68 @@ def test_gp_optimizers_run_the_papers_procedure_whatever_the_defaults(suites):
                     assert spec.params.get(name, 64) is None, f"{path.name}: {name} in {spec}"
                 pinned += 1
     assert pinned > 0
+
+
+@pytest.fixture(scope="module")
+def paper_tables():
+    """``benchmarks/paper_tables.py``, a script, imported from its file."""
+    spec = importlib.util.spec_from_file_location(
+        "paper_tables", ROOT / "benchmarks" / "paper_tables.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _runs(finals: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    """One evaluation per cell of suite ``s`` whose regret is ``finals[task, optimizer][seed]``."""
+    rows = [
+        {"run_set": "s", "task": task, "optimizer": optimizer, "seed": seed, "iteration": 0,
+         "phase": "init", "regret": value, "best_y": value, "status": "ok", "is_outlier": False,
+         "fallback": None}
+        for (task, optimizer), values in finals.items()
+        for seed, value in enumerate(values)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_paired_table_tests_each_comparison_and_holm_corrects_per_task(paper_tables):
+    """On ``t``, OrthoBO is 0.5 below qLogEI on each of 7 seeds (p = 2 / 2^7) and mixed against
+    Sobol; Holm over the task's two comparisons. On ``u``, 3 seeds are too few for a test."""
+    qlogei = [13.0, 1.0, 11.0, 3.0, 9.0, 5.0, 7.0]
+    runs = _runs(
+        {
+            ("t", "orthobo-paper"): [v - 0.5 for v in qlogei],
+            ("t", "qlogei"): qlogei,
+            ("t", "sobol"): [
+                v + d for v, d in zip(qlogei, [0.5, -2, 3, -4, 5, -6, 7], strict=True)
+            ],
+            ("u", "orthobo-paper"): [1.0, 2.0, 3.0],
+            ("u", "qlogei"): [2.0, 3.0, 4.0],
+        }
+    )
+    pairs = [("orthobo-paper", "qlogei"), ("orthobo-paper", "sobol")]
+    table = paper_tables.paired_differences(runs, pairs).set_index(["task", "versus"])
+    assert table.loc[("t", "qlogei"), "orthobo_lower"] == 7
+    assert table.loc[("t", "qlogei"), "p_min"] == table.loc[("t", "qlogei"), "p_value"] == 2 / 2**7
+    p_sobol = table.loc[("t", "sobol"), "p_value"]
+    assert 0.05 < p_sobol < 1.0
+    assert table.loc[("t", "qlogei"), "p_holm"] == pytest.approx(2 * 2 / 2**7)
+    assert table.loc[("t", "sobol"), "p_holm"] == pytest.approx(p_sobol)
+    u = table.loc[("u", "qlogei")]
+    assert u["seeds"] == 3 and u["orthobo_lower"] == 3 and u["p_min"] == 0.25
+    assert pd.isna(u["p_value"]) and pd.isna(u["p_holm"])
+
+
+def test_final_table_counts_the_seeds_each_optimizer_is_best_on(paper_tables):
+    """qLogEI lowest on seeds 0 and 1, tied with OrthoBO on seed 2 (both count); Sobol never."""
+    runs = _runs(
+        {
+            ("t", "orthobo-paper"): [2.0, 3.0, 1.0],
+            ("t", "qlogei"): [1.0, 2.0, 1.0],
+            ("t", "sobol"): [5.0, 5.0, 5.0],
+        }
+    )
+    table = paper_tables.final_summary(runs).set_index("optimizer")
+    assert table["seeds_best"].to_dict() == {"orthobo-paper": 1, "qlogei": 3, "sobol": 0}
+    assert not {"p_value", "pairs", "testable"} & set(table.columns)

@@ -1,10 +1,11 @@
 r"""Views across tasks: normalized score against Sobol, mean rank, ECDF of runtimes to targets.
 
-* Normalized score (Ax's ``compute_score_trace``, Bayesmark's normalized score): per seed,
-  :math:`100 (r_{Sobol} - r) / r_{Sobol}` with ``r`` the final best-so-far regret and
-  :math:`r_{Sobol}` the mean final regret of the run set's Sobol optimizer on the task; 100 is the
-  optimum, 0 Sobol's level. Regret is the distance to the optimum, so this is
-  :math:`(f_{Sobol} - f) / (f_{Sobol} - f^*)`. Only tasks with a known optimum have one.
+* Normalized score (Ax's ``compute_score_trace``, Bayesmark's normalized score): per seed ``s``,
+  :math:`100 (r_{Sobol,s} - r_s) / r_{Sobol,s}` with :math:`r_s` the final best-so-far regret and
+  :math:`r_{Sobol,s}` the final regret of the run set's Sobol optimizer on the task and the same
+  seed (both start from that seed's initial design); 100 is the optimum, 0 Sobol's level.
+  Regret is the distance to the optimum, so this is :math:`(f_{Sobol} - f) / (f_{Sobol} - f^*)`.
+  Only tasks with a known optimum have one.
 * Mean rank: the rank of an optimizer's mean final value among the run set's optimizers on each
   task (:func:`orthobench.report.tables.final_table`), averaged over tasks.
 * ECDF of evaluations to target (COCO's runtime distributions): for each task, :data:`N_TARGETS`
@@ -26,23 +27,32 @@ N_TARGETS = 20
 
 
 def normalized_scores(finals: pd.DataFrame, sobol: dict[str, str]) -> pd.DataFrame:
-    """Score per key with its t interval over seeds, from :func:`~.tables.final_values`.
+    r"""Seed-paired score per key with its t interval over seeds, from :func:`~.tables.final_values`.
+
+    Each seed's score :math:`100 (r_{Sobol,s} - r_s) / r_{Sobol,s}` divides by the Sobol run of
+    the same seed, which shares the seed's initial design, so the baseline is not treated as
+    exact: its seed-to-seed variation is in the per-seed scores, and the t interval of their mean
+    covers the expected score over seeds (initial designs and both optimizers' randomness). Seeds
+    without a finite, positive Sobol regret, or without a finite own regret, are left out.
 
     Args:
         finals: Per-seed final values (regret tasks only are scored).
         sobol: ``run_set -> optimizer label`` of the Sobol baseline of each run set.
 
     Returns:
-        Columns: the :data:`~.tables.KEY`, ``seeds``, ``score``, ``low``, ``high`` (percent).
+        Columns: the :data:`~.tables.KEY`, ``seeds`` (scored seeds), ``score`` (mean over them),
+        ``low``, ``high`` (its 95% t interval, at most 100), all in percent.
     """
     rows = []
     regret = finals[finals["metric"] == "regret"]
     for (run_set, task), group in regret.groupby(["run_set", "task"], sort=True):
-        base = group[group["optimizer"] == sobol.get(run_set)]["final"].mean()
-        if not np.isfinite(base) or base <= 0:
+        base = group[group["optimizer"] == sobol.get(run_set)][["seed", "final"]]
+        base = base[np.isfinite(base["final"]) & (base["final"] > 0)]
+        if base.empty:
             continue
         for optimizer, own in group.groupby("optimizer", sort=True):
-            scores = 100.0 * (base - own["final"].to_numpy(dtype=float)) / base
+            paired = own.merge(base, on="seed", suffixes=("", "_sobol"))
+            scores = (100.0 * (1.0 - paired["final"] / paired["final_sobol"])).to_numpy(float)
             scores = scores[np.isfinite(scores)]
             low, high = stats.t_interval(scores, bounds=(-np.inf, 100.0))
             rows.append(

@@ -4,8 +4,9 @@ Cells are matched by ``(suite, task, optimizer, seed)``. Per cell: the final bes
 each set and whether every observed ``y`` is the same (the loop is deterministic for a given
 library version and thread count, docs/design.md, "Seeds and determinism", so a change that should
 not move an optimizer must leave its cells identical). Per ``(suite, task, optimizer)``: the
-two-sided Mann-Whitney U test of the seeds' final values, Holm-corrected over the optimizers of a
-task, and a one-line verdict.
+two-sided Wilcoxon signed-rank test of the per-seed differences new - base over the cells in both
+sets (a cell of one seed starts from the same initial design in both), Holm-corrected over the
+optimizers of a task, and a one-line verdict.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from orthobench.report.tables import final_values
 
 CELL = ["suite", "task", "optimizer", "seed"]
 PAIR = ["suite", "task", "optimizer"]
-ALPHA = 0.05
 
 
 def _finals(runs: pd.DataFrame) -> pd.DataFrame:
@@ -87,29 +87,46 @@ def _verdict(row: pd.Series) -> str:
     moved = f"median {stats.sig(row['median_base'])} -> {stats.sig(row['median_new'])}"
     if row["identical"]:
         return f"identical: every y of the {row['common']} common cells is the same"
-    if row["p_holm"] < ALPHA:
-        direction = "better" if row["median_new"] < row["median_base"] else "worse"
-        return f"{direction}: {moved} (Mann-Whitney U, Holm p = {stats.sig(row['p_holm'])})"
+    differ = f"trajectories differ (max |dy| {stats.sig(row['max_abs_dy'])})"
+    if not row["testable"]:
+        return (
+            f"too few seeds for a test: {moved} ({row['pairs']} paired seeds, smallest possible "
+            f"p {stats.sig(row['p_min'])}); {differ}"
+        )
+    if row["p_holm"] < stats.ALPHA:
+        direction = "better" if row["median_delta"] < 0 else "worse"
+        return (
+            f"{direction}: {moved} (Wilcoxon signed-rank over {row['pairs']} paired seeds, "
+            f"Holm p = {stats.sig(row['p_holm'])})"
+        )
     return (
         f"no detected change: {moved} (Holm p = {stats.sig(row['p_holm'])}, "
-        f"{row['seeds_base']} vs {row['seeds_new']} seeds); trajectories differ "
-        f"(max |dy| {stats.sig(row['max_abs_dy'])})"
+        f"{row['pairs']} paired seeds); {differ}"
     )
 
 
 def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """Per compared set and :data:`PAIR`: seeds, medians, the test, and a one-line ``verdict``.
+    """Per compared set and :data:`PAIR`: seeds, medians, the paired test, and a ``verdict``.
 
-    Columns: ``source``, :data:`PAIR`, ``metric``, ``seeds_base``, ``seeds_new``, ``common``
-    (cells in both), ``median_base``, ``median_new``, ``p_value`` (two-sided Mann-Whitney U of
-    the final values), ``p_holm`` (Holm over the optimizers of the task), ``identical`` (every
-    common cell identical and the seeds the same), ``max_abs_dy``, ``verdict``.
+    The test pairs the cells present in both sets (the same suite, task, optimizer and seed) and
+    applies :func:`orthobench.report.stats.signed_rank_test` to their differences new - base.
+
+    Columns: ``source``, :data:`PAIR`, ``metric``, ``seeds_base``, ``seeds_new`` (finite final
+    values), ``common`` (cells in both), ``median_base``, ``median_new``, ``pairs`` (cells with a
+    finite final value in both), ``median_delta`` (median over the pairs of new - base; < 0 means
+    new is lower), ``p_min`` (the smallest p-value the exact test can give with these pairs),
+    ``testable`` (``p_min < 0.05``: False means too few seeds for a test), ``p_value`` (two-sided
+    Wilcoxon signed-rank; NaN where not ``testable``), ``p_holm`` (Holm over the testable
+    optimizers of the task), ``identical`` (every common cell identical and the seeds the same),
+    ``max_abs_dy``, ``verdict``.
     """
     cells = compare_cells(runs, baseline)
     rows = []
     for (source, *pair), group in cells.groupby(["source", *PAIR], sort=True):
         base = group["base"].to_numpy(dtype=float)
         new = group["new"].to_numpy(dtype=float)
+        delta = group["delta"].to_numpy(dtype=float)  # NaN unless both sides are finite
+        test = stats.signed_rank_test(delta)
         common = int((group["base"].notna() & group["new"].notna()).sum())
         rows.append(
             {
@@ -121,14 +138,19 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                 "common": common,
                 "median_base": float(np.nanmedian(base)) if np.isfinite(base).any() else np.nan,
                 "median_new": float(np.nanmedian(new)) if np.isfinite(new).any() else np.nan,
-                "p_value": stats.mann_whitney(base, new),
+                "pairs": test.pairs,
+                "median_delta": float(np.nanmedian(delta)) if test.pairs else np.nan,
+                "p_min": test.p_min,
+                "testable": test.p_min < stats.ALPHA,
+                "p_value": test.p_value,
                 "identical": bool(group["identical"].all()) and common == len(group),
                 "max_abs_dy": float(group["max_abs_dy"].max()),
             }
         )
     columns = [
         "source", *PAIR, "metric", "seeds_base", "seeds_new", "common", "median_base",
-        "median_new", "p_value", "p_holm", "identical", "max_abs_dy", "verdict",
+        "median_new", "pairs", "median_delta", "p_min", "testable", "p_value", "p_holm",
+        "identical", "max_abs_dy", "verdict",
     ]  # fmt: skip
     table = pd.DataFrame(rows)
     if table.empty:

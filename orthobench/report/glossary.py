@@ -40,11 +40,18 @@ GLOSSARY: dict[str, str] = {
         "Rank of the mean final value among the optimizers of a task and run set (1 = lowest; "
         "ties share the smaller rank)."
     ),
-    "Mann-Whitney U, Holm": (
-        "Two-sided Mann-Whitney U test of two sets of final values over seeds "
-        "(scipy.stats.mannwhitneyu, exact for small samples), then Holm's step-down correction "
-        "over the comparisons of one task. * marks a corrected p < 0.05. With two seeds per side "
-        "the smallest possible p is 1/3: few seeds cannot show a difference."
+    "Wilcoxon signed-rank, Holm": (
+        "Every optimizer of a seed starts from the same initial design, so two optimizers (or a "
+        "baseline and a new run) are compared seed by seed: the differences of their final "
+        "values on the seeds both have (the pairs) go into the two-sided Wilcoxon signed-rank "
+        "test (scipy.stats.wilcoxon; exact null distribution, or the exact distribution over "
+        "all sign flips when |differences| tie). Equal final values (zero differences) carry no "
+        "sign and are dropped (Wilcoxon's zero method). Then Holm's step-down correction over "
+        "the comparisons of one task; * marks a corrected p < 0.05. With n nonzero differences "
+        "no p-value can be below 2 / 2^n (0.25 for 3 seeds, 0.0625 for 5, 0.03125 for 6): "
+        "where that minimum is not below 0.05 the table says 'too few seeds for a test' and the "
+        "CSV has p_value NaN, testable False and the minimum in p_min; such comparisons are "
+        "left out of the Holm correction."
     ),
     "failed evals": "Evaluations that gave no value: a non-finite y (status invalid) or a run past the suite's evaluation_timeout_s (status timeout); not told to the optimizer.",
     "fallbacks": (
@@ -53,10 +60,11 @@ GLOSSARY: dict[str, str] = {
         "Cholesky jitter."
     ),
     "normalized score": (
-        "Per seed 100 · (r_Sobol − r) / r_Sobol, r the final regret and r_Sobol the mean final "
-        "regret of the run set's Sobol optimizer on the task: equal to (f_Sobol − f) / "
-        "(f_Sobol − f*). 100 is the optimum, 0 Sobol's level, negative worse than Sobol. Mean "
-        "over seeds with its t interval."
+        "Per seed 100 · (r_Sobol − r) / r_Sobol, r the final regret and r_Sobol the final "
+        "regret of the run set's Sobol optimizer on the task and the same seed (same initial "
+        "design): equal to (f_Sobol − f) / (f_Sobol − f*). 100 is the optimum, 0 Sobol's level, "
+        "negative worse than Sobol. Mean over seeds with its t interval, which so carries "
+        "Sobol's seed-to-seed variation too; seeds where Sobol's regret is 0 are left out."
     ),
     "mean rank": "The rank of the mean final value on each task, averaged over tasks.",
     "ECDF of evaluations to target": (

@@ -276,10 +276,12 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
     for i, r in enumerate(final.itertuples()):
         if r.optimizer == reference:
             test = "reference"
-        elif np.isfinite(r.p_holm):
-            test = f"{sig(r.p_holm)} *" if r.significant else sig(r.p_holm)
+        elif r.pairs == 0:
+            test = "-"  # no seed shared with the reference
+        elif not r.testable:
+            test = f"too few seeds for a test ({r.pairs} pairs, min p {sig(r.p_min)})"
         else:
-            test = "-"
+            test = f"{sig(r.p_holm)} *" if r.significant else sig(r.p_holm)
         rows.append(
             ([r.run_set] if multi else [])
             + [
@@ -307,11 +309,13 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
         "final",
         "Final values",
         f"Final best-so-far value per task and optimizer. Bold: the lowest mean of the task. "
-        f"The test compares each optimizer's final values with those of {reference} "
-        "(Mann-Whitney U, two-sided, Holm-corrected over the task's optimizers); * marks "
-        "p < 0.05.",
+        f"The test compares each optimizer's final value with that of {reference} seed by seed "
+        "(both start from the seed's initial design): Wilcoxon signed-rank, two-sided, "
+        "Holm-corrected over the task's optimizers; * marks p < 0.05. With n paired seeds no "
+        "p-value can be below 2 / 2^n (0.25 for 3 seeds, 0.0625 for 5), so fewer than 6 are "
+        "too few seeds for a test.",
         [*_budget_notes(results), Table("final-values", header, rows, final, frozenset(bold))],
-        ("final value", "mean [95% CI]", "rank", "Mann-Whitney U, Holm", "failed evals",
+        ("final value", "mean [95% CI]", "rank", "Wilcoxon signed-rank, Holm", "failed evals",
          "outlier evaluation", "fallbacks"),
     )  # fmt: skip
 
@@ -337,7 +341,8 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
         blocks.append(
             Figure(
                 figures.score_heatmap_svg(scores),
-                "Normalized score (%): 100 is the optimum, 0 is Sobol's final regret.",
+                "Normalized score (%): 100 is the optimum, 0 is Sobol's final regret on the "
+                "same seed.",
             )
         )
         blocks.append(
@@ -589,10 +594,11 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
     verdicts = Table(
         "comparison",
         ["compared", "suite", "task", "optimizer", "seeds (base, new)", "median base",
-         "median new", "Holm p", "verdict"],
+         "median new", "paired seeds", "Holm p", "verdict"],
         [
             [r.source, r.suite, r.task, r.optimizer, f"{r.seeds_base}, {r.seeds_new}",
-             sig(r.median_base), sig(r.median_new), sig(r.p_holm), r.verdict]
+             sig(r.median_base), sig(r.median_new), str(r.pairs),
+             sig(r.p_holm) if r.testable else "too few seeds for a test", r.verdict]
             for r in pairs.itertuples()
         ],
         pairs,
@@ -612,9 +618,11 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
         "comparison",
         f"Comparison with the baseline {baseline}",
         "Cells matched by suite, task, optimizer and seed. The verdict tests whether the final "
-        "values moved (Mann-Whitney U, two-sided, Holm-corrected over the task's optimizers).",
+        "values moved, on the seeds present in both (Wilcoxon signed-rank of new - base, "
+        "two-sided, Holm-corrected over the task's optimizers; fewer than 6 paired seeds are "
+        "too few for a test).",
         [verdicts, by_cell],
-        ("final value", "Mann-Whitney U, Holm", "identical y"),
+        ("final value", "Wilcoxon signed-rank, Holm", "identical y"),
     )
 
 

@@ -2,9 +2,12 @@ r"""The statistics behind every interval, test and rounded number of a report (s
 
 * Means over seeds carry a Student-t interval, ``mean +- t_{0.975, n-1} s / sqrt(n)``
   (:func:`t_interval`). The normal quantile 1.96 would cover about 70% with two seeds.
-* Optimizers are compared by the two-sided Mann-Whitney U test of their final values
-  (:func:`mann_whitney`), with Holm's step-down correction over the comparisons of one task
-  (:func:`holm`).
+* Every optimizer of a seed starts from the same initial design, so two optimizers are compared
+  on their seed-matched final values: the two-sided Wilcoxon signed-rank test of the per-seed
+  differences (:func:`signed_rank_test`), with Holm's step-down correction over the comparisons
+  of one task (:func:`holm`). With ``n`` pairs the exact test cannot give a p-value below
+  ``2 / 2^n`` (:func:`min_signed_rank_p`): fewer than 6 pairs cannot reach p < 0.05, and such a
+  comparison is reported as untestable (NaN p) rather than as a large p-value.
 * Probe ratios are aggregated over BO states as geometric means with a percentile bootstrap
   interval over states (:func:`orthobench.probe.tables.geometric_mean_interval`).
 
@@ -18,16 +21,24 @@ Example:
     0.0
     >>> holm([0.01, 0.04, 0.03]).round(3).tolist()
     [0.03, 0.06, 0.06]
+    >>> signed_rank_test([-1.0, -2.0, -0.5, -3.0, -1.5, -2.5])  # lower on all 6 seeds
+    SignedRankTest(pairs=6, p_min=0.03125, p_value=0.03125)
+    >>> signed_rank_test([-1.0, -2.0, -0.5])  # 3 seeds: p >= 0.25 whatever the values
+    SignedRankTest(pairs=3, p_min=0.25, p_value=nan)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
 
+#: Confidence level of every interval.
 LEVEL = 0.95
+#: Level of every test: a Holm-adjusted p below it is significant.
+ALPHA = 0.05
 
 
 def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -63,16 +74,59 @@ def metric_bounds(metric: str) -> tuple[float, float]:
     return (0.0, np.inf) if metric == "regret" else (-np.inf, np.inf)
 
 
-def mann_whitney(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
-    """Two-sided Mann-Whitney U p-value of finite ``x`` vs finite ``y`` (NaN if either is empty).
+class SignedRankTest(NamedTuple):
+    """A Wilcoxon signed-rank test of paired differences (:func:`signed_rank_test`).
 
-    Exact for small samples without ties (scipy's ``method="auto"``): with two values per side
-    the smallest possible p-value is 1/3, so two seeds never show a significant difference.
+    Attributes:
+        pairs: Finite differences, i.e. seeds with a finite final value on both sides.
+        p_min: The smallest p-value the exact two-sided test can give with these pairs,
+            :func:`min_signed_rank_p` of the nonzero differences (``2 / 2^pairs`` when none is 0).
+        p_value: The two-sided p-value; NaN when ``p_min >= alpha``, where no outcome could be
+            significant ("too few seeds for a test").
     """
-    x, y = _finite(x), _finite(y)
-    if x.size == 0 or y.size == 0:
-        return float("nan")
-    return float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+
+    pairs: int
+    p_min: float
+    p_value: float
+
+
+def min_signed_rank_p(n: int) -> float:
+    r"""Smallest two-sided p-value of the exact signed-rank test of ``n`` nonzero differences.
+
+    All ``n`` differences of one sign is the most extreme outcome; under the null each of the
+    :math:`2^n` sign patterns is equally likely, so :math:`p_{min} = \min(1, 2 / 2^n)`: 0.25 for
+    3 pairs, 0.0625 for 5, 0.03125 for 6. Ties among the ``|d|`` do not change it.
+
+    >>> [min_signed_rank_p(n) for n in (0, 1, 3, 5, 6)]
+    [1.0, 1.0, 0.25, 0.0625, 0.03125]
+    """
+    return min(1.0, 2.0 ** (1 - n))
+
+
+def signed_rank_test(
+    differences: Sequence[float] | np.ndarray, alpha: float = ALPHA
+) -> SignedRankTest:
+    r"""Two-sided Wilcoxon signed-rank test that the paired ``differences`` are symmetric about 0.
+
+    ``differences`` are seed-matched ``x_s - y_s`` (shape ``n``); non-finite ones are left out.
+    Zero differences (equal final values) carry no sign and are dropped before ranking
+    (Wilcoxon's ``zero_method="wilcox"``), so the test is on the ``m`` nonzero ones and cannot
+    give a p-value below :func:`min_signed_rank_p` ``(m)``; when every difference is 0 nothing is
+    tested (``p_min = 1``). Where ``p_min >= alpha`` no p-value is computed (NaN): the comparison
+    cannot be significant at ``alpha``, and leaving it out of :func:`holm`'s family does not
+    weaken the others'.
+
+    The p-value is ``scipy.stats.wilcoxon``'s: the exact null distribution of the signed-rank
+    sum, or, with tied ``|d|`` and ``m <= 13``, the exact permutation distribution over the
+    :math:`2^m` sign flips (scipy >= 1.15; normal approximation above 13 tied differences).
+    """
+    differences = _finite(differences)
+    nonzero = differences[differences != 0.0]
+    p_min = min_signed_rank_p(nonzero.size)
+    p_value = float("nan")
+    if p_min < alpha:
+        p_value = float(stats.wilcoxon(nonzero, zero_method="wilcox").pvalue)
+    return SignedRankTest(int(differences.size), p_min, p_value)
 
 
 def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -118,15 +118,23 @@ def final_values(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
-    """Final best-so-far value per key: summary, rank and a test against ``reference``.
+    """Final best-so-far value per key: summary, rank and a seed-paired test against ``reference``.
+
+    Every optimizer of a seed starts from the same initial design, so the test pairs each seed's
+    final value with ``reference``'s final value of the same seed (run set and task), an inner
+    join on the seed, and applies :func:`orthobench.report.stats.signed_rank_test` to the
+    differences (own - reference).
 
     Columns: the :data:`KEY`, ``metric``, ``seeds`` (with a finite final value), ``mean``,
     ``low``, ``high`` (t interval), ``median``, ``rank`` (of the mean within the run set and
-    task, 1 = lowest), ``best``, ``p_value`` (two-sided Mann-Whitney U of the seeds' final values
-    against ``reference``'s on the same task; NaN for the reference itself), ``p_holm`` (Holm over
-    the task's comparisons), ``significant`` (``p_holm < 0.05``), ``evaluations`` (the largest
-    count of a seed), ``failed_evals`` (``status != "ok"``), ``outliers`` (``is_outlier``) and
-    ``fallbacks`` (rows with a recorded fallback).
+    task, 1 = lowest), ``best``, ``pairs`` (seeds with a finite final value here and in
+    ``reference``; 0 for the reference itself), ``p_min`` (the smallest p-value the exact test
+    can give with these pairs, ``2 / 2^pairs`` without zero differences; NaN for the reference),
+    ``testable`` (``p_min < 0.05``: False means too few seeds for a test), ``p_value`` (two-sided
+    Wilcoxon signed-rank; NaN for the reference and where not ``testable``), ``p_holm`` (Holm
+    over the task's testable comparisons), ``significant`` (``p_holm < 0.05``), ``evaluations``
+    (the largest count of a seed), ``failed_evals`` (``status != "ok"``), ``outliers``
+    (``is_outlier``) and ``fallbacks`` (rows with a recorded fallback).
     """
     finals = final_values(runs)
     rows = []
@@ -138,11 +146,15 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
         ]
         metric = group["metric"].iloc[0]
         low, high = stats.t_interval(finite, bounds=stats.metric_bounds(metric))
-        ref = finals[
-            (finals["run_set"] == run_set)
-            & (finals["task"] == task)
-            & (finals["optimizer"] == reference)
-        ]["final"]
+        test = stats.SignedRankTest(0, np.nan, np.nan)
+        if optimizer != reference:
+            ref = finals[
+                (finals["run_set"] == run_set)
+                & (finals["task"] == task)
+                & (finals["optimizer"] == reference)
+            ]
+            paired = group.merge(ref, on="seed", suffixes=("", "_ref"))
+            test = stats.signed_rank_test(paired["final"] - paired["final_ref"])
         rows.append(
             {
                 "run_set": run_set,
@@ -154,9 +166,10 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
                 "low": low,
                 "high": high,
                 "median": float(np.median(finite)) if finite.size else np.nan,
-                "p_value": np.nan
-                if optimizer == reference or ref.empty
-                else stats.mann_whitney(values, ref.to_numpy(dtype=float)),
+                "pairs": test.pairs,
+                "p_min": test.p_min,
+                "testable": test.p_min < stats.ALPHA,
+                "p_value": test.p_value,
                 "evaluations": int(group["evaluations"].max()),
                 "failed_evals": int((cell["status"] != "ok").sum()),
                 "outliers": int(cell["is_outlier"].sum()),
@@ -164,8 +177,9 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
             }
         )
     columns = [
-        *KEY, "metric", "seeds", "mean", "low", "high", "median", "rank", "best", "p_value",
-        "p_holm", "significant", "evaluations", "failed_evals", "outliers", "fallbacks",
+        *KEY, "metric", "seeds", "mean", "low", "high", "median", "rank", "best", "pairs",
+        "p_min", "testable", "p_value", "p_holm", "significant", "evaluations", "failed_evals",
+        "outliers", "fallbacks",
     ]  # fmt: skip
     table = pd.DataFrame(rows)
     if table.empty:
@@ -174,7 +188,7 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     table["rank"] = by_task["mean"].rank(method="min")
     table["best"] = table["rank"] == 1
     table["p_holm"] = by_task["p_value"].transform(lambda p: stats.holm(p.to_numpy()))
-    table["significant"] = table["p_holm"] < 0.05
+    table["significant"] = table["p_holm"] < stats.ALPHA
     return table[columns]
 
 

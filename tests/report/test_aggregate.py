@@ -22,14 +22,30 @@ FINALS = pd.DataFrame(
 )
 
 
-def test_normalized_score_against_sobols_mean_final_regret() -> None:
+def test_normalized_score_pairs_each_seed_with_sobols_run_of_that_seed() -> None:
     scores = normalized_scores(FINALS, {"s": "sobol"}).set_index("optimizer")
-    # Sobol's mean final regret is 3: bo scores 100 (3 - 1.5) / 3 = 50 and 100 (3 - 0) / 3 = 100.
-    assert scores.loc["bo", "score"] == pytest.approx(75.0)
-    assert scores.loc["sobol", "score"] == pytest.approx(0.0)
-    assert scores.loc["bo", "high"] == 100.0  # a score cannot exceed 100
+    # Seed 0: 100 (4 - 1.5) / 4 = 62.5; seed 1: 100 (2 - 0) / 2 = 100 (against Sobol's mean 3,
+    # an unpaired score, it would be 50 and 100, mean 75).
+    assert scores.loc["bo", "score"] == pytest.approx(81.25)
+    assert scores.loc["bo", "seeds"] == 2
+    assert scores.loc["sobol", "score"] == 0.0 and scores.loc["sobol", "high"] == 0.0
+    # t interval of (62.5, 100) cut at 100: a score cannot exceed 100.
+    assert scores.loc["bo", "low"] == pytest.approx(81.25 - 12.706204736 * 18.75)
+    assert scores.loc["bo", "high"] == 100.0
     assert set(scores["task"]) == {"t1"}
     assert normalized_scores(FINALS, {}).empty  # no Sobol run: no score
+
+
+def test_normalized_score_leaves_out_seeds_without_a_usable_sobol_run() -> None:
+    """Seed 2 has no Sobol run and Sobol's seed 3 hit the optimum (regret 0): neither is scored."""
+    extra = pd.DataFrame(
+        [("s", "t1", "bo", 2, "regret", 0.5), ("s", "t1", "sobol", 3, "regret", 0.0),
+         ("s", "t1", "bo", 3, "regret", 1.0)],
+        columns=FINALS.columns,
+    )  # fmt: skip
+    finals = pd.concat([FINALS, extra], ignore_index=True)
+    scores = normalized_scores(finals, {"s": "sobol"}).set_index("optimizer")
+    assert scores.loc["bo", "seeds"] == 2 and scores.loc["bo", "score"] == pytest.approx(81.25)
 
 
 def test_mean_rank_over_tasks() -> None:

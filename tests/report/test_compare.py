@@ -7,7 +7,7 @@ import pytest
 
 from orthobench.report.compare import compare_cells, compare_pairs
 
-SEEDS = range(6)
+SEEDS = range(7)
 
 
 def _runs(source: str, finals: dict[str, list[float]]) -> pd.DataFrame:
@@ -24,10 +24,10 @@ def _runs(source: str, finals: dict[str, list[float]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-BASE = {"same": [1, 2, 3, 4, 5, 6], "moved": [5, 6, 7, 8, 9, 10], "noisy": [1, 2, 3, 4, 5, 6],
-        "gone": [1, 2]}  # fmt: skip
-NEW = {"same": [1, 2, 3, 4, 5, 6], "moved": [1, 2, 3, 0.5, 1.5, 2.5], "noisy": [2, 1, 4, 3, 6, 5],
-       "added": [1, 2]}  # fmt: skip
+BASE = {"same": [1, 2, 3, 4, 5, 6, 7], "moved": [5, 6, 7, 8, 9, 10, 11],
+        "noisy": [1, 2, 3, 4, 5, 6, 7], "few": [1, 2, 3], "gone": [1, 2]}  # fmt: skip
+NEW = {"same": [1, 2, 3, 4, 5, 6, 7], "moved": [1, 2, 3, 0.5, 1.5, 2.5, 3.5],
+       "noisy": [2, 1, 4, 3, 6, 5, 8], "few": [0, 1, 2], "added": [1, 2]}  # fmt: skip
 
 
 @pytest.fixture
@@ -46,12 +46,32 @@ def test_cells_are_matched_and_identical_ones_recognized(runs):
 def test_one_verdict_per_optimizer(runs):
     pairs = compare_pairs(runs, "base").set_index("optimizer")
     verdict = pairs["verdict"].to_dict()
-    assert verdict["same"] == "identical: every y of the 6 common cells is the same"
-    # moved: every new final below every base final, 6 vs 6: exact p = 2 / C(12, 6) = 0.00216;
-    # Holm over the task's 3 tested optimizers multiplies the smallest p by 3.
-    assert pairs.loc["moved", "p_value"] == pytest.approx(2 / 924)
-    assert pairs.loc["moved", "p_holm"] == pytest.approx(3 * 2 / 924)
-    assert verdict["moved"] == "better: median 7.5 -> 1.75 (Mann-Whitney U, Holm p = 0.00649)"
-    assert verdict["noisy"].startswith("no detected change: median 3.5 -> 3.5")
+    assert verdict["same"] == "identical: every y of the 7 common cells is the same"
+    # moved: new - base is negative on all 7 seeds: exact signed-rank p = 2 / 2^7 = 0.015625.
+    # Holm over the task's 2 testable optimizers (moved, noisy) doubles it; "same" has no nonzero
+    # difference and "few" only 3 pairs, so neither is tested nor counted.
+    assert pairs.loc["moved", "pairs"] == 7 and pairs.loc["moved", "median_delta"] == -7.5
+    assert pairs.loc["moved", "p_value"] == pytest.approx(2 / 2**7)
+    assert pairs.loc["moved", "p_holm"] == pytest.approx(2 * 2 / 2**7)
+    assert verdict["moved"] == (
+        "better: median 8 -> 2 (Wilcoxon signed-rank over 7 paired seeds, Holm p = 0.0312)"
+    )
+    # noisy: differences +1, -1, +1, -1, +1, -1, +1: no sign dominates.
+    assert pairs.loc["noisy", "p_value"] > 0.5
+    assert verdict["noisy"].startswith("no detected change: median 4 -> 4")
+    assert not pairs.loc["same", "testable"] and pairs.loc["same", "p_min"] == 1.0
+    assert pairs.loc["few", "p_min"] == 0.25 and pd.isna(pairs.loc["few", "p_value"])
+    assert verdict["few"].startswith(
+        "too few seeds for a test: median 2 -> 1 (3 paired seeds, smallest possible p 0.25)"
+    )
     assert verdict["gone"] == "only in the baseline (2 seeds)"
     assert verdict["added"] == "new: not in the baseline (2 seeds)"
+
+
+def test_the_test_pairs_cells_of_the_same_seed(runs):
+    """A new set without seeds 0 and 1 of ``moved``: the 5 remaining pairs are too few, though 7
+    base and 5 new values would be enough for an unpaired test."""
+    runs = runs[~((runs["source"] == "new") & (runs["optimizer"] == "moved") & (runs["seed"] < 2))]
+    moved = compare_pairs(runs, "base").set_index("optimizer").loc["moved"]
+    assert (moved["seeds_base"], moved["seeds_new"], moved["pairs"]) == (7, 5, 5)
+    assert moved["p_min"] == 0.0625 and not moved["testable"]

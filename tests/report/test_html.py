@@ -73,6 +73,20 @@ def test_final_values_bold_the_best_and_name_the_reference(report):
     assert (noopt["metric"] == "best_y").all() and (noopt["outliers"] == 3).all()
 
 
+def test_three_seeds_are_too_few_for_a_test(report):
+    """sobol is worse than orthobo on each of the 3 seeds, but 3 pairs cannot give p < 0.25:
+    the HTML says so instead of printing a p-value, the CSV has NaN p and the minimum."""
+    out, html = report
+    final = _section(html, "final")
+    assert "too few seeds for a test (3 pairs, min p 0.25)" in final
+    assert "too few seeds for a test (2 pairs, min p 0.5)" in final  # qlogei lost seed 2
+    assert "Wilcoxon signed-rank" in final and "Mann-Whitney" not in html
+    table = pd.read_csv(out.with_name("r.final-values.csv"))
+    sobol = table[(table["task"] == "known") & (table["optimizer"] == "sobol")].iloc[0]
+    assert sobol["pairs"] == 3 and sobol["p_min"] == 0.25 and not sobol["testable"]
+    assert pd.isna(sobol["p_value"]) and pd.isna(sobol["p_holm"])
+
+
 def test_every_table_is_written_as_csv_and_linked(report):
     out, html = report
     links = re.findall(r'<a href="([^"]+\.csv)">', html)

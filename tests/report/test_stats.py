@@ -1,4 +1,4 @@
-"""Report statistics by value: t intervals, Mann-Whitney U, Holm, significant digits."""
+"""Report statistics by value: t intervals, the signed-rank test, Holm, significant digits."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from orthobench.report.stats import holm, mann_whitney, metric_bounds, sig, t_interval
+from orthobench.report.stats import (
+    holm,
+    metric_bounds,
+    min_signed_rank_p,
+    sig,
+    signed_rank_test,
+    t_interval,
+)
 
 
 def test_t_interval_uses_the_t_quantile_not_1_96() -> None:
@@ -31,13 +38,52 @@ def test_t_interval_edge_cases() -> None:
     assert t_interval([1.0, 3.0], bounds=metric_bounds("best_y"))[0] < 0.0
 
 
-def test_mann_whitney_is_scipys_two_sided_exact_test() -> None:
-    # 3 vs 3 values, completely separated: p = 2 / C(6, 3) = 0.1.
-    assert mann_whitney([1, 2, 3], [4, 5, 6]) == pytest.approx(0.1)
-    assert mann_whitney([1, 2, float("nan")], [4, 5]) == pytest.approx(
-        scipy_stats.mannwhitneyu([1, 2], [4, 5]).pvalue
+def test_signed_rank_reaches_its_smallest_p_where_unpaired_ranks_cannot() -> None:
+    """Six seeds whose values overlap across optimizers (seed effects dominate), with the first
+    optimizer lower by 0.5 on every seed: unpaired ranks see no difference (Mann-Whitney
+    p = 0.59), the paired test gets the exact minimum 2 / 2^6 = 0.03125."""
+    y = np.array([1.0, 3.0, 5.0, 7.0, 9.0, 11.0])
+    x = y - 0.5
+    assert scipy_stats.mannwhitneyu(x, y).pvalue > 0.5
+    test = signed_rank_test(x - y)
+    assert test.pairs == 6 and test.p_min == test.p_value == pytest.approx(0.03125)
+    # Not a sign test: the ranks of |d| count. One positive difference with the smallest |d|
+    # (rank 1 of 6): two of the 64 sign patterns per side are as extreme, p = 2 * 2 / 64.
+    assert signed_rank_test([0.1, -1, -2, -3, -4, -5]).p_value == pytest.approx(4 / 64)
+    assert signed_rank_test([1.0, -2.0, 3.0, -4.0, 5.0, -6.0, 7.0]).p_value == pytest.approx(
+        scipy_stats.wilcoxon([1.0, -2.0, 3.0, -4.0, 5.0, -6.0, 7.0]).pvalue
     )
-    assert math.isnan(mann_whitney([], [1.0]))
+
+
+def test_signed_rank_is_exact_with_tied_differences() -> None:
+    # |d| all tied, signs (-, -, -, -, -, +): the sign-flip distribution gives 2 * 7 / 64
+    # (patterns with at most one +); the normal approximation would not.
+    assert signed_rank_test([-1.0] * 5 + [1.0]).p_value == pytest.approx(14 / 64)
+
+
+def test_too_few_pairs_give_no_p_value_but_the_smallest_attainable_one() -> None:
+    assert [min_signed_rank_p(n) for n in (0, 1, 2, 3, 5, 6, 7)] == pytest.approx(
+        [1.0, 1.0, 0.5, 0.25, 0.0625, 0.03125, 0.015625]
+    )
+    three = signed_rank_test([-1.0, -2.0, -3.0])  # lower on every one of 3 seeds
+    assert three.pairs == 3 and three.p_min == 0.25 and math.isnan(three.p_value)
+    five = signed_rank_test([-1.0, -2.0, -3.0, -4.0, -5.0])
+    assert five.p_min == 0.0625 and math.isnan(five.p_value)
+    # A custom level: 5 pairs can reach 0.1.
+    assert signed_rank_test([-1.0, -2.0, -3.0, -4.0, -5.0], alpha=0.1).p_value == 0.0625
+
+
+def test_zero_differences_are_dropped_and_non_finite_ones_ignored() -> None:
+    """Wilcoxon's zero method: equal final values carry no sign and do not count towards n."""
+    test = signed_rank_test([0.0, -1.0, -2.0, -3.0, -4.0, -5.0, -6.0, float("nan")])
+    assert test.pairs == 7  # finite pairs
+    assert test.p_min == test.p_value == pytest.approx(2 / 2**6)  # 6 nonzero differences
+    one_tie = signed_rank_test([0.0, -1.0, -2.0, -3.0, -4.0, -5.0])  # 6 pairs, 5 differ
+    assert one_tie.p_min == 0.0625 and math.isnan(one_tie.p_value)
+    same = signed_rank_test([0.0] * 8)  # identical on every seed: nothing to test
+    assert same.pairs == 8 and same.p_min == 1.0 and math.isnan(same.p_value)
+    empty = signed_rank_test([])
+    assert empty.pairs == 0 and empty.p_min == 1.0 and math.isnan(empty.p_value)
 
 
 def test_holm_by_hand() -> None:

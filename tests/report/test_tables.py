@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as scipy_stats
 
 from orthobench.report.tables import curves, final_table, final_values, runtime_table, traces
 
@@ -125,12 +126,12 @@ def test_final_table_by_hand(runs: pd.DataFrame) -> None:
     assert table["metric"].tolist() == ["regret", "regret", "regret", "best_y"]
     assert table["seeds"].tolist() == [2, 2, 2, 1]
     assert table["rank"].tolist() == [1, 3, 2, 1] and table["best"].tolist() == [1, 0, 0, 1]
-    # Exact Mann-Whitney against a's (1, 0) with 2 + 2 values (6 equally likely orderings):
-    # b above both of a's (U = 4) -> p = 2 * 1/6; c = (0.5, 4) has U = 3 -> p = 2 * 2/6.
-    # Holm over the two comparisons: min(1, 2 * 1/3) = 2/3, then max(2/3, 1 * 2/3) = 2/3.
-    np.testing.assert_allclose(table["p_value"], [NAN, 1 / 3, 2 / 3, NAN])
-    np.testing.assert_allclose(table["p_holm"], [NAN, 2 / 3, 2 / 3, NAN])
-    assert not table["significant"].any()
+    # Paired with a's (1, 0) by seed: b - a = (1, 3), c - a = (-0.5, 4). Two pairs: the exact
+    # signed-rank p is at least 2 / 2^2 = 0.5, so neither is tested; the reference has no pairs.
+    assert table["pairs"].tolist() == [0, 2, 2, 0]
+    np.testing.assert_allclose(table["p_min"], [NAN, 0.5, 0.5, NAN])
+    assert not table["testable"].any()
+    assert table[["p_value", "p_holm"]].isna().all().all() and not table["significant"].any()
     assert table["evaluations"].tolist() == [3, 3, 1, 2]
     assert table["failed_evals"].tolist() == [1, 0, 0, 0]
     assert table["outliers"].tolist() == [0, 1, 0, 0]  # the untrimmed rows count
@@ -190,3 +191,57 @@ def test_a_task_whose_evaluations_all_failed_gives_empty_values_not_an_error() -
     final = final_table(runs, reference="a")
     assert final["seeds"].tolist() == [0] and final["mean"].isna().all()
     assert final["failed_evals"].tolist() == [4]
+
+
+def _final_runs(finals: dict[str, dict[int, float]]) -> pd.DataFrame:
+    """One initial evaluation per cell of task ``t`` whose regret is ``finals[optimizer][seed]``."""
+    rows = [
+        ("s", "t", optimizer, seed, 0, "init", value, value, 0.0, 0.0, 1.0, False, "ok", None)
+        for optimizer, by_seed in finals.items()
+        for seed, value in by_seed.items()
+    ]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+#: Reference finals of seeds 0-6; the seed effect (1 to 13) is far larger than any method's.
+REFERENCE = dict(enumerate([13.0, 1.0, 11.0, 3.0, 9.0, 5.0, 7.0]))
+
+
+def test_final_table_pairs_seeds_and_holm_corrects_the_testable_comparisons() -> None:
+    """``lower`` is 0.5 below the reference on each of 7 seeds: the pooled values overlap, yet
+    the signed-rank p is the exact minimum 2 / 2^7. ``mixed`` differs by +-1..7, p = 0.8125
+    (scipy). ``few`` has 3 seeds, too few for a test: it stays out of Holm's family, so m = 2."""
+    mixed = {
+        s: v + d for (s, v), d in zip(REFERENCE.items(), [1, -2, 3, -4, 5, -6, 7], strict=True)
+    }
+    runs = _final_runs(
+        {
+            "ref": REFERENCE,
+            "lower": {s: v - 0.5 for s, v in REFERENCE.items()},
+            "mixed": mixed,
+            "few": {s: REFERENCE[s] - 0.5 for s in (0, 1, 2)},
+        }
+    )
+    table = final_table(runs, reference="ref").set_index("optimizer")
+    assert table["pairs"].to_dict() == {"few": 3, "lower": 7, "mixed": 7, "ref": 0}
+    assert table.loc["lower", "p_value"] == pytest.approx(2 / 2**7)
+    p_mixed = scipy_stats.wilcoxon([1, -2, 3, -4, 5, -6, 7]).pvalue
+    assert table.loc["mixed", "p_value"] == pytest.approx(p_mixed)
+    assert table.loc["few", "p_min"] == 0.25 and not table.loc["few", "testable"]
+    assert math.isnan(table.loc["few", "p_value"]) and math.isnan(table.loc["few", "p_holm"])
+    # Holm over the 2 testable comparisons: 2 * 0.015625, then max(0.03125, p_mixed).
+    assert table.loc["lower", "p_holm"] == pytest.approx(2 * 2 / 2**7)
+    assert table.loc["mixed", "p_holm"] == pytest.approx(p_mixed)
+    assert table["significant"].to_dict() == {"few": False, "lower": True, "mixed": False,
+                                              "ref": False}  # fmt: skip
+
+
+def test_final_table_pairs_by_seed_not_by_position() -> None:
+    """``shifted`` lacks seed 0 and has a seed 9 the reference lacks: the inner join on the seed
+    keeps seeds 1-6, where it is 0.5 lower every time (p = 2 / 2^6). Paired by position, seeds
+    1-6 would meet the reference's seeds 0-5 and the differences would change sign."""
+    shifted = {s: REFERENCE[s] - 0.5 for s in range(1, 7)} | {9: 100.0}
+    table = final_table(_final_runs({"ref": REFERENCE, "shifted": shifted}), reference="ref")
+    row = table.set_index("optimizer").loc["shifted"]
+    assert row["seeds"] == 7 and row["pairs"] == 6
+    assert row["p_min"] == row["p_value"] == pytest.approx(2 / 2**6) and row["significant"]
