@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # several GB of CUDA wheels); users with GPUs install the package with their own torch.
 PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check -q -c constraints.txt
 
-.PHONY: install demo reproduce test test-slow test-cuda lint clean
+.PHONY: install demo reproduce test test-slow test-cuda goldens lint clean
 
 $(BIN)/orthobench: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,9 @@ test-slow: install  ## only the tests marked slow (statistical checks, end-to-en
 
 test-cuda: install  ## only the CUDA cases of the device-parametrized tests (skipped without a GPU)
 	$(BIN)/pytest -q -m cuda
+
+goldens: install  ## recompute tests/golden_values.json, print old -> new; only for numerics or seeding changed on purpose
+	$(BIN)/python -m tests.update_goldens --write
 
 lint: install
 	$(BIN)/ruff check orthobench tests
