@@ -26,10 +26,13 @@ report's loaders (:func:`orthobench.report.data.load_results`) and writes to ``O
 - ``<experiment>-weights.csv`` where a suite has an ensemble: the member weights at its last step, mean and min-max over
   seeds, and the weights' entropy (:func:`orthobench.report.diagnostics.ensemble_steps`).
 - ``probe-ratios.csv``: per (task, kernel, S, estimator) the variance and MSE ratios against naive
-  iid theta-MC at the same S (MC-TPE for the TPE rows) over BO states: ``median``, ``min``, ``max``
-  and the geometric mean with its bootstrap interval over states
-  (:func:`orthobench.probe.tables.summary_table`); ``var_mc`` and ``var_est`` are the mean probe
-  variances behind the ratio (the paper's Tables 7-9 print these).
+  iid theta-MC at the same S (MC-TPE for the TPE rows) over BO states: ``median`` with its
+  order-statistic interval ``median_low``-``median_high`` and that interval's exact coverage
+  ``median_level``, ``min``, ``max``, and the geometric mean with its Student-t interval of the log
+  ratios over states (:func:`orthobench.probe.tables.summary_table`); every statistic is over the
+  states with a defined ratio, ``undefined`` counts the others (a variance of ~0: the ratio
+  measures round-off); ``var_mc`` and ``var_est`` are the mean probe variances behind the ratio
+  (the paper's Tables 7-9 print these).
 - ``probe-ranking.csv``: probe variance, top-1 agreement and flip rate, mean and sd over states.
 - ``probe-vs-paper.csv``: the paper's Var(MC) / Var(ortho) of Tables 7, 8 and 9 (``paper_ratio``,
   from the printed variances) beside ours for the paper's estimator (``orth`` for the GP,
@@ -39,7 +42,7 @@ report's loaders (:func:`orthobench.report.data.load_results`) and writes to ``O
 
 Usage::
 
-    python benchmarks/paper_tables.py [RESULTS] [-o OUT] [--size reduced|full]
+    python benchmarks/paper_tables.py [RESULTS] [-o OUT] [--size reduced|medium|full]
 
 Defaults: ``results/paper``, ``docs/reproduction``, ``reduced``. A suite without stored results
 is skipped with a line on stderr.
@@ -54,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orthobench.probe.tables import summary_table
+from orthobench.probe.tables import defined_ratios, summary_table
 from orthobench.report import stats
 from orthobench.report.data import load_results
 from orthobench.report.diagnostics import ensemble_steps
@@ -220,26 +223,32 @@ def ensemble_weights(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def probe_ratios(probe: pd.DataFrame) -> pd.DataFrame:
-    """Variance and MSE ratios over states: median and range, and the geometric mean with CI."""
+    """Variance and MSE ratios over states: median with its interval, range, geometric mean with
+    its interval, all over the states whose ratio is defined (:func:`defined_ratios`)."""
     group = ["suite", "task", "kernel", "mc_samples", "estimator"]
+    ratios = ("var_ratio", "mse_ratio")
     frame = probe.assign(
         suite=probe["run_set"], var_mc=probe["probe_variance"] * probe["var_ratio"]
     )
-    spread = frame.groupby(group, sort=False).agg(
-        var_ratio_median=("var_ratio", "median"),
+    defined = frame.assign(**{m: defined_ratios(frame[m]) for m in ratios})
+    spread = defined.groupby(group, sort=False).agg(
         var_ratio_min=("var_ratio", "min"),
         var_ratio_max=("var_ratio", "max"),
-        mse_ratio_median=("mse_ratio", "median"),
         mse_ratio_min=("mse_ratio", "min"),
         mse_ratio_max=("mse_ratio", "max"),
         var_mc=("var_mc", "mean"),
         var_est=("probe_variance", "mean"),
     )
-    gmeans = summary_table(frame, columns=["var_ratio", "mse_ratio"]).rename(
+    gmeans = summary_table(frame, columns=list(ratios)).rename(
         columns={"var_ratio": "var_ratio_gmean", "mse_ratio": "mse_ratio_gmean"}
     )
     keep = [*group, "states", "n_evaluations", "baseline", "ci_over"]
-    keep += [f"{m}_{s}" for m in ("var_ratio", "mse_ratio") for s in ("gmean", "low", "high")]
+    keep += [
+        f"{m}_{s}"
+        for m in ratios
+        for s in ("median", "median_low", "median_high", "median_level", "undefined", "gmean",
+                  "low", "high")
+    ]  # fmt: skip
     return spread.reset_index().merge(gmeans[keep], on=group, how="left")
 
 
@@ -307,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="?", default="results/paper", type=Path)
     parser.add_argument("-o", "--output", default="docs/reproduction", type=Path)
-    parser.add_argument("--size", choices=["reduced", "full"], default="reduced")
+    parser.add_argument("--size", choices=["reduced", "medium", "full"], default="reduced")
     args = parser.parse_args(argv)
     args.output.mkdir(parents=True, exist_ok=True)
     runtimes = []

@@ -4,17 +4,29 @@ Ratios are heavy-tailed across BO states (a state where one estimator's variance
 gives an enormous ratio), and the rebuild CIs of one state do not cover the spread between states
 (docs/design.md, "Ratios: CIs and several states"). A *state* is one BO state of the probe (a
 ``seed`` and ``state_iteration`` of a task and kernel). Per (task, kernel, S, estimator) and
-ratio column, :func:`summary_table` reports
+ratio column, :func:`summary_table` reports, over the :math:`n` states with a defined ratio
+:math:`\rho_i` (below):
 
 * the median over states, :math:`\exp(\operatorname{median}_i \log\rho_i)` (the geometric
-  midpoint of the two middle states for an even count), with a 95% percentile bootstrap interval
-  over states (:func:`median_interval`): the interval covers the variation between states;
+  midpoint of the two middle states for an even count), with the distribution-free
+  order-statistic interval :math:`[\rho_{(k)}, \rho_{(n+1-k)}]` (:func:`median_interval`). It
+  covers the median of the distribution the states are drawn from with probability
+  :math:`1 - 2 F_{n,1/2}(k-1)` (:math:`F_{n,1/2}` the Binomial(n, 1/2) CDF) whatever that
+  (continuous) distribution is; ``*_median_level`` gives that level: 0.95 or more from 6 states on, and for
+  :math:`n < 6` the interval is the range :math:`[\min, \max]` with its true level
+  :math:`1 - 2^{1-n}` (0.75 with 3 states, 0.9375 with 5);
 * the worst state (the smallest ratio), which state it is, and that state's rebuild CI;
-* the geometric mean over states with its bootstrap interval over states
-  (:func:`geometric_mean_interval`).
+* the geometric mean over states with the Student-t interval of the log ratios,
+  :math:`\exp(\overline{\log\rho} \pm t_{0.975, n-1}\, s / \sqrt{n})`
+  (:func:`geometric_mean_interval`): 95% when the log ratios are normal (lognormal ratios).
 
-With one state there is nothing to resample: the median and geometric mean keep that state's
-rebuild CI, and ``ci_over`` says which interval a row shows.
+A ratio is *undefined* where it is NaN, not positive, infinite or beyond :data:`MAX_RATIO`
+either way (one estimator's variance is ~0 on that state: the ratio measures round-off, not a
+variance reduction). The statistics above are taken over the defined states only; ``states``
+counts all states and ``*_undefined`` the undefined ones, so a dropped state always shows. With
+one state there is no interval over states: the median and geometric mean keep that state's
+rebuild CI (if its ratio is defined), and ``ci_over`` says which interval a row shows. With several states of which fewer than two
+are defined, the intervals are NaN.
 
 **Cost and equal time.** Each row holds the wall seconds of one acquisition call
 (``seconds_per_call``; :func:`orthobench.probe.gp_probe.seconds_per_call`). At equal time the
@@ -26,26 +38,37 @@ budgets (extrapolated along the end segment outside them; with two budgets that 
 ratio ``MSE_baseline(S') / MSE_estimator(S)`` is > 1 where the estimator wins at equal time.
 
 Example:
+    Three defined states and one where the estimator's variance is ~0: the median of the three
+    with the range of the three, which covers the median over states with probability 0.75.
+
     >>> import pandas as pd
     >>> rows = pd.DataFrame({"suite": "s", "task": "t", "kernel": "k", "mc_samples": 8,
-    ...     "estimator": "e", "n_evaluations": 8, "seed": [0, 1, 2], "state_iteration": 0,
-    ...     "mse_ratio": [0.5, 2.0, 8.0]})
+    ...     "estimator": "e", "n_evaluations": 8, "seed": [0, 1, 2, 3], "state_iteration": 0,
+    ...     "mse_ratio": [0.5, 2.0, 8.0, 1e30]})
     >>> row = summary_table(rows, columns=["mse_ratio"]).iloc[0]
-    >>> print(row["mse_ratio_median"], row["mse_ratio_worst"], row["mse_ratio_worst_state"])
-    2.0 0.5 seed 0
+    >>> print(row["mse_ratio_median"], row["mse_ratio_median_low"], row["mse_ratio_median_high"])
+    2.0 0.5 8.0
+    >>> print(row["mse_ratio_median_level"], row["states"], row["mse_ratio_undefined"])
+    0.75 4 1
+    >>> print(row["mse_ratio_worst"], row["mse_ratio_worst_state"])
+    0.5 seed 0
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-#: Bootstrap resamples of the intervals over states and their seed (tables are reproducible).
-N_RESAMPLES = 2000
-BOOTSTRAP_SEED = 0
+#: Confidence level of the intervals over states (the median's interval reaches it from 6 states).
+LEVEL = 0.95
+#: A ratio outside ``[1 / MAX_RATIO, MAX_RATIO]`` is undefined (module notes). The largest
+#: variance ratio in docs/reproduction/probe-ratios.csv is 534, its degenerate states give
+#: 1.4e27-1.2e33; even QMC's ``S^-3`` variance rate gives only ``S^2 ~ 1e6`` over MC at S = 1024.
+MAX_RATIO = 1e12
 GROUP = ["suite", "task", "kernel", "mc_samples", "estimator"]
 #: The columns that identify one BO state within a (suite, task, kernel).
 STATE = ["seed", "state_iteration"]
@@ -64,57 +87,101 @@ TIME_BASELINE = "qmc-owen+rb"
 NEGLIGIBLE_BIAS_SHARE = 0.05
 
 
-def _positive_logs(ratios: Sequence[float] | np.ndarray) -> np.ndarray:
+class Interval(NamedTuple):
+    """A statistic over states, its interval and the interval's coverage probability.
+
+    Floats for ``n`` ratios in; arrays of shape ``(b)`` for ``(b) x n`` ratios in.
+    """
+
+    center: float | np.ndarray
+    low: float | np.ndarray
+    high: float | np.ndarray
+    level: float | np.ndarray
+
+
+def _interval(*fields: np.ndarray) -> Interval:
+    """An :class:`Interval` with 0-d fields as floats."""
+    return Interval(*(float(f) if np.ndim(f) == 0 else f for f in fields))
+
+
+def defined_ratios(ratios: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``ratios`` with NaN where a ratio is undefined (module notes): ``(b) x n -> (b) x n``."""
     ratios = np.asarray(ratios, dtype=float)
-    return np.log(ratios[np.isfinite(ratios) & (ratios > 0)])
+    with np.errstate(invalid="ignore"):
+        return np.where((ratios >= 1.0 / MAX_RATIO) & (ratios <= MAX_RATIO), ratios, np.nan)
 
 
-def _log_interval(
-    ratios: Sequence[float] | np.ndarray, statistic: Callable[..., float], level: float
-) -> tuple[float, float, float]:
-    """``exp`` of ``statistic`` of the log ratios and its percentile bootstrap interval."""
-    logs = _positive_logs(ratios)
-    if logs.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    center = float(np.exp(statistic(logs)))
-    if logs.size < 2:
-        return center, float("nan"), float("nan")
-    if np.ptp(logs) == 0.0:
-        return center, center, center
-    result = stats.bootstrap(
-        (logs,),
-        statistic,
-        n_resamples=N_RESAMPLES,
-        confidence_level=level,
-        method="percentile",
-        rng=np.random.default_rng(BOOTSTRAP_SEED),
+def _order_statistic(ascending: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The ``k``-th smallest (1-based) of each row: ``(b) x n, (b) -> (b)``; NaN rows stay NaN."""
+    index = np.clip(k - 1, 0, ascending.shape[-1] - 1)[..., None]
+    return np.take_along_axis(ascending, index, axis=-1)[..., 0]
+
+
+def geometric_mean_interval(ratios: Sequence[float] | np.ndarray, level: float = LEVEL) -> Interval:
+    r"""Geometric mean over states of the defined ``ratios`` and its Student-t interval.
+
+    With :math:`y_i = \log\rho_i` over the :math:`n` defined ratios (module notes):
+    :math:`\exp(\bar y)` and :math:`\exp(\bar y \pm t_{(1+\text{level})/2,\, n-1}\, s_y/\sqrt n)`
+    (:func:`scipy.stats.t`), an exact ``level`` interval for lognormal ratios.
+
+    Args:
+        ratios: ``(b) x n`` ratios, one per state (NaN for a missing one).
+        level: Confidence level.
+
+    Returns:
+        :class:`Interval` ``(gmean, low, high, level)``, each ``(b)``: NaN bounds and level with
+        fewer than two defined ratios, everything NaN without any.
+    """
+    logs = np.log(defined_ratios(ratios))
+    n = np.sum(~np.isnan(logs), axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.nansum(logs, axis=-1) / n
+        sd = np.sqrt(np.nansum((logs - mean[..., None]) ** 2, axis=-1) / (n - 1))
+        half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n)  # NaN for n < 2
+    return _interval(
+        np.exp(mean), np.exp(mean - half), np.exp(mean + half), np.where(n >= 2, level, np.nan)
     )
-    ci = result.confidence_interval
-    return center, float(np.exp(ci.low)), float(np.exp(ci.high))
 
 
-def geometric_mean_interval(
-    ratios: Sequence[float] | np.ndarray, level: float = 0.95
-) -> tuple[float, float, float]:
-    """Geometric mean of positive finite ``ratios`` and its percentile bootstrap interval.
+def median_interval(ratios: Sequence[float] | np.ndarray, level: float = LEVEL) -> Interval:
+    r"""Median over states of the defined ``ratios`` and its order-statistic interval.
 
-    The interval resamples the ratios (one per BO state) with :func:`scipy.stats.bootstrap`
-    (``N_RESAMPLES``, seeded). Returns ``(gmean, low, high)``; the bounds are NaN with fewer
-    than two ratios, and everything is NaN without any.
+    With :math:`\rho_{(1)} \le \dots \le \rho_{(n)}` the :math:`n` defined ratios (module
+    notes), the median is the geometric midpoint of :math:`\rho_{(\lceil n/2 \rceil)}` and
+    :math:`\rho_{(\lfloor n/2 \rfloor + 1)}`. The interval :math:`[\rho_{(k)}, \rho_{(n+1-k)}]`
+    misses the population median :math:`m` when at most :math:`k-1` states fall below :math:`m`
+    or at most :math:`k-1` above it, each with probability :math:`F_{n,1/2}(k-1)`
+    (:math:`F_{n,1/2}` the Binomial(n, 1/2) CDF), so it covers :math:`m` with probability
+    :math:`1 - 2 F_{n,1/2}(k-1)` for any continuous distribution of the states. ``k`` is the largest order with that
+    probability at least ``level`` (the narrowest such pair); when none exists (:math:`n < 6` at
+    95%), :math:`k = 1`, the range of the states, whose probability is below ``level``.
+
+    Args:
+        ratios: ``(b) x n`` ratios, one per state (NaN for a missing one).
+        level: The smallest coverage wanted.
+
+    Returns:
+        :class:`Interval` ``(median, low, high, level)``, each ``(b)``, ``level`` being the
+        interval's exact coverage (>= the ``level`` argument, or below it where the range is all
+        the states give); NaN bounds and level with fewer than two defined ratios, everything NaN
+        without any.
     """
-    return _log_interval(ratios, np.mean, level)
-
-
-def median_interval(
-    ratios: Sequence[float] | np.ndarray, level: float = 0.95
-) -> tuple[float, float, float]:
-    """Median of positive finite ``ratios`` over states and its percentile bootstrap interval.
-
-    The median is taken on the log scale (the geometric midpoint of the two middle ratios for an
-    even count); the interval resamples the states as :func:`geometric_mean_interval` does.
-    Returns ``(median, low, high)``, NaN bounds with fewer than two ratios.
-    """
-    return _log_interval(ratios, np.median, level)
+    ascending = np.sort(defined_ratios(ratios), axis=-1)  # NaN last
+    if ascending.shape[-1] == 0:  # no state: one NaN state keeps the indexing below valid
+        ascending = np.full((*ascending.shape[:-1], 1), np.nan)
+    n = np.sum(~np.isnan(ascending), axis=-1)
+    median = np.sqrt(
+        _order_statistic(ascending, (n + 1) // 2) * _order_statistic(ascending, n // 2 + 1)
+    )
+    # NOTE: scipy.stats.quantile_test(...).confidence_interval() takes the same k from 6 states
+    # on (the tests check it), but gives NaN below 6 states, our usual case, and not the
+    # interval's coverage; both need k, so it is computed once here, vectorized. binom.ppf is
+    # the smallest j with F(j) >= alpha/2, so F(k - 1) < alpha/2: coverage above `level`.
+    k = np.maximum(stats.binom.ppf((1 - level) / 2, n, 0.5).astype(int), 1)
+    covered = np.where(n >= 2, 1 - 2 * stats.binom.cdf(k - 1, n, 0.5), np.nan)
+    low = np.where(n >= 2, _order_statistic(ascending, k), np.nan)
+    high = np.where(n >= 2, _order_statistic(ascending, n + 1 - k), np.nan)
+    return _interval(median, low, high, covered)
 
 
 def _state_label(row: pd.Series | dict, with_iteration: bool) -> str:
@@ -127,29 +194,32 @@ def _with_iteration(frame: pd.DataFrame) -> bool:
 
 
 def _ratio(group: pd.DataFrame, column: str, with_iteration: bool) -> dict[str, float | str]:
-    """Median, worst state and geometric mean over states of one ratio column."""
+    """Median, worst state and geometric mean over the defined states of one ratio column."""
     values = group[column].to_numpy(dtype=float)
-    rebuild_ci = f"{column}_low" in group
-    median, median_low, median_high = median_interval(values)
-    center, low, high = geometric_mean_interval(values)
-    if len(values) == 1 and rebuild_ci:
-        low, high = float(group[f"{column}_low"].iloc[0]), float(group[f"{column}_high"].iloc[0])
-        median_low, median_high = low, high
+    defined = ~np.isnan(defined_ratios(values))
+    median = median_interval(values)
+    gmean = geometric_mean_interval(values)
     out: dict[str, float | str] = {
-        f"{column}_median": median,
-        f"{column}_median_low": median_low,
-        f"{column}_median_high": median_high,
-        column: center,
-        f"{column}_low": low,
-        f"{column}_high": high,
+        f"{column}_median": median.center,
+        f"{column}_median_low": median.low,
+        f"{column}_median_high": median.high,
+        f"{column}_median_level": median.level,
+        column: gmean.center,
+        f"{column}_low": gmean.low,
+        f"{column}_high": gmean.high,
         f"{column}_worst": np.nan,
         f"{column}_worst_low": np.nan,
         f"{column}_worst_high": np.nan,
         f"{column}_worst_state": "",
+        f"{column}_undefined": int(np.sum(~defined)),
     }
-    finite = np.isfinite(values)
-    if finite.any():
-        worst = group.iloc[int(np.flatnonzero(finite)[np.argmin(values[finite])])]
+    rebuild_ci = f"{column}_low" in group
+    if len(values) == 1 and defined[0] and rebuild_ci:
+        low, high = float(group[f"{column}_low"].iloc[0]), float(group[f"{column}_high"].iloc[0])
+        out.update({f"{column}_median_low": low, f"{column}_median_high": high})
+        out.update({f"{column}_low": low, f"{column}_high": high})
+    if defined.any():
+        worst = group.iloc[int(np.flatnonzero(defined)[np.argmin(values[defined])])]
         out[f"{column}_worst"] = float(worst[column])
         out[f"{column}_worst_state"] = _state_label(worst, with_iteration)
         if rebuild_ci:
@@ -188,12 +258,17 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
     Returns:
         The :data:`GROUP` columns, ``states``, ``n_evaluations`` (the largest EI count of the
         estimator over states; its ratios are against naive MC at that count), ``baseline``,
-        ``ci_over`` (``states`` or ``rebuilds``) and, per ratio in :data:`RATIOS`:
-        ``*_median`` with ``*_median_low``/``*_median_high`` (bootstrap over states),
-        ``*_worst`` (the smallest state's ratio) with ``*_worst_state`` (``seed N``, plus
-        ``it K`` when several iterations are probed) and ``*_worst_low``/``*_worst_high`` (its
-        rebuild CI), and the geometric mean (the bare column name) with ``*_low``/``*_high``;
-        the geometric mean of each :data:`POINT_RATIOS` column; the mean of each :data:`MEANS`
+        ``ci_over`` (``states`` or ``rebuilds``) and, per ratio in :data:`RATIOS`, over the
+        states with a defined ratio (module notes): ``*_median`` with
+        ``*_median_low``/``*_median_high`` (order-statistic interval over states,
+        :func:`median_interval`) and ``*_median_level`` (its exact coverage; NaN unless the
+        interval is over two or more states), ``*_worst`` (the smallest state's ratio) with
+        ``*_worst_state`` (``seed N``, plus ``it K`` when several iterations are probed) and
+        ``*_worst_low``/``*_worst_high`` (its rebuild CI), the geometric mean (the bare column
+        name) with ``*_low``/``*_high`` (95% Student-t interval over states,
+        :func:`geometric_mean_interval`), and ``*_undefined`` (the states whose ratio is
+        undefined); the geometric mean of each :data:`POINT_RATIOS` column with its
+        ``*_undefined``; the mean of each :data:`MEANS`
         column (``bias_share`` is ``bias_sq / mse`` per state: about ``1 / rebuilds`` for an
         unbiased estimator with an exact reference) and ``bias_share_max`` over states,
         ``excess_bias_share_max`` (:func:`_with_bias_share`) over states; with
@@ -217,7 +292,9 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
             if column in RATIOS:
                 row.update(_ratio(group, column, with_iteration))
             elif column in POINT_RATIOS:
-                row[column] = geometric_mean_interval(group[column].to_numpy(dtype=float))[0]
+                values = group[column].to_numpy(dtype=float)
+                row[column] = geometric_mean_interval(values).center
+                row[f"{column}_undefined"] = int(np.isnan(defined_ratios(values)).sum())
             else:
                 row[column] = float(group[column].astype(float).mean())
         if "bias_share" in present:
@@ -289,9 +366,11 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
     cells of the median over states), ``worst_median_mse_ratio`` (the smallest median over
     states) with ``worst_cell``, ``worst_mse_ratio`` (the smallest geometric mean over states)
     and ``worst_mse_ratio_low`` (the smallest lower bound of it), ``worst_point_mse_ratio``,
-    ``max_bias_share`` and ``max_excess_bias_share`` (over states), ``states`` (fewest per cell), ``n_evaluations`` (range),
-    and where the rows have a cost: ``seconds_per_call`` (median over cells), ``cost_vs_mc``
-    (median over states of the call's cost over naive MC's) and ``time_mse_ratio_median`` /
+    ``max_bias_share`` and ``max_excess_bias_share`` (over states), ``states`` (fewest per cell),
+    ``undefined_states`` (states over all cells whose MSE ratio is undefined, left out of the
+    above; module notes), ``n_evaluations`` (range), and where the rows have a cost:
+    ``seconds_per_call`` (median over cells), ``cost_vs_mc`` (median over states of the call's
+    cost over naive MC's) and ``time_mse_ratio_median`` /
     ``time_mse_ratio_worst`` (median and smallest over states of the equal-time MSE ratio against
     :data:`TIME_BASELINE`, :func:`equal_time_frame`). Sorted by ``worst_state_mse_ratio``, best
     first, within each ``S``.
@@ -303,14 +382,17 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
     timed = equal_time_frame(_with_bias_share(frame)) if "seconds_per_call" in frame else None
     rows = []
     for (suite, s, name), group in table.groupby(["suite", "mc_samples", "estimator"], sort=False):
-        worst_state = group.loc[group["mse_ratio_worst"].idxmin()]
-        worst_median = group.loc[group["mse_ratio_median"].idxmin()]
+        # Smallest first, NaN (no defined state in the cell) last: without any defined ratio
+        # the row is NaN, where idxmin would raise.
+        worst_state = group.sort_values("mse_ratio_worst", kind="stable").iloc[0]
+        worst_median = group.sort_values("mse_ratio_median", kind="stable").iloc[0]
         row = {
             "suite": suite,
             "mc_samples": s,
             "estimator": name,
             "n_evaluations": f"{group['n_evaluations'].min()}-{group['n_evaluations'].max()}",
             "states": int(group["states"].min()),
+            "undefined_states": int(group["mse_ratio_undefined"].sum()),
             "worst_state_mse_ratio": worst_state["mse_ratio_worst"],
             "worst_state": f"{worst_state['cell']} {worst_state['mse_ratio_worst_state']}",
             "worst_state_high": worst_state["mse_ratio_worst_high"],
@@ -334,7 +416,7 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
             ratios = mine["time_mse_ratio"].to_numpy(dtype=float)
             row["seconds_per_call"] = group["seconds_per_call"].median()
             row["cost_vs_mc"] = float(mine["cost_vs_mc"].median())
-            row["time_mse_ratio_median"] = median_interval(ratios)[0]
+            row["time_mse_ratio_median"] = median_interval(ratios).center
             row["time_mse_ratio_worst"] = (
                 float(np.nanmin(ratios)) if np.isfinite(ratios).any() else np.nan
             )
@@ -414,8 +496,10 @@ def format_summary(frame: pd.DataFrame) -> str:
     :func:`default_rule_table` (3 significant digits).
 
     ``n_ev``: EI evaluations behind one estimate (ratios are against naive MC at that count);
-    ``CI``: over ``states`` or ``rebuilds``; ``median``: median over states [bootstrap over
-    states]; ``worst state``: the smallest state's ratio [its rebuild CI] and which state;
+    ``undef``: states whose MSE ratio is undefined, left out of its statistics (module notes);
+    ``CI``: over ``states`` or ``rebuilds``; ``median``: median over states [order-statistic
+    interval over states] and ``level``, that interval's exact coverage (0.75 with 3 states);
+    ``worst state``: the smallest state's ratio [its rebuild CI] and which state;
     ``gmean``: geometric mean over states; ``bias/MSE``: mean over states; ``excess``: the largest
     excess bias share over states (:func:`_with_bias_share`); ``ms/call``:
     median over states of one acquisition call's wall time (forward + backward, 512 candidates).
@@ -426,7 +510,8 @@ def format_summary(frame: pd.DataFrame) -> str:
     has_cost = "seconds_per_call" in table
     lines = [
         f"{'task':<14} {'kernel':<13} {'S':>4} {'estimator':<18} {'n_ev':>4} {'states':>6} "
-        f"{'CI':<8} {'MSE ratio median [95% CI]':>28} {'worst state [rebuild CI]':>26} "
+        f"{'undef':>5} {'CI':<8} {'MSE ratio median [CI]':>28} {'level':>5} "
+        f"{'worst state [rebuild CI]':>26} "
         f"{'(state)':<9} {'gmean':>7} {'var ratio median':>16} {'var worst':>9} "
         f"{'bias/MSE':>8} {'excess':>6} {'top-1':>6} {'flip':>6}"
         + (f" {'ms/call':>8}" if has_cost else "")
@@ -434,8 +519,9 @@ def format_summary(frame: pd.DataFrame) -> str:
     for r in table.itertuples():
         lines.append(
             f"{r.task:<14} {r.kernel:<13} {r.mc_samples:>4} {r.estimator:<18} "
-            f"{r.n_evaluations:>4} {r.states:>6} {r.ci_over:<8} "
+            f"{r.n_evaluations:>4} {r.states:>6} {r.mse_ratio_undefined:>5} {r.ci_over:<8} "
             f"{_ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high):>28} "
+            f"{r.mse_ratio_median_level:>5.3g} "
             f"{_ci(r.mse_ratio_worst, r.mse_ratio_worst_low, r.mse_ratio_worst_high):>26} "
             f"{r.mse_ratio_worst_state:<9} {r.mse_ratio:>7.3g} {r.var_ratio_median:>16.3g} "
             f"{r.var_ratio_worst:>9.3g} {r.bias_share:>8.3g} "
@@ -455,13 +541,15 @@ def format_summary(frame: pd.DataFrame) -> str:
             if timed
             else ""
         ),  # fmt: skip
-        f"{'S':>4} {'estimator':<18} {'n_ev':>8} {'states':>6} {'worst state':>11} {'(high)':>7} "
+        f"{'S':>4} {'estimator':<18} {'n_ev':>8} {'states':>6} {'undef':>5} {'worst state':>11} "
+        f"{'(high)':>7} "
         f"{'where':<36} {'median':>7} {'worst median':>12} {'max excess bias':>15}"
         + (f" {'ms/call':>8} {'x mc':>5} {'time median':>11} {'time worst':>10}" if timed else ""),
     ]
     for r in ranking.itertuples():
         lines.append(
             f"{r.mc_samples:>4} {r.estimator:<18} {r.n_evaluations:>8} {r.states:>6} "
+            f"{r.undefined_states:>5} "
             f"{r.worst_state_mse_ratio:>11.3g} {r.worst_state_high:>7.3g} {r.worst_state:<36} "
             f"{r.median_mse_ratio:>7.3g} {r.worst_median_mse_ratio:>12.3g} "
             f"{r.max_excess_bias_share:>15.3g}"

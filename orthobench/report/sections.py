@@ -484,6 +484,8 @@ def _probe_rows(summary: pd.DataFrame, multi: bool) -> list[list[str]]:
             _ci(r.var_ratio, r.var_ratio_low, r.var_ratio_high),
             sig(r.var_ratio_worst),
             _ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high),
+            sig(r.mse_ratio_median_level),
+            str(r.mse_ratio_undefined),
             _ci(r.mse_ratio_worst, r.mse_ratio_worst_low, r.mse_ratio_worst_high),
             r.mse_ratio_worst_state,
             _ci(r.mse_ratio, r.mse_ratio_low, r.mse_ratio_high),
@@ -522,7 +524,8 @@ def probe_section(results: ResultSet) -> Section | None:
     header = (["run set"] if multi else []) + [
         "task", "kernel", "S", "EI evals", "estimator", "states", "CI over", "probe var (EI)",
         "probe var (log)", "bias²/MSE", "var ratio gmean [95% CI]", "worst state",
-        "MSE ratio median [95% CI]", "worst state [rebuild CI]", "which state",
+        "MSE ratio median [CI]", "its level", "undefined states", "worst state [rebuild CI]",
+        "which state",
         "MSE ratio gmean [95% CI]", "median point MSE ratio", "top-1 agreement", "flip rate",
         "regret",
     ]  # fmt: skip

@@ -8,8 +8,10 @@ r"""The statistics behind every interval, test and rounded number of a report (s
   of one task (:func:`holm`). With ``n`` pairs the exact test cannot give a p-value below
   ``2 / 2^n`` (:func:`min_signed_rank_p`): fewer than 6 pairs cannot reach p < 0.05, and such a
   comparison is reported as untestable (NaN p) rather than as a large p-value.
-* Probe ratios are aggregated over BO states as geometric means with a percentile bootstrap
-  interval over states (:func:`orthobench.probe.tables.geometric_mean_interval`).
+* Probe ratios are aggregated over BO states as geometric means with the Student-t interval of
+  the log ratios (:func:`orthobench.probe.tables.geometric_mean_interval`) and as medians with an
+  order-statistic interval whose exact level is shown beside it
+  (:func:`orthobench.probe.tables.median_interval`).
 
 Every figure a report prints goes through :func:`sig` (3 significant digits).
 
