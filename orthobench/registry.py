@@ -19,12 +19,30 @@ arbitrary function (``os:system``): an import path or entry point must name a su
 :class:`~orthobench.tasks.base.Task` / :class:`~orthobench.optimizers.base.Optimizer`, or a
 function marked with :func:`task_factory` / :func:`optimizer_factory`. Anything else is an error
 before it is called.
+
+Python cannot tell what a module holds without running it, so what a suite's ``module:attr``
+may import is restricted too, by its text, before anything is imported
+(:meth:`Registry._import_plugin`):
+
+1. ``module`` and ``attr`` are dotted Python identifiers (no relative ``..module``);
+2. no component of ``module`` starts with ``_``: no ``__main__`` (``orthobench.__main__:X``
+   would run the command line), ``__init__`` or private module;
+3. ``module`` is not in Python's standard library (:data:`sys.stdlib_module_names`): it holds no
+   Task or Optimizer, and some of its modules act when imported (``this``, ``antigravity``).
+
+Then :func:`importlib.util.find_spec` must find the module (this imports its parent packages, as
+any import would), and only then is it imported, which runs its top-level code: an exception,
+``sys.exit`` or ``KeyboardInterrupt`` raised there is one :class:`RegistryError` naming the
+module. Entry points are named by installed distributions, not by suites: rules 1 to 3 do not
+apply to them, the import errors and the type check do.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -83,27 +101,46 @@ class Entry:
         return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _import_path(path: str) -> Any:
+def _split_path(path: str) -> tuple[str, str]:
+    """``(module, attr)`` of a ``module:attr`` import path whose two parts are dotted identifiers."""
     module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise RegistryError(
-            "name", f"Import path {path!r} must look like 'package.module:attribute'."
-        )
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as err:  # also a relative name ('..', a TypeError) or a module that fails
+    if not all(part.isidentifier() for text in (module_name, attr) for part in text.split(".")):
         raise RegistryError(
             "name",
-            f"Cannot import module {module_name!r} of {path!r}: {type(err).__name__}: {err}.",
-        ) from err
+            f"Import path {path!r} must look like 'package.module:attribute' (dotted Python "
+            "identifiers, no relative module).",
+        )
+    return module_name, attr
+
+
+def _attribute(module: Any, attr: str, path: str) -> Any:
+    obj = module
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
+            where = getattr(module, "__file__", None) or "a namespace package"
             raise RegistryError(
-                "name", f"Module {module_name!r} has no attribute {attr!r} (from {path!r})."
+                "name",
+                f"Module {module.__name__!r} ({where}) has no attribute {attr!r} (from {path!r}).",
             ) from None
     return obj
+
+
+def _import_failure(module_name: str, path: str, err: BaseException) -> RegistryError:
+    return RegistryError(
+        "name", f"Cannot import module {module_name!r} of {path!r}: {type(err).__name__}: {err}."
+    )
+
+
+def _import_path(path: str) -> Any:
+    """The object at a ``module:attr`` path of the package itself (a built-in, a base class)."""
+    module_name, attr = _split_path(path)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # a built-in whose optional dependency is missing
+        raise _import_failure(module_name, path, err) from err
+    return _attribute(module, attr, path)
 
 
 class Registry:
@@ -124,6 +161,46 @@ class Registry:
         self._registered: dict[str, Callable[..., Any]] = {}
         self._base = base  # import path of the base class (imported only when checking a name)
         self._reserved = reserved
+
+    def _import_plugin(self, path: str) -> Any:
+        """The object at a suite's ``module:attr``, imported only if the module's name passes the
+        rules of the module's trust model (checked on the text, before any import).
+
+        Raises:
+            RegistryError: (field ``name``) naming the rule broken, a module that is not found,
+                or what its import raised (any exception, ``sys.exit``, ``KeyboardInterrupt``).
+        """
+        module_name, attr = _split_path(path)
+        if any(part.startswith("_") for part in module_name.split(".")):
+            raise RegistryError(
+                "name",
+                f"Import path {path!r} names the private module {module_name!r}; a suite may only "
+                "name public modules (no component starting with '_', such as '__main__').",
+            )
+        top = module_name.partition(".")[0]
+        if top in sys.stdlib_module_names:
+            raise RegistryError(
+                "name",
+                f"Import path {path!r} names {module_name!r} of Python's standard library, which "
+                f"holds no {self._base.rpartition(':')[2]}; a suite may not import it.",
+            )
+        # BaseException: a module's top-level code may call sys.exit or raise KeyboardInterrupt,
+        # and a suite must not end the runner with it (find_spec imports the parent packages).
+        try:
+            spec = importlib.util.find_spec(module_name)
+        except BaseException as err:
+            raise _import_failure(module_name, path, err) from err
+        if spec is None:
+            raise RegistryError(
+                "name",
+                f"Cannot import module {module_name!r} of {path!r}: no such module (not installed, "
+                "not on PYTHONPATH and not next to the suite file).",
+            )
+        try:
+            module = importlib.import_module(module_name)
+        except BaseException as err:
+            raise _import_failure(module_name, path, err) from err
+        return _attribute(module, attr, path)
 
     def _checked(self, name: str, obj: Any) -> Callable[..., Any]:
         """``obj`` if it may be loaded under ``name``: a subclass of the registry's base class or a
@@ -163,10 +240,14 @@ class Registry:
         if name in self._builtins:
             return _import_path(self._builtins[name])
         if ":" in name:
-            return self._checked(name, _import_path(name))
+            return self._checked(name, self._import_plugin(name))
         for ep in entry_points(group=self.group):
             if ep.name == name:
-                return self._checked(name, ep.load())
+                try:
+                    loaded = ep.load()
+                except BaseException as err:  # as in _import_plugin: one error, not an exit
+                    raise _import_failure(ep.module, ep.value, err) from err
+                return self._checked(name, loaded)
         known = self.names()
         raise UnknownNameError(
             self.kind,
@@ -182,7 +263,8 @@ class Registry:
 
         Raises:
             UnknownNameError: listing the known names (field ``name``) on a miss.
-            RegistryError: for an import path that does not import (field ``name``).
+            RegistryError: for an import path that breaks the trust model's rules or does not
+                import, or an object that may not be loaded (field ``name``).
         """
         factory = self._factory(name)
         params, accepts_any, annotations = _signature_params(factory, self._reserved)

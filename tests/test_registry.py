@@ -66,7 +66,8 @@ def test_missing_required_parameters_are_a_params_error():
 
 
 @pytest.mark.parametrize(
-    "path", ["nosuchmodule_xyz:f", "orthobench.registry:nothing", "justaname:"]
+    "path",
+    ["nosuchmodule_xyz:f", "orthobench.registry:nothing", "justaname:", "..tasks:x", "a-b:c"],
 )
 def test_bad_import_paths_raise_registry_errors(path):
     with pytest.raises(RegistryError) as info:
@@ -98,9 +99,7 @@ def test_list_values_are_accepted_where_the_annotation_allows_them():
 @pytest.mark.parametrize(
     ("name", "what"),
     [
-        ("os:system", "unmarked callable"),
-        ("builtins:print", "unmarked callable"),
-        ("collections:OrderedDict", "the class collections.OrderedDict"),
+        ("numpy:ndarray", "the class numpy.ndarray"),
         ("orthobench.seeding:derive_seed", "unmarked callable"),
         ("orthobench.seeding:_SEED_BITS", "a int"),
     ],
@@ -124,7 +123,63 @@ def test_a_suite_naming_os_system_runs_nothing(write_suite, tmp_path):
     result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2 and not marker.exists()
     assert result.output.count("\n") == 1 and "tasks[0].name" in result.output
-    assert "not a Task subclass" in result.output
+    assert "'os' of Python's standard library" in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "module", "fragment"),
+    [
+        ("this:x", "this", "'this' of Python's standard library"),  # prints the Zen of Python
+        ("antigravity:x", "antigravity", "standard library"),  # opens a web browser
+        ("venv.__main__:X", "venv.__main__", "private module"),  # builds a virtualenv in cwd
+        ("orthobench.__main__:cli", "orthobench.__main__", "private module"),  # runs the CLI
+        ("orthobench.tasks.__init__:x", "orthobench.tasks.__init__", "private module"),
+        ("userpkg._hidden:Task", "userpkg", "private module"),  # not even its package
+    ],
+)
+def test_modules_that_may_act_on_import_are_refused_before_any_import(
+    name, module, fragment, capsys, tmp_path, monkeypatch
+):
+    (tmp_path / "userpkg").mkdir()
+    (tmp_path / "userpkg" / "__init__.py").write_text("print('imported')\n")
+    (tmp_path / "userpkg" / "_hidden.py").write_text("print('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RegistryError, match=fragment) as info:
+        TASKS.resolve(name)
+    assert info.value.field == "name" and name in info.value.reason
+    assert module not in sys.modules and capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("files", "name", "raised"),
+    [
+        ({"exits.py": "import sys\nsys.exit(3)\n"}, "exits:Task", "SystemExit: 3"),
+        ({"stops.py": "raise KeyboardInterrupt\n"}, "stops:Task", "KeyboardInterrupt"),
+        # find_spec of a submodule imports its package first
+        ({"exitpkg/__init__.py": "raise SystemExit('bye')\n"}, "exitpkg.sub:X", "SystemExit: bye"),
+    ],
+)
+def test_a_module_that_exits_or_interrupts_at_import_is_one_registry_error(
+    tmp_path, monkeypatch, files, name, raised
+):
+    for relative, text in files.items():
+        (tmp_path / relative).parent.mkdir(exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RegistryError) as info:
+        TASKS.resolve(name)
+    assert info.value.field == "name" and f"{name!r}: {raised}" in info.value.reason
+
+
+def test_a_suite_whose_plugin_calls_sys_exit_gets_one_line_and_exit_code_2(
+    tmp_path, write_suite, monkeypatch
+):
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    suite = write_suite("name: x\nbudget: 1\ntasks: [exits:Task]\noptimizers: [sobol]\n")
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert "tasks[0].name" in result.output and "SystemExit: 0" in result.output
 
 
 def test_marked_factories_and_subclasses_load_by_import_path(plugin):
@@ -135,9 +190,9 @@ def test_marked_factories_and_subclasses_load_by_import_path(plugin):
         OPTIMIZERS.resolve(f"{plugin}:make_sphere")  # a task factory is no optimizer
 
 
-def test_relative_import_path_is_a_registry_error():
-    with pytest.raises(RegistryError, match="Cannot import module '..'"):
-        TASKS.resolve("..:x")
+def test_a_missing_attribute_names_the_file_it_was_looked_up_in(plugin):
+    with pytest.raises(RegistryError, match=r"userplugin.py\) has no attribute 'Nope'"):
+        TASKS.resolve(f"{plugin}:Nope")
 
 
 SUITE_NEXT_TO_MODULE = """
@@ -145,8 +200,16 @@ name: local
 seeds: 2
 n_init: 2
 budget: 1
-tasks: [{name: "mytasks:Quadratic", label: quadratic}]
+tasks: [{name: "mytasks:Quadratic", label: quadratic}, hartmann6]
 optimizers: [sobol]
+"""
+
+# A module named like an installed package that the run imports: the runner imports botorch
+# after loading the suite (for hartmann6), a spawned worker imports all of these afresh.
+SHADOWING_MODULE = """
+import pathlib
+pathlib.Path({marker!r}).write_text("executed")
+raise SystemExit("a module next to the suite shadowed an installed package")
 """
 
 LOCAL_TASK = """
@@ -166,11 +229,14 @@ class Quadratic(Task):
 
 
 @pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=pytest.mark.slow)])
-def test_a_module_next_to_the_suite_resolves_without_pythonpath(tmp_path, workers):
+def test_a_module_next_to_the_suite_resolves_and_shadows_no_installed_one(tmp_path, workers):
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "mytasks.py").write_text(LOCAL_TASK)
     (folder / "suite.yaml").write_text(SUITE_NEXT_TO_MODULE)
+    for shadowed in ("botorch", "yaml", "scipy", "pyarrow"):
+        marker = tmp_path / f"{shadowed}-executed"
+        (folder / f"{shadowed}.py").write_text(SHADOWING_MODULE.format(marker=str(marker)))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
         [sys.executable, "-m", "orthobench", "run", str(folder / "suite.yaml"), "-q"]
@@ -182,7 +248,8 @@ def test_a_module_next_to_the_suite_resolves_without_pythonpath(tmp_path, worker
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    assert "2 run, 0 already stored, 0 failed" in result.stdout
+    assert "4 run, 0 already stored, 0 failed" in result.stdout
+    assert not list(tmp_path.glob("*-executed"))
 
 
 CONSTRAINED_PLUGIN = """

@@ -26,7 +26,10 @@ three times. The ViT sees them at ``image_size`` (default: the model's own, 224 
 the maps are upsampled by nearest-neighbour sampling (``"nearest-exact"``, which keeps each die a
 uniform block), or the ViT's position embeddings are interpolated when ``image_size`` differs
 from the model's (``image_size: 48`` gives a ViT-B/16 9 patches instead of 196: a far cheaper
-extraction, further from the pretraining resolution).
+extraction, further from the pretraining resolution). The constructor checks the file's format
+from its array headers (:func:`~orthobench.tasks.datasets.wm811k.check_wm811k`), so a ``path``
+that is not a converted file fails before any cell runs, with one line; the first evaluation
+reads the arrays and verifies their checksum.
 
 Model: ``ViTModel`` of Hugging Face ``transformers`` (the ``vision`` extra), loaded from
 ``model``: a hub id (default ``google/vit-base-patch16-224-in21k``, ImageNet-21k pretrained), or
@@ -94,7 +97,7 @@ from orthobench.tasks.datasets.features import (
     extract_features,
     load_or_extract,
 )
-from orthobench.tasks.datasets.wm811k import WM811K, load_wm811k, require_wm811k
+from orthobench.tasks.datasets.wm811k import WM811K, check_wm811k, load_wm811k
 
 if TYPE_CHECKING:
     from transformers import ViTConfig, ViTModel
@@ -354,8 +357,10 @@ class WaferViTTask(Task):
             (the features are stored as float32; the dtype is part of the cache key).
 
     Raises:
-        DatasetMissingError: when the converted dataset is not there, naming
-            ``orthobench data convert-wm811k PATH/LSWMD.pkl``.
+        DatasetMissingError: when the converted dataset is not there, or ``path`` is not a
+            converted file (not an ``.npz``, an array missing or of another kind or shape, an
+            array of Python objects: :func:`~orthobench.tasks.datasets.wm811k.check_wm811k`),
+            naming the file and ``orthobench data convert-wm811k PATH/LSWMD.pkl``.
         ConfigError: for a bad setting, or a hub id missing from the cache when
             ``HF_HUB_OFFLINE`` is set.
     """
@@ -386,7 +391,7 @@ class WaferViTTask(Task):
             )
         if not isinstance(model, str) or not model:
             raise ConfigError("model", f"must be a hub id or a directory, but got {model!r}.")
-        self.path = require_wm811k(path)  # a presence check; the first evaluation reads it
+        self.path = check_wm811k(path)  # its array headers; the first evaluation reads it
         if model != TINY_RANDOM:
             self._check_model_available(model)
         super().__init__(WAFER_VIT_SPACE)

@@ -1,21 +1,25 @@
 """The WM811K ViT task on synthetic LSWMD data with the tiny random-weight ViT: training the head on
 cached features equals training through the frozen backbone, the feature cache and its key,
-seeded determinism, the objective, the local-directory and offline model paths, and the errors."""
+seeded determinism, the objective, the local-directory and offline model paths, and the errors
+(a ``path`` that is not a converted file is refused in the constructor, before any cell)."""
 
 from __future__ import annotations
 
+import io
 import os
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 
+from orthobench.cli import cli
 from orthobench.exceptions import ConfigError, DatasetMissingError, OrthobenchWarning
 from orthobench.tasks.datasets.features import FeatureKey, cache_dir, load_or_extract
 from orthobench.tasks.datasets.store import DATA_DIR_ENV
 from orthobench.tasks.datasets.synthetic_wafers import write_lswmd_pickle
-from orthobench.tasks.datasets.wm811k import convert_lswmd
+from orthobench.tasks.datasets.wm811k import CONVERT_COMMAND, convert_lswmd
 from orthobench.tasks.wafer_vit import (
     TINY_RANDOM,
     WAFER_VIT_SPACE,
@@ -205,6 +209,80 @@ def test_missing_dataset_fails_in_the_constructor_with_the_convert_command(tmp_p
         WaferViTTask(model=TINY_RANDOM)
     assert "orthobench data convert-wm811k PATH/LSWMD.pkl" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def _converted_arrays(data_root) -> dict[str, np.ndarray]:
+    with np.load(data_root / "wm811k" / "wm811k.npz", allow_pickle=False) as npz:
+        return dict(npz)
+
+
+def _write_npz(path, **arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+# What a bad `path` holds -> what the one-line error must say about it.
+BAD_FILES = {
+    "text": (
+        lambda path, arrays: path.write_text("maps,labels\n0,1\n"),
+        "not a readable .npz",
+    ),
+    "npy": (
+        lambda path, arrays: path.write_bytes(_npy_bytes(arrays["maps"])),
+        "not a readable .npz",
+    ),
+    "object-maps": (
+        lambda path, arrays: _write_npz(path, **{**arrays, "maps": arrays["maps"].astype(object)}),
+        "array 'maps' holds Python objects, which only pickle can read",
+    ),
+    "missing-arrays": (
+        lambda path, arrays: _write_npz(path, maps=arrays["maps"], labels=arrays["labels"]),
+        "it lacks the array(s) classes, train_index, test_index, seed, sha256",
+    ),
+    "float-maps": (
+        lambda path, arrays: _write_npz(path, **{**arrays, "maps": arrays["maps"] / 2.0}),
+        "array 'maps' must be unsigned integer of shape (N x 48 x 48), but got float64 of "
+        "shape (90, 48, 48)",
+    ),
+    "fewer-labels": (
+        lambda path, arrays: _write_npz(path, **{**arrays, "labels": arrays["labels"][:-1]}),
+        "it holds 90 maps but 89 labels",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FILES))
+def test_a_path_that_is_not_a_converted_file_is_one_line_in_the_constructor(
+    data_root, tmp_path, kind
+):
+    write, fragment = BAD_FILES[kind]
+    bad = tmp_path / "bad.npz"
+    write(bad, _converted_arrays(data_root))
+    with pytest.raises(DatasetMissingError) as err:
+        WaferViTTask(model=TINY_RANDOM, path=str(bad))
+    message = str(err.value)
+    assert f"{bad} is not a converted WM811K file: " in message and fragment in message
+    assert CONVERT_COMMAND in message and "\n" not in message
+
+
+def test_a_suite_with_a_bad_path_fails_before_any_cell_with_one_line(data_root, tmp_path):
+    bad = BAD_FILES["object-maps"][0](tmp_path / "objects.npz", _converted_arrays(data_root))
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: wafer\nseeds: 2\nn_init: 2\nbudget: 1\noptimizers: [sobol]\n"
+        f"tasks: [{{name: wm811k-vit, params: {{model: {TINY_RANDOM}, path: '{bad}'}}}}]\n"
+    )
+    result = CliRunner().invoke(cli, ["run", str(suite), "-q", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    error = result.stderr.partition("orthobench: error: ")[2]  # after the run's header line
+    assert error.count("\n") == 1 and "holds Python objects" in error, result.stderr
+    assert not list((tmp_path / "out").rglob("*.parquet"))
 
 
 def test_bad_settings_name_their_field(in_data_root, monkeypatch, tmp_path):

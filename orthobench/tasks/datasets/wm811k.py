@@ -44,6 +44,8 @@ import hashlib
 import os
 import pickle
 import warnings
+import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +71,7 @@ __all__ = [
     "WAFER_CLASSES",
     "WM811K",
     "ConversionSummary",
+    "check_wm811k",
     "convert_lswmd",
     "convert_wm811k",
     "load_wm811k",
@@ -91,6 +94,26 @@ CONVERT_COMMAND = "orthobench data convert-wm811k PATH/LSWMD.pkl"
 CONVERTED_NAME = Path("wm811k") / "wm811k.npz"
 _FORMAT_VERSION = 1
 _REQUIRED_COLUMNS = ("waferMap", "failureType")
+#: The arrays :func:`load_wm811k` reads: name -> (dtype kinds, shape; None for any length).
+_ARRAYS: dict[str, tuple[str, tuple[int | None, ...]]] = {
+    "maps": ("u", (None, MAP_SIZE, MAP_SIZE)),
+    "labels": ("iu", (None,)),
+    "classes": ("U", (None,)),
+    "train_index": ("iu", (None,)),
+    "test_index": ("iu", (None,)),
+    "seed": ("iu", ()),
+    "sha256": ("U", ()),
+    "source_sha256": ("U", ()),
+    "source_rows": ("iu", ()),
+    "imagenet_mean": ("f", (3,)),
+    "imagenet_std": ("f", (3,)),
+    "format_version": ("iu", ()),
+}
+_KIND_NAMES = {"u": "unsigned integer", "i": "integer", "U": "string", "f": "float"}
+_NPY_HEADER_READERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
 
 
 def wm811k_path(directory: str | Path | None = None) -> Path:
@@ -119,6 +142,74 @@ def require_wm811k(path: str | Path | None = None) -> Path:
             f"WM811K is not converted: {resolved} does not exist; download LSWMD.pkl "
             f"(http://mirlab.org/dataset/public/) and run `{CONVERT_COMMAND}`."
         )
+    return resolved
+
+
+def _not_converted(path: Path, problem: str) -> DatasetMissingError:
+    return DatasetMissingError(
+        f"{path} is not a converted WM811K file: {problem}; run `{CONVERT_COMMAND}` and use its "
+        "output."
+    )
+
+
+def _npy_header(archive: zipfile.ZipFile, member: str) -> tuple[np.dtype, tuple[int, ...]]:
+    """The dtype and shape of an ``.npy`` member of a zip, from its header alone."""
+    with archive.open(member) as fh:
+        version = np.lib.format.read_magic(fh)
+        if version not in _NPY_HEADER_READERS:
+            raise ValueError(f"{member} has .npy format version {version}")
+        shape, _, dtype = _NPY_HEADER_READERS[version](fh)
+    return dtype, shape
+
+
+def check_wm811k(path: str | Path | None = None) -> Path:
+    """The converted file's path, after checking its format from the array headers alone.
+
+    Cheap (no array is read), so a task can refuse a bad file before any evaluation: it must be
+    an ``.npz`` (a zip of ``.npy`` files) holding every array :func:`load_wm811k` reads, each of
+    the kind and shape :func:`convert_lswmd` writes, and none holding Python objects (which only
+    pickle reads, and unpickling runs code from the file). The contents are verified against the
+    stored checksum when :func:`load_wm811k` reads them.
+
+    Args:
+        path: An explicit ``.npz`` path; default :func:`wm811k_path`.
+
+    Raises:
+        DatasetMissingError: naming the file and what is wrong with it (or that it is missing),
+            and the command that creates it.
+    """
+    resolved = require_wm811k(path)
+    try:
+        with zipfile.ZipFile(resolved) as archive:
+            headers = {
+                member.removesuffix(".npy"): _npy_header(archive, member)
+                for member in archive.namelist()
+                if member.removesuffix(".npy") in _ARRAYS
+            }
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise _not_converted(resolved, f"not a readable .npz ({err})") from None
+    missing = [name for name in _ARRAYS if name not in headers]
+    if missing:
+        raise _not_converted(resolved, f"it lacks the array(s) {', '.join(missing)}")
+    for name, (kinds, shape) in _ARRAYS.items():
+        dtype, actual = headers[name]
+        if dtype.hasobject:
+            raise _not_converted(
+                resolved, f"array {name!r} holds Python objects, which only pickle can read"
+            )
+        fits = len(actual) == len(shape) and all(
+            want is None or want == got for want, got in zip(shape, actual, strict=True)
+        )
+        if dtype.kind not in kinds or not fits:
+            wanted = " x ".join("N" if n is None else str(n) for n in shape) or "scalar"
+            raise _not_converted(
+                resolved,
+                f"array {name!r} must be {_KIND_NAMES[kinds[0]]} of shape ({wanted}), but got "
+                f"{dtype} of shape {actual}",
+            )
+    n_maps, n_labels = headers["maps"][1][0], headers["labels"][1][0]
+    if n_maps != n_labels:
+        raise _not_converted(resolved, f"it holds {n_maps} maps but {n_labels} labels")
     return resolved
 
 
@@ -468,10 +559,27 @@ def load_wm811k(path: str | Path | None = None) -> WM811K:
         path: The ``.npz``; default :func:`wm811k_path`.
 
     Raises:
-        DatasetMissingError: when the file is missing, or its arrays do not match the stored
-            checksum (a damaged file: convert again).
+        DatasetMissingError: when the file is missing, not a converted file
+            (:func:`check_wm811k`), or its arrays do not match the stored checksum (a damaged
+            file: convert again).
     """
-    resolved = require_wm811k(path)
+    resolved = check_wm811k(path)
+    try:
+        data = _read_wm811k(resolved)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise DatasetMissingError(
+            f"{resolved} is damaged: {err}; run `{CONVERT_COMMAND}` again."
+        ) from None
+    actual = _content_sha256(data.maps, data.labels, data.train_index, data.test_index)
+    if actual != data.sha256:
+        raise DatasetMissingError(
+            f"{resolved} is damaged: its arrays hash to {actual}, not the stored {data.sha256}; "
+            f"run `{CONVERT_COMMAND}` again."
+        )
+    return data
+
+
+def _read_wm811k(resolved: Path) -> WM811K:
     with np.load(resolved, allow_pickle=False) as npz:
         version = int(npz["format_version"])
         if version != _FORMAT_VERSION:
@@ -479,7 +587,7 @@ def load_wm811k(path: str | Path | None = None) -> WM811K:
                 f"{resolved} has format version {version}, this orthobench reads "
                 f"{_FORMAT_VERSION}; run `{CONVERT_COMMAND}` again."
             )
-        data = WM811K(
+        return WM811K(
             maps=npz["maps"],
             labels=npz["labels"],
             classes=tuple(str(c) for c in npz["classes"]),
@@ -492,13 +600,6 @@ def load_wm811k(path: str | Path | None = None) -> WM811K:
             mean=npz["imagenet_mean"],
             std=npz["imagenet_std"],
         )
-    actual = _content_sha256(data.maps, data.labels, data.train_index, data.test_index)
-    if actual != data.sha256:
-        raise DatasetMissingError(
-            f"{resolved} is damaged: its arrays hash to {actual}, not the stored {data.sha256}; "
-            f"run `{CONVERT_COMMAND}` again."
-        )
-    return data
 
 
 @click.command("convert-wm811k")

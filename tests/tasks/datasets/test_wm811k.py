@@ -1,6 +1,6 @@
 """WM811K conversion: the synthetic LSWMD generator, nearest-neighbour resizing, label cells, the
 converter end to end (labelled maps only, stratified seeded split, checksums), the safe reader,
-old-pandas pickles, and the one-line missing-dataset error."""
+old-pandas pickles, and the one-line errors for a missing or damaged dataset."""
 
 from __future__ import annotations
 
@@ -207,6 +207,20 @@ def test_a_damaged_file_is_refused_with_the_convert_command(converted, tmp_path)
     with pytest.raises(DatasetMissingError, match="damaged") as err:
         load_wm811k(damaged)
     assert CONVERT_COMMAND in str(err.value)
+
+
+def test_a_corrupted_archive_member_is_refused_as_damaged_in_one_line(converted, tmp_path):
+    # The array headers at the start of each member still read (check_wm811k passes); the
+    # compressed maps past them do not.
+    raw = bytearray(converted[1].path.read_bytes())
+    middle = len(raw) // 2
+    raw[middle : middle + 64] = bytes(64)
+    corrupted = tmp_path / "corrupted.npz"
+    corrupted.write_bytes(bytes(raw))
+    with pytest.raises(DatasetMissingError, match="is damaged") as err:
+        load_wm811k(corrupted)
+    assert str(corrupted) in str(err.value) and CONVERT_COMMAND in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_missing_dataset_is_one_line_naming_the_convert_command(tmp_path, monkeypatch):
