@@ -1,5 +1,6 @@
 """The paper-reproduction suites (``suites/paper/``): every file validates, every experiment has a
-full and a reduced size (WM811K full only), and results directories cannot collide.
+full and a reduced size (WM811K full only), the main claims a medium one between them, and
+results directories cannot collide.
 
 Results are keyed by suite name (a cell's id and configuration hash carry it, and a report's run
 sets are suite names), so two files with one name would mix their cells in one directory: each
@@ -18,9 +19,11 @@ from orthobench.suite import Suite, load_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_DIR = ROOT / "suites" / "paper"
-SIZES = ("full", "reduced")
+SIZES = ("full", "medium", "reduced")
 #: Experiments with a full size only: the ViT's feature extraction is a GPU job.
 FULL_ONLY = frozenset({"wm811k-vit"})
+#: Experiments of the main claims with a medium size: enough seeds or states for a paired test.
+WITH_MEDIUM = frozenset({"regret", "tpe", "probe"})
 
 
 def _split(path: Path) -> tuple[str, str]:
@@ -39,7 +42,7 @@ def suites() -> dict[Path, Suite]:
 def test_every_file_is_a_full_or_reduced_suite_named_after_it(suites):
     for path, suite in suites.items():
         experiment, size = _split(path)
-        assert size in SIZES, f"{path.name}: the name must end in -full or -reduced"
+        assert size in SIZES, f"{path.name}: the name must end in -full, -medium or -reduced"
         assert suite.name == f"paper-{experiment}-{size}", path.name
 
 
@@ -49,17 +52,20 @@ def test_every_experiment_has_both_sizes_except_the_full_only_ones(suites):
         experiment, size = _split(path)
         sizes.setdefault(experiment, set()).add(size)
     for experiment, found in sizes.items():
-        expected = {"full"} if experiment in FULL_ONLY else set(SIZES)
+        expected = {"full", "reduced"} | ({"medium"} if experiment in WITH_MEDIUM else set())
+        if experiment in FULL_ONLY:
+            expected = {"full"}
         assert found == expected, f"{experiment}: {sorted(found)}, expected {sorted(expected)}"
-    assert FULL_ONLY <= sizes.keys()
+    assert FULL_ONLY | WITH_MEDIUM <= sizes.keys()
 
 
-def test_reduced_suites_are_no_larger_than_their_full_suite(suites):
+@pytest.mark.parametrize(("smaller", "larger"), [("reduced", "full"), ("medium", "full")])
+def test_smaller_suites_are_no_larger_than_their_full_suite(suites, smaller, larger):
     by_name = {suite.name: suite for suite in suites.values()}
     for name, reduced in by_name.items():
-        if not name.endswith("-reduced"):
+        if not name.endswith(f"-{smaller}"):
             continue
-        full = by_name[name.removesuffix("-reduced") + "-full"]
+        full = by_name[name.removesuffix(f"-{smaller}") + f"-{larger}"]
         if reduced.probe is not None:
             assert full.probe is not None, name
             assert len(reduced.probe.seeds) <= len(full.probe.seeds), name

@@ -1,0 +1,98 @@
+"""The committed figures of docs/reproduction/ are what HEAD computes.
+
+A figure in the docs is a function of the code: these slow tests rerun a few rows of the committed
+CSVs with the documented commands (``orthobench run`` / ``orthobench probe``, then
+``benchmarks/paper_tables.py``) and compare the CSV text. Every cell and probe state runs with one
+torch thread, so the rows are reproduced exactly on the machine that wrote them; across BLAS builds
+the values that pass through an optimizer may differ in their last digits, so numbers are compared
+to :data:`RTOL` (the CSVs round to 4 significant digits, so equal values print equally; the
+tolerance only absorbs a rounding boundary). A change of seeding or numerics moves these rows by
+far more, as it moves the golden values (tests/test_golden.py): then regenerate the figures
+(``make reproduce``) in the same change.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMITTED = ROOT / "docs" / "reproduction"
+#: Relative tolerance on numbers of the 4-significant-digit CSVs (one unit in the last digit).
+RTOL = 1e-3
+
+
+def _orthobench(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "orthobench", *args], check=True, cwd=ROOT)
+
+
+def _tables(results: Path, out: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "paper_tables.py"), str(results), "-o", str(out)],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
+
+
+def _assert_rows_equal(new: pd.DataFrame, committed: pd.DataFrame, key: list[str]) -> None:
+    assert not new.empty
+    committed = committed.set_index(key).loc[new.set_index(key).index]
+    new = new.set_index(key)
+    assert list(new.columns) == list(committed.columns)
+    for column in new.columns:
+        if pd.api.types.is_numeric_dtype(new[column]):
+            pd.testing.assert_series_equal(
+                new[column], committed[column], check_dtype=False, rtol=RTOL, obj=column
+            )
+        else:
+            assert new[column].tolist() == committed[column].tolist(), column
+
+
+@pytest.mark.slow
+def test_misspecified_tables_regenerate_at_head(tmp_path):
+    """Every row of misspecified-final.csv and misspecified-paired.csv (the smallest BO suite;
+    the -runtime.csv files hold wall-clock seconds, not a function of the code)."""
+    results = tmp_path / "results"
+    _orthobench(
+        "run",
+        "suites/paper/misspecified-reduced.yaml",
+        "-o",
+        str(results / "paper-misspecified-reduced"),
+        "-q",
+    )
+    _tables(results, tmp_path / "tables")
+    for name, key in (
+        ("misspecified-final.csv", ["task", "optimizer"]),
+        ("misspecified-paired.csv", ["task", "optimizer", "versus"]),
+    ):
+        _assert_rows_equal(
+            pd.read_csv(tmp_path / "tables" / name), pd.read_csv(COMMITTED / name), key
+        )
+
+
+@pytest.mark.slow
+def test_probe_ratio_rows_regenerate_at_head(tmp_path):
+    """The probe-ratios.csv rows of Hartmann6 with the Matérn ARD kernel (9 states, both S).
+
+    The suite is probe-reduced.yaml cut to that task, kernel and the paper's estimator; states
+    and their draws derive from the suite name, task, kernel, seed and iteration alone.
+    """
+    suite = yaml.safe_load((ROOT / "suites" / "paper" / "probe-reduced.yaml").read_text())
+    suite["probe"].update(tasks=["hartmann6"], kernels=["matern52-ard"], estimators=["orth"])
+    path = tmp_path / "probe-reduced.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    results = tmp_path / "results"
+    _orthobench("probe", str(path), "-o", str(results / "paper-probe-reduced"), "-q")
+    _tables(results, tmp_path / "tables")
+    new = pd.read_csv(tmp_path / "tables" / "probe-ratios.csv")
+    _assert_rows_equal(
+        new,
+        pd.read_csv(COMMITTED / "probe-ratios.csv"),
+        ["suite", "task", "kernel", "mc_samples", "estimator"],
+    )
