@@ -42,6 +42,52 @@ def show_value(value: Any, limit: int = 60) -> str:
     return f"{type(value).__name__} {text[:limit] + '...' if len(text) > limit else text}"
 
 
+def error_message(err: BaseException) -> str:
+    """The text of an error of any kind: ``str(err)``, or where that raises, :func:`_fallback_text`.
+
+    A message that reports an error must not fail itself: a plugin's exception whose ``__str__``
+    raises would otherwise abort the run that was reporting it. As in :mod:`traceback`, only an
+    ``Exception`` raised by ``__str__`` is caught.
+
+    Example:
+        >>> class Mute(RuntimeError):
+        ...     def __str__(self):
+        ...         raise ValueError("no text")
+        >>> error_message(Mute("hidden"))
+        "Mute('hidden')"
+    """
+    try:
+        return str(err)
+    except Exception:  # noqa: BLE001 -- whatever __str__ raises, the error still gets a text
+        return _fallback_text(err)
+
+
+def describe_error(err: BaseException) -> str:
+    r"""``"RuntimeError: message"`` (``"KeyboardInterrupt"`` without one) on one short line, for an
+    error of any kind: where ``str(err)`` raises, :func:`_fallback_text`, which names the type too.
+
+    Example:
+        >>> describe_error(ValueError("bad\nvalue"))
+        'ValueError: bad\\nvalue'
+        >>> describe_error(KeyboardInterrupt())
+        'KeyboardInterrupt'
+    """
+    name = type(err).__name__
+    try:
+        text = str(err)
+    except Exception:  # noqa: BLE001 -- whatever __str__ raises, the error still gets a text
+        return one_line(_fallback_text(err))
+    return one_line(f"{name}: {text}" if text else name)
+
+
+def _fallback_text(err: BaseException) -> str:
+    """``repr(err)``, or where that raises too, ``"<unprintable RuntimeError>"``."""
+    try:
+        return repr(err)
+    except Exception:  # noqa: BLE001 -- the last resort must not raise
+        return f"<unprintable {type(err).__name__}>"
+
+
 class OrthobenchError(Exception):
     """Base class of errors caused by user input or the environment (not by a bug)."""
 

@@ -8,7 +8,10 @@ Seeds (all from :func:`orthobench.seeding.derive_seed`):
 - BO evaluations: ``(seed, "eval", task label, optimizer label, iteration)``.
 
 An evaluation may be given a time limit (:func:`evaluation_deadline`): one that runs longer is
-stopped and recorded with ``status="timeout"``, and the cell goes on.
+stopped, the processes it started are killed, it is recorded with ``status="timeout"``, and the
+cell goes on. The SIGINT and SIGTERM
+handlers a task or optimizer changes while it is built or evaluates are put back afterwards, so
+the runner's Ctrl-C keeps working (:func:`_runner_signals_kept`).
 
 The loop never knows how it is executed (inline, process pool, cluster).
 """
@@ -16,29 +19,50 @@ The loop never knows how it is executed (inline, process pool, cluster).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
+import os
 import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from torch.quasirandom import SobolEngine
 
-from orthobench.exceptions import ConfigError, OrthobenchError, OrthobenchWarning
+from orthobench.exceptions import (
+    ConfigError,
+    OrthobenchError,
+    OrthobenchWarning,
+    describe_error,
+    error_message,
+    one_line,
+    show_value,
+)
 from orthobench.optimizers.base import Optimizer
 from orthobench.registry import OPTIMIZERS, TASKS
 from orthobench.results import EvaluationJournal, RunRecord
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import Cell
-from orthobench.tasks.base import Task
+from orthobench.tasks.base import Evaluation, Task
 
 #: Per-evaluation callback: called with the number of evaluations just finished (1).
 ProgressCallback = Callable[[int], None]
+
+#: Seconds :func:`check_buildable` lets a task or optimizer take to be built when the run has no
+#: cell timeout (with one, the cell timeout is the limit).
+BUILD_TIMEOUT_S = 300.0
+
+#: The signals whose handlers are the runner's: a task or optimizer that changes them gets them
+#: put back (:func:`_runner_signals_kept`).
+_RUNNER_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_T = TypeVar("_T")
 
 
 def initial_design(dim: int, n: int, seed: int) -> np.ndarray:
@@ -47,12 +71,29 @@ def initial_design(dim: int, n: int, seed: int) -> np.ndarray:
 
 
 def make_task(cell: Cell) -> Task:
-    return TASKS.create(cell.task.name, **cell.task.params)
+    """The cell's task.
+
+    Raises:
+        ConfigError: at field ``tasks.<label>`` when the factory returns something else than a
+            :class:`~orthobench.tasks.base.Task`.
+    """
+    task = TASKS.create(cell.task.name, **cell.task.params)
+    if not isinstance(task, Task):
+        raise ConfigError(
+            f"tasks.{cell.task.label}",
+            f"{cell.task.name!r} must build a Task, but returned {show_value(task)}.",
+        )
+    return task
 
 
 def make_optimizer(cell: Cell, dim: int, device: torch.device) -> Optimizer:
-    """The cell's optimizer for a ``dim``-dimensional space, seeded as the loop seeds it."""
-    return OPTIMIZERS.create(
+    """The cell's optimizer for a ``dim``-dimensional space, seeded as the loop seeds it.
+
+    Raises:
+        ConfigError: at field ``optimizers.<label>`` when the factory returns something else than
+            an :class:`~orthobench.optimizers.base.Optimizer`.
+    """
+    optimizer = OPTIMIZERS.create(
         cell.optimizer.name,
         dim,
         seed=derive_seed(cell.seed, "optimizer", cell.task.label, cell.optimizer.label),
@@ -60,11 +101,71 @@ def make_optimizer(cell: Cell, dim: int, device: torch.device) -> Optimizer:
         dtype=getattr(torch, cell.dtype),
         **cell.optimizer.params,
     )
+    if not isinstance(optimizer, Optimizer):
+        raise ConfigError(
+            f"optimizers.{cell.optimizer.label}",
+            f"{cell.optimizer.name!r} must build an Optimizer, but returned "
+            f"{show_value(optimizer)}.",
+        )
+    return optimizer
 
 
-def check_buildable(cells: Iterable[Cell]) -> None:
+@contextlib.contextmanager
+def _runner_signals_kept() -> Iterator[None]:
+    """Run the block, then put back the SIGINT and SIGTERM handlers it found.
+
+    A task may change them (a training library that ignores SIGINT): without this, Ctrl-C would
+    be off for the rest of an inline run. Only a process's main thread can set handlers, so
+    elsewhere (a Dask worker thread) the block just runs; a handler Python did not install
+    (``signal.getsignal`` gives None) is left as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.getsignal(signum) for signum in _RUNNER_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            if handler is not None and signal.getsignal(signum) != handler:
+                signal.signal(signum, handler)
+
+
+def _build(component: str, build: Callable[[], _T], timeout: float, where: str = "") -> _T:
+    """``build()`` within ``timeout`` seconds; any failure becomes a one-line :class:`ConfigError`
+    at ``component`` (``tasks.<label>``, ``optimizers.<label>``), ``where`` added to its reason.
+
+    A ``ValueError`` or ``TypeError`` (a constructor refusing its parameters) gives its message; any
+    other exception, ``SystemExit`` included, its type and message. An
+    :class:`~orthobench.exceptions.OrthobenchError` is raised as it is: it names its cause already.
+    A ``KeyboardInterrupt`` is not caught: Ctrl-C ends the run.
+    """
+    try:
+        with _runner_signals_kept(), evaluation_deadline(timeout, what="construction"):
+            return build()
+    except OrthobenchError:
+        raise
+    except _EvaluationTimeout:
+        raise ConfigError(
+            component,
+            f"still being built{where} after {timeout:g} s (the cell timeout, else "
+            f"{BUILD_TIMEOUT_S:g} s); its construction was stopped.",
+        ) from None
+    except (ValueError, TypeError) as err:
+        raise ConfigError(
+            component, f"cannot be built{where}: {one_line(error_message(err))}"
+        ) from err
+    except (Exception, SystemExit) as err:  # noqa: BLE001 -- a plugin's own failure, whatever it is
+        raise ConfigError(component, f"cannot be built{where}: {describe_error(err)}") from err
+
+
+def _task_dim(cell: Cell) -> int:
+    return make_task(cell).space.dim
+
+
+def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> None:
     """Build the task and the optimizer of every (task, optimizer) pair among ``cells`` once,
-    before any of them runs.
+    before any of them runs, each within ``timeout`` seconds (None: :data:`BUILD_TIMEOUT_S`).
 
     A task raises its own error (a missing dataset names the command that fetches it). The
     registries check each parameter against its type; an optimizer's constructor also checks how
@@ -73,24 +174,29 @@ def check_buildable(cells: Iterable[Cell]) -> None:
     Optimizers are built on the CPU: the run's device is checked already, and so the runner
     process makes no CUDA context of its own when its cells run in worker processes.
 
+    These constructors run in the runner's process, so their failures are caught as a cell's
+    are: an exception of any kind (``SystemExit`` too), a factory that returns something else
+    than a task or optimizer, or one that runs past the time limit stops the run with one line
+    naming the component.
+
     Raises:
-        OrthobenchError: a task's, as it raised it.
-        ConfigError: at field ``optimizers.<label>``, with the constructor's message, for an
-            optimizer that refuses its parameters.
+        OrthobenchError: a task's or optimizer's own, as it raised it.
+        ConfigError: at field ``tasks.<label>`` or ``optimizers.<label>``, with the constructor's
+            error, for a component that cannot be built or is not built in time.
     """
+    timeout = BUILD_TIMEOUT_S if timeout is None else timeout
     dims: dict[str, int] = {}
     for cell in {(c.task.label, c.optimizer.label): c for c in cells}.values():
         if cell.task.label not in dims:
-            dims[cell.task.label] = make_task(cell).space.dim
-        try:
-            make_optimizer(cell, dims[cell.task.label], torch.device("cpu"))
-        except OrthobenchError:
-            raise
-        except (ValueError, TypeError) as err:
-            raise ConfigError(
-                f"optimizers.{cell.optimizer.label}",
-                f"cannot be built for task {cell.task.label!r}: {err}",
-            ) from err
+            dims[cell.task.label] = _build(
+                f"tasks.{cell.task.label}", functools.partial(_task_dim, cell), timeout
+            )
+        _build(
+            f"optimizers.{cell.optimizer.label}",
+            functools.partial(make_optimizer, cell, dims[cell.task.label], torch.device("cpu")),
+            timeout,
+            f" for task {cell.task.label!r}",
+        )
 
 
 class _EvaluationTimeout(BaseException):
@@ -99,7 +205,7 @@ class _EvaluationTimeout(BaseException):
 
 
 @contextlib.contextmanager
-def evaluation_deadline(seconds: float | None) -> Iterator[None]:
+def evaluation_deadline(seconds: float | None, what: str = "evaluation") -> Iterator[None]:
     """Raise :class:`_EvaluationTimeout` in the block once it has run ``seconds`` of wall-clock time.
 
     A ``SIGALRM`` timer (``signal.setitimer``) whose handler raises; the previous handler is
@@ -107,7 +213,7 @@ def evaluation_deadline(seconds: float | None) -> Iterator[None]:
     so a sleep or a Python training loop stops at once, but one long call into C code (a single
     huge kernel) only when it returns. Where no timer can be set (outside the main thread, where
     signal handlers run, as in a Dask worker; on Windows), the block runs without a limit, with
-    an :class:`~orthobench.exceptions.OrthobenchWarning`.
+    an :class:`~orthobench.exceptions.OrthobenchWarning` that calls the limit ``what``'s.
     """
     if seconds is None:
         yield
@@ -117,8 +223,8 @@ def evaluation_deadline(seconds: float | None) -> Iterator[None]:
         or threading.current_thread() is not threading.main_thread()
     ):
         warnings.warn(
-            f"the evaluation timeout of {seconds:g} s is not enforced here: only a process's "
-            "main thread can set a SIGALRM timer; evaluations run without a limit.",
+            f"the {what} timeout of {seconds:g} s is not enforced here: only a process's "
+            f"main thread can set a SIGALRM timer; the {what} runs without a limit.",
             OrthobenchWarning,
             stacklevel=3,
         )
@@ -137,6 +243,52 @@ def evaluation_deadline(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _descendants() -> set[int] | None:
+    """The PIDs of this process's children, theirs, and so on, from Linux's
+    ``/proc/<pid>/task/<tid>/children``; None where there is no ``/proc`` (another OS)."""
+    if not Path(f"/proc/{os.getpid()}/task").is_dir():
+        return None
+    found: set[int] = set()
+    parents = [os.getpid()]
+    while parents:
+        for listing in Path(f"/proc/{parents.pop()}/task").glob("*/children"):
+            with contextlib.suppress(OSError):  # the thread or the process ended meanwhile
+                new = set(map(int, listing.read_text().split())) - found
+                found |= new
+                parents.extend(new)
+    return found
+
+
+def _kill_started_since(before: set[int] | None) -> None:
+    """SIGKILL the processes this one started (and theirs) that are not in ``before`` (from
+    :func:`_descendants`): what a timed-out evaluation left running. Without ``/proc`` none are
+    found, with an :class:`~orthobench.exceptions.OrthobenchWarning`."""
+    now = _descendants()
+    if before is None or now is None:
+        warnings.warn(
+            "the processes a timed-out evaluation started are not stopped here: there is no "
+            "/proc to find them in.",
+            OrthobenchWarning,
+            stacklevel=3,
+        )
+        return
+    for pid in now - before:
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            os.kill(pid, signal.SIGKILL)
+
+
+def _nonfinite_as_null(value: Any) -> Any:
+    """``value`` with each non-finite float in it (in nested dicts, lists and tuples) replaced by
+    None: JSON has no NaN or infinity, and the stored ``info`` must be standard JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _nonfinite_as_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nonfinite_as_null(item) for item in value]
+    return value
+
+
 def run_cell(
     cell: Cell,
     device: torch.device | str = "cpu",
@@ -151,7 +303,10 @@ def run_cell(
     known optimum; None when the optimum is unknown. Evaluations with a non-finite ``y`` are
     recorded with ``status="invalid"`` and not told to the optimizer; so are evaluations stopped
     after ``evaluation_timeout`` seconds (:func:`evaluation_deadline`), with ``status="timeout"``
-    and ``y`` NaN.
+    and ``y`` NaN; the processes a timed-out evaluation started (and theirs) are killed. An
+    evaluation that returns something else than an
+    :class:`~orthobench.tasks.base.Evaluation` raises ``TypeError`` (the cell fails; its journal
+    keeps the evaluations before it). Non-finite floats in the stored ``info`` become null.
 
     With a ``journal``, every finished evaluation is appended to it with the optimizer's
     :meth:`~orthobench.optimizers.base.Optimizer.state_dict` after the tell, and the evaluations it
@@ -160,9 +315,10 @@ def run_cell(
     finished cell equals an uninterrupted one (up to the timings).
     """
     device = torch.device(device)
-    task = make_task(cell)
-    space = task.space
-    optimizer = make_optimizer(cell, space.dim, device)
+    with _runner_signals_kept():
+        task = make_task(cell)
+        space = task.space
+        optimizer = make_optimizer(cell, space.dim, device)
     stored = journal.read() if journal is not None else []
     records: list[RunRecord] = []
     best_y = math.inf
@@ -182,14 +338,26 @@ def run_cell(
     def evaluate(u: np.ndarray, iteration: int, phase: str, eval_seed: int, step: dict[str, Any]):
         x = space.from_unit(u)[0]
         t0 = time.perf_counter()
+        timed_out = False
+        children = _descendants() if evaluation_timeout is not None else None
         try:
-            with evaluation_deadline(evaluation_timeout), torch_seed(eval_seed):
+            with (
+                _runner_signals_kept(),
+                evaluation_deadline(evaluation_timeout),
+                torch_seed(eval_seed),
+            ):
                 evaluation = task.evaluate(x, seed=eval_seed, device=device)
         except _EvaluationTimeout:
-            evaluation = None
+            timed_out = True
+            _kill_started_since(children)
         eval_seconds = time.perf_counter() - t0
-        if evaluation is None:
+        if timed_out:
             status, y, y_true, is_outlier, extra = "timeout", math.nan, None, False, {}
+        elif not isinstance(evaluation, Evaluation):
+            raise TypeError(
+                f"`evaluate` of task {cell.task.label!r} must return an Evaluation, but "
+                f"returned {show_value(evaluation)} (at iteration {iteration})."
+            )
         else:
             y, y_true = float(evaluation.y), evaluation.y_true
             status = "ok" if math.isfinite(y) else "invalid"
@@ -219,7 +387,9 @@ def run_cell(
             eval_seconds=eval_seconds,
             status=status,
             fallback=step.get("fallback"),
-            info=json.dumps({**step.get("info", {}), **extra}, default=str),
+            info=json.dumps(
+                _nonfinite_as_null({**step.get("info", {}), **extra}), default=str, allow_nan=False
+            ),
         )
 
     def told(batch: list[RunRecord]) -> tuple[np.ndarray, np.ndarray] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from orthobench.exceptions import show_value
 from orthobench.space import SearchSpace
 
 
@@ -16,18 +18,44 @@ from orthobench.space import SearchSpace
 class Evaluation:
     """The outcome of one objective evaluation.
 
+    The fields are checked, not coerced: a value of another type raises ``TypeError`` naming the
+    field and the value (a ``"no"`` would otherwise be stored as an outlier, a ``True`` as 1.0).
+
     Args:
-        y: Observed objective value (to be minimized), noise included.
+        y: Observed objective value (to be minimized), noise included: a real number, not a bool.
+            A non-finite ``y`` is stored with ``status="invalid"``.
         y_true: The noise-free value where the task knows it (synthetic functions); regret is
             computed from it, else from ``y``.
-        is_outlier: True when the task corrupted this evaluation on purpose (outlier injection).
-        info: JSON-serializable extras (e.g. training accuracy), stored with the record.
+        is_outlier: True when the task corrupted this evaluation on purpose (outlier injection):
+            a bool.
+        info: A dict of JSON-serializable extras (e.g. training accuracy), stored with the record.
+            Non-finite floats in it (a diverged loss) are stored as null: JSON has no NaN.
     """
 
     y: float
     y_true: float | None = None
     is_outlier: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _is_real(self.y):
+            raise TypeError(f"`Evaluation.y` must be a real number, but got {show_value(self.y)}.")
+        if self.y_true is not None and not _is_real(self.y_true):
+            raise TypeError(
+                f"`Evaluation.y_true` must be a real number or None, but got "
+                f"{show_value(self.y_true)}."
+            )
+        if not isinstance(self.is_outlier, (bool, np.bool_)):
+            raise TypeError(
+                f"`Evaluation.is_outlier` must be a bool, but got {show_value(self.is_outlier)}."
+            )
+        if not isinstance(self.info, dict):
+            raise TypeError(f"`Evaluation.info` must be a dict, but got {show_value(self.info)}.")
+
+
+def _is_real(value: Any) -> bool:
+    """Whether ``value`` is a real number (numpy's included), but not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 class Task(ABC):
