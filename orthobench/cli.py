@@ -1,13 +1,15 @@
 """Command line: ``orthobench run | report | list``.
 
-Errors a user can cause (a bad suite, an unknown name, a missing device) print one line,
-``orthobench: error: ...``, and exit with code 2; ``--debug`` shows the traceback instead.
+Errors a user can cause (a bad suite, an unknown name, a missing device) and the runner's own
+file-system errors (a full disk, a folder it cannot write) print one line, ``orthobench: error:
+...``, and exit with code 2; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -21,22 +23,30 @@ from orthobench.progress import Progress
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+#: Seconds ``run --scheduler`` waits for the Dask scheduler to answer, unless told otherwise: a
+#: scheduler that is not there is reported in seconds, not after Dask's 30.
+SCHEDULER_TIMEOUT_S = 5.0
 
 
 class _Group(click.Group):
-    """Turns :class:`OrthobenchError` into exit code 2 and one line on stderr, whatever the
-    message holds: line breaks escaped, cut to twice :data:`~orthobench.exceptions.MESSAGE_LIMIT`
-    characters (room for a file path and a field before the reason)."""
+    """Turns :class:`OrthobenchError` and ``OSError`` into exit code 2 and one line on stderr,
+    whatever the message holds: line breaks escaped, cut to twice
+    :data:`~orthobench.exceptions.MESSAGE_LIMIT` characters (room for a file path and a field
+    before the reason); an ``OSError`` as ``<path>: <reason>``."""
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201
         try:
             return super().invoke(ctx)
-        except OrthobenchError as err:
+        except (OrthobenchError, OSError) as err:
+            # OSError: the runner's own file I/O (a full disk, a path too long), which no
+            # command has a better message for; a cell's I/O errors fail only that cell.
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             from orthobench.exceptions import MESSAGE_LIMIT, one_line
+            from orthobench.results import os_error_text
 
-            click.echo(f"orthobench: error: {one_line(str(err), 2 * MESSAGE_LIMIT)}", err=True)
+            text = os_error_text(err) if isinstance(err, OSError) else str(err)
+            click.echo(f"orthobench: error: {one_line(text, 2 * MESSAGE_LIMIT)}", err=True)
             ctx.exit(EXIT_USAGE)
 
 
@@ -57,17 +67,19 @@ def _suite_options(command):
 
 
 def _load_suite(suite_file: str):
-    """Load a suite, with its folder searched first for the ``module:attr`` names it uses.
+    """Load a suite, with its folder searched last for the ``module:attr`` names it uses.
 
-    So a user's module next to their suite works without PYTHONPATH. The folder goes on
-    ``sys.path`` for the whole command: worker processes started later (process pool, Dask
-    LocalCluster) inherit the parent's ``sys.path`` and import the same module.
+    So a user's module next to their suite works without PYTHONPATH and never shadows an installed
+    one: the folder is appended to ``sys.path``, after the standard library, site-packages and
+    PYTHONPATH (a ``botorch.py`` next to the suite is not what ``import botorch`` finds). It stays
+    there for the whole command: worker processes started later (process pool, Dask LocalCluster)
+    inherit the parent's ``sys.path`` and import the same module.
     """
     from orthobench.suite import load_suite
 
     folder = str(Path(suite_file).resolve().parent)
     if folder not in sys.path:
-        sys.path.insert(0, folder)
+        sys.path.append(folder)
     return load_suite(suite_file)
 
 
@@ -114,6 +126,14 @@ def cli(ctx: click.Context, debug: bool) -> None:
     help="Dask scheduler address (implies --executor dask); a LocalCluster otherwise.",
 )
 @click.option(
+    "--scheduler-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=SCHEDULER_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to wait for the --scheduler to answer before giving up.",
+)
+@click.option(
     "--threads-per-cell",
     type=click.IntRange(min=1),
     default=1,
@@ -138,6 +158,7 @@ def run(
     workers: int,
     executor: str | None,
     scheduler: str | None,
+    scheduler_timeout: float,
     threads_per_cell: int,
     cell_timeout: float | None,
     force: bool,
@@ -146,24 +167,29 @@ def run(
     """Run every cell of SUITE_FILE not yet stored, then write DIR/report.html.
 
     Exit code 0 when every cell is stored, 1 when a cell failed (the others are stored), 2 for a
-    bad suite or setting, 130 on Ctrl-C (a rerun resumes: stored cells and the evaluations of
-    unfinished cells are kept).
+    bad suite or setting, a scheduler that does not answer, or a file the runner cannot write
+    (one line naming it), 130 on Ctrl-C (a rerun resumes: stored cells and the evaluations of
+    unfinished cells are kept). The report shows the suite's cells only; ``orthobench report
+    DIR`` shows every cell stored in DIR.
     """
     from orthobench.devices import resolve_device
-    from orthobench.execution import RunInterrupted, run_suite
+    from orthobench.execution import RunInterrupted, check_scheduler, run_suite
     from orthobench.report import build_report
-    from orthobench.results import ResultStore
+    from orthobench.results import ResultStore, os_error_text
 
     suite = _load_suite(suite_file)
     resolved = resolve_device(device or suite.device)
-    out_dir = Path(output) if output else Path("results") / suite.name
-    store = ResultStore(out_dir)
+    store = ResultStore(Path(output) if output else Path("results") / suite.name)
+    out_dir = store.root  # absolute: a task that changes the working directory cannot move it
     executor = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
     if scheduler and executor != "dask":
         raise OrthobenchError(f"--scheduler needs --executor dask, but got --executor {executor}.")
+    if scheduler:  # before anything is written: a scheduler that is not there leaves no folder
+        check_scheduler(scheduler, scheduler_timeout)
     if cell_timeout is None:
         cell_timeout = suite.timeout_s
-    changed = [] if force else store.config_changes(suite.cells())
+    cells = suite.cells()
+    changed = [] if force else store.config_changes(cells)
     if changed:
         for line in changed[:20]:
             click.echo(line, err=True)
@@ -172,10 +198,22 @@ def run(
             "now gives them (listed above): rerun with --force to replace them, or write to another "
             "folder with -o."
         )
-    n_cells = len(suite.cells())
+    n_cells = len(cells)
+    if force:
+        to_run = n_cells
+    else:
+        stored = store.stored()
+        to_run = sum(not store.is_stored(cell, stored) for cell in cells)
+    if scheduler:
+        workers_text = f"the workers of {scheduler}"
+    elif workers > max(to_run, 1):  # run_suite starts no more workers than cells to run
+        workers_text = f"{max(to_run, 1)} worker(s): --workers {workers} capped at the cells to run"
+        workers = max(to_run, 1)
+    else:
+        workers_text = f"{workers} worker(s)"
     click.echo(
-        f"suite {suite.name}: {n_cells} cells on {resolved} ({executor}, {workers} worker(s), "
-        f"{threads_per_cell} thread(s) per cell) -> {out_dir}",
+        f"suite {suite.name}: {n_cells} cells ({to_run} to run) on {resolved} ({executor}, "
+        f"{workers_text}, {threads_per_cell} thread(s) per cell) -> {out_dir}",
         err=True,
     )
     try:
@@ -200,11 +238,33 @@ def run(
             err=True,
         )
         sys.exit(EXIT_INTERRUPTED)
-    report = build_report([out_dir], out_dir / "report.html")
-    click.echo(
-        f"{summary.count('ok')} run, {summary.count('skipped')} already stored, {summary.count('failed')} failed "
-        f"in {summary.seconds:.1f} s; results: {store.runs_dir}; report: {report}"
+    except OSError as err:  # the runner's own I/O (a full disk): what is stored stays stored
+        stored = store.stored()
+        n_stored = sum(store.is_stored(cell, stored) for cell in cells)
+        raise OrthobenchError(
+            f"{os_error_text(err)}; {n_stored} of {n_cells} cells are stored in {out_dir}; "
+            "rerun the same command to resume once that is fixed."
+        ) from err
+    done = (
+        f"{summary.count('ok')} run, {summary.count('skipped')} already stored, "
+        f"{summary.count('failed')} failed in {summary.seconds:.1f} s; results: {store.runs_dir}"
     )
+    suite_ids = {cell.id for cell in cells}
+    try:
+        with _warnings_as_lines():
+            report = build_report([out_dir], out_dir / "report.html", cell_ids=suite_ids)
+    except OrthobenchError:  # a full disk, say: the cells are stored whatever the report does
+        click.echo(f"{done}; report: not written")
+        raise
+    click.echo(f"{done}; report: {report}")
+    others = sorted({e.get("cell_id") for e in store.runs_journal.entries()} - suite_ids - {None})
+    if others:
+        click.echo(
+            f"orthobench: note: the report leaves out {len(others)} cell(s) in {out_dir} that the "
+            f"suite no longer has ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}); "
+            f"`orthobench report {out_dir}` shows every stored cell.",
+            err=True,
+        )
     if summary.failed:
         for outcome in summary.failed:
             click.echo(f"failed: {outcome.cell.id}: {outcome.error}", err=True)
@@ -239,7 +299,8 @@ def _probe_suite(
             suite_file, "probe", "missing; `probe` and `check` need a probe section in the suite."
         )
     resolved = resolve_device(device or suite.device)
-    out_dir = Path(output) if output else Path("results") / suite.name
+    # Absolute now: a task that changes the working directory must not move the report.
+    out_dir = Path(os.path.abspath(output or Path("results") / suite.name))
     states = probe_states(suite.name, suite.probe)
     click.echo(
         f"probe {suite.name}: {len(states)} state(s) on {resolved}, {threads} thread(s) "

@@ -37,14 +37,30 @@ What ends a cell, and what ends the run:
 - Ctrl-C stops the run: :class:`RunInterrupted` (a ``KeyboardInterrupt``) carries the summary of
   the cells finished so far; pool workers are killed.
 - Pool workers watch the runner: when it dies (``kill -9``), they exit within a second.
+- Each pool worker leads its own process group, which the processes a task starts join: a worker
+  stopped at the cell timeout, one that dies and one that the runner closes take them along.
+- Inline, a task that ends the process itself (``os._exit``, which skips ``finally`` and
+  ``atexit``) ends the run too, with the task's exit status, 0 included: inline mode trusts tasks
+  not to do that. The cell it ran stays named in the results directory's
+  :data:`RUNNING_MARKER`, so the next run journals it as failed ("never finished"), says so and
+  runs it again. The process pool (``--executor process``, or any cell timeout) contains such a
+  task: its worker's death fails the cell, and the run goes on.
+- Tasks and optimizers are built once in the runner's process before any cell runs
+  (:func:`orthobench.loop.check_buildable`): there an exception of any kind, a factory that
+  builds something else, or a constructor past the cell timeout (else
+  :data:`orthobench.loop.BUILD_TIMEOUT_S`) stops the run before any cell, with one line naming the
+  component.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import multiprocessing
 import os
 import signal
+import socket
 import threading
 import time
 import traceback
@@ -59,10 +75,16 @@ from typing import Any, Literal, NamedTuple
 import torch
 from threadpoolctl import threadpool_limits
 
-from orthobench.exceptions import OrthobenchError, OrthobenchWarning, one_line
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning, describe_error
 from orthobench.loop import ProgressCallback, check_buildable, run_cell
 from orthobench.progress import Progress
-from orthobench.results import EvaluationJournal, ResultStore, RunRecord, run_metadata
+from orthobench.results import (
+    EvaluationJournal,
+    ResultStore,
+    RunRecord,
+    resolved_hash,
+    run_metadata,
+)
 from orthobench.suite import Cell, Suite
 
 EXECUTORS = ("inline", "process", "dask")
@@ -71,6 +93,9 @@ EXECUTORS = ("inline", "process", "dask")
 _PARENT_POLL_S = 0.5
 #: What a pool worker sends when it starts running a job (its result follows).
 _STARTED = "started"
+#: The file in a results directory that names the cell an inline run is running (removed when
+#: the cell ends, however it ends, unless its process ends with it: :func:`_running_inline`).
+RUNNING_MARKER = ".running"
 
 
 @dataclass
@@ -139,12 +164,6 @@ def thread_limits(threads: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _describe(err: BaseException) -> str:
-    """``"RuntimeError: message"`` (``"KeyboardInterrupt"`` without one), on one short line."""
-    text = str(err)
-    return one_line(f"{err.__class__.__name__}: {text}" if text else err.__class__.__name__)
-
-
 def _execute(
     job: _Job,
     on_evaluation: ProgressCallback | None = None,
@@ -164,7 +183,9 @@ def _execute(
     except BaseException as err:  # noqa: BLE001 -- SystemExit/KeyboardInterrupt of a cell's code are its failure
         if user_interrupt is not None and user_interrupt.is_set():
             raise KeyboardInterrupt from err
-        return _Result(None, _describe(err), traceback.format_exc(), time.perf_counter() - start)
+        return _Result(
+            None, describe_error(err), traceback.format_exc(), time.perf_counter() - start
+        )
     return _Result(records, None, "", time.perf_counter() - start)
 
 
@@ -235,8 +256,10 @@ def run_suite(
 
     Raises:
         OrthobenchError: before any cell runs, from a task that cannot be built (a missing
-            dataset, ...), or a ``ConfigError`` for an optimizer whose constructor refuses its
-            parameters (:func:`orthobench.loop.check_buildable`).
+            dataset, ...), or a ``ConfigError`` at ``tasks.<label>`` or ``optimizers.<label>``
+            for a task or optimizer whose constructor fails (an optimizer refusing its
+            parameters, a ``SystemExit``), builds something else or runs past ``cell_timeout``
+            (else :data:`orthobench.loop.BUILD_TIMEOUT_S`; :func:`orthobench.loop.check_buildable`).
         RunInterrupted: on Ctrl-C, with the summary of the cells finished so far.
     """
     if executor not in EXECUTORS:
@@ -294,6 +317,7 @@ def _run_cells(
     evaluation_timeout: float | None,
 ) -> None:
     """The body of :func:`run_suite`, with the store held: outcomes go to ``summary``."""
+    _fail_unfinished(store)
     stored = store.stored()
     todo: list[Cell] = []
     for cell in suite.cells():
@@ -303,7 +327,7 @@ def _run_cells(
             todo.append(cell)
     # A task whose data or model is missing, or an optimizer whose parameters do not combine,
     # raises its one-line error here, not in every cell after the others ran.
-    check_buildable(todo)
+    check_buildable(todo, timeout=cell_timeout)
     journals = {cell.id: store.evaluation_journal(cell) for cell in todo}
     if force:
         for journal in journals.values():
@@ -329,6 +353,8 @@ def _run_cells(
         )
         for cell in todo
     ]
+    # More workers than cells would only start idle processes (a LocalCluster starts them all).
+    workers = min(workers, max(len(todo), 1))
     parallel = workers if executor != "inline" and not external else 1
     if parallel * threads_per_cell > _cores() and todo:
         warnings.warn(
@@ -364,11 +390,72 @@ def _run_cells(
             _run_pool(jobs, parallel, cell_timeout, progress, finish)
         else:
             for job in jobs:
-                finish(job.cell, _execute(job, progress.advance, interrupted))
+                with _running_inline(store, job.cell):
+                    finish(job.cell, _execute(job, progress.advance, interrupted))
                 if interrupted.is_set():  # the cell's code swallowed the KeyboardInterrupt
                     raise KeyboardInterrupt
     finally:
         progress.close()
+
+
+@contextlib.contextmanager
+def _running_inline(store: ResultStore, cell: Cell) -> Iterator[None]:
+    """Name ``cell`` in the results directory's :data:`RUNNING_MARKER` while the block runs it.
+
+    The marker is removed when the block ends, by an exception or Ctrl-C too. A task that ends
+    the process itself (``os._exit`` skips ``finally`` and ``atexit``), a kill or a crash leaves
+    it behind, and the next run reports that cell (:func:`_fail_unfinished`).
+    """
+    marker = (store.root / RUNNING_MARKER).absolute()  # the cell may change the working directory
+    marker.write_text(
+        json.dumps({"cell_id": cell.id, "config_hash": resolved_hash(cell), "pid": os.getpid()})
+    )
+    try:
+        yield
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def _fail_unfinished(store: ResultStore) -> None:
+    """Journal as failed, with a warning, the cell an earlier inline run left in its
+    :data:`RUNNING_MARKER`: that run's process ended inside the cell (a task calling
+    ``os._exit``, a kill, a crash) without storing it or saying so, and may have exited 0. The
+    cell is retried as any failed one; one stored after all (its process ended just after) is
+    left as it is.
+    """
+    marker = store.root / RUNNING_MARKER
+    if not marker.exists():
+        return
+    try:
+        entry = json.loads(marker.read_text())
+        cell_id, config_hash, pid = entry["cell_id"], entry["config_hash"], entry["pid"]
+    except (ValueError, KeyError, TypeError) as err:  # torn: the run was killed as it wrote it
+        warnings.warn(
+            f"an earlier inline run ended inside a cell, but {marker} does not say which "
+            f"({describe_error(err)}); unless it is stored, that cell runs again.",
+            OrthobenchWarning,
+            stacklevel=4,
+        )
+        marker.unlink()
+        return
+    if store.stored().get(cell_id) != config_hash:
+        reason = (
+            f"never finished: the process that ran it inline (PID {pid}) ended inside the "
+            "cell (a task calling os._exit, a kill, a crash); --executor process contains "
+            "such tasks"
+        )
+        store.runs_journal.append(
+            {
+                "cell_id": cell_id,
+                "config_hash": config_hash,
+                "status": "failed",
+                "seconds": None,
+                "error": reason,
+                "traceback": reason + "\n",
+            }
+        )
+        warnings.warn(f"cell {cell_id} {reason}.", OrthobenchWarning, stacklevel=4)
+    marker.unlink()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,17 +463,21 @@ def _run_cells(
 
 
 def _exit_with_parent(parent: int) -> None:
-    """Exit this process once ``parent`` is no longer its parent (it died; we were reparented)."""
+    """End this worker's process group (the worker and what its cells started) once ``parent``
+    is no longer its parent (it died; we were reparented)."""
     while os.getppid() == parent:
         time.sleep(_PARENT_POLL_S)
-    os._exit(1)
+    os.killpg(0, signal.SIGKILL)
 
 
 def _worker_main(conn: Connection, parent: int) -> None:
     """A pool worker: run the jobs received on ``conn`` and send back each :class:`_Result`.
 
-    Ends when the runner sends None, closes its end of the pipe, or dies.
+    Ends when the runner sends None, closes its end of the pipe, or dies. The worker leads its
+    own session and process group, which the processes its cells start join, so the runner can
+    end them with it (:meth:`_Worker.kill_group`).
     """
+    os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner handles Ctrl-C and ends its workers
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     while True:
@@ -449,22 +540,34 @@ class _Worker:
             if self.process.is_alive():
                 return None
         self.process.join()
+        self.kill_group()
         reason = f"worker process died ({_exit_reason(self.process.exitcode)})"
         return _Result(None, reason, reason + "\n", self.seconds())
 
+    def kill_group(self) -> None:
+        """Kill the worker's process group: the worker, if it still runs, and the processes its
+        cells started (a task's ``sleep``, its data loaders), which would outlive it otherwise.
+        Processes that left the group (a daemon that called ``setsid``) are not reached."""
+        with contextlib.suppress(ProcessLookupError):  # none left, or the worker never started
+            os.killpg(self.process.pid, signal.SIGKILL)
+
     def stop(self) -> None:
-        """Kill the process at once (its cell is abandoned; its journal keeps what it stored)."""
-        self.process.kill()
+        """Kill the process and its group at once (its cell is abandoned; its journal keeps what
+        it stored)."""
+        self.kill_group()
+        self.process.kill()  # a worker killed before it made its own group
         self.process.join()
         self.conn.close()
 
     def close(self, grace: float = 10.0) -> None:
-        """Ask the idle worker to exit; kill it if it has not after ``grace`` seconds."""
+        """Ask the idle worker to exit; kill it if it has not after ``grace`` seconds. What its
+        cells started and left running is killed either way."""
         with contextlib.suppress(OSError):
             self.conn.send(None)
         self.process.join(grace)
         if self.process.is_alive():
             self.stop()
+        self.kill_group()
         self.conn.close()
 
 
@@ -524,6 +627,111 @@ def _run_pool(
 # Dask
 
 
+#: Address schemes of a Dask scheduler in another process: ``SCHEME://HOST:PORT``.
+_SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+
+
+def _scheduler_host_port(address: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of a Dask scheduler address (``tcp://`` when it has no scheme).
+
+    Raises:
+        OrthobenchError: naming the address when it is not ``SCHEME://HOST:PORT``.
+    """
+    scheme, _, location = address.rpartition("://")
+    scheme = scheme or "tcp"
+    host, _, port = location.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [IPv6]
+    expected = f"SCHEME://HOST:PORT with SCHEME one of {', '.join(_SCHEDULER_SCHEMES)}"
+    if scheme not in _SCHEDULER_SCHEMES:
+        raise OrthobenchError(
+            f"a Dask scheduler address must be {expected}, but got {address!r} (scheme {scheme!r})."
+        )
+    if not host or any(c.isspace() or c in "/[]" for c in host):
+        raise OrthobenchError(
+            f"a Dask scheduler address must be {expected}, but got {address!r} (no valid host)."
+        )
+    if not (port.isdigit() and 1 <= int(port) <= 65535):
+        raise OrthobenchError(
+            f"a Dask scheduler address must be {expected}, but got {address!r} (port must be "
+            f"1-65535, but got {port!r})."
+        )
+    return scheme, host, int(port)
+
+
+def _connect(scheduler: str):  # noqa: ANN202 -- a distributed.Client
+    """A Dask client of the scheduler at ``scheduler`` (checked by :func:`check_scheduler`), or
+    one line saying why there is none."""
+    from dask.distributed import Client
+
+    try:
+        return Client(scheduler)
+    except (OSError, TimeoutError) as err:
+        raise OrthobenchError(
+            f"no Dask scheduler answered at {scheduler} ({describe_error(err)}); start it, or "
+            "check --scheduler."
+        ) from None
+
+
+async def _server_type(address: str, timeout: float) -> str:
+    """What the Dask server at ``address`` says it is (``Scheduler``, ``Worker``, ...)."""
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    # The client's connection arguments, as `Client(address)` would use (TLS from the config).
+    comm = await connect(address, timeout=timeout, **Security().get_connection_args("client"))
+    try:
+        await comm.write({"op": "identity"})
+        return str((await comm.read()).get("type"))
+    finally:
+        await comm.close()
+
+
+def check_scheduler(address: str, timeout: float) -> None:
+    """Check that a Dask scheduler answers at ``address`` within ``timeout`` seconds.
+
+    The address must be ``SCHEME://HOST:PORT`` (``HOST:PORT`` means ``tcp://``). Where nothing
+    listens on the port (a refused TCP connection), this says so at once, without waiting out
+    the ``timeout`` as Dask's connection retries would; a server that accepts the connection but
+    does not answer as a Dask scheduler is given up after ``timeout`` (Dask's own handshake would
+    wait for ever). Nothing is written: the CLI calls it before it creates the results directory.
+
+    Raises:
+        OrthobenchError: one line naming the address, for a malformed one, one where nothing
+            listens, one that does not answer within ``timeout``, or one where a Dask worker
+            (not the scheduler) answers; also when the ``dask`` extra is not installed.
+    """
+    if not timeout > 0:
+        raise ValueError(f"`timeout` must be > 0 seconds, but got {timeout=}.")
+    scheme, host, port = _scheduler_host_port(address)
+    try:
+        import dask.distributed  # noqa: F401 -- only whether it is installed
+    except ImportError as err:
+        raise OrthobenchError(
+            "--executor dask needs the dask extra: pip install 'orthobench[dask]'."
+        ) from err
+    fix = "start it, or check --scheduler."
+    if scheme != "ucx":  # every other scheme runs over TCP: a refused connection is final
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError as err:
+            reason = err.strerror or describe_error(err)  # socket.timeout has no strerror
+            raise OrthobenchError(
+                f"no Dask scheduler answers at {address} ({host}:{port}: {reason}); {fix}"
+            ) from None
+    try:
+        found = asyncio.run(asyncio.wait_for(_server_type(address, timeout), timeout))
+    except (OSError, asyncio.TimeoutError) as err:
+        reason = describe_error(err) if str(err) else "no answer"
+        raise OrthobenchError(
+            f"no Dask scheduler answered at {address} within {timeout:g} s ({reason}); {fix}"
+        ) from None
+    if found != "Scheduler":
+        raise OrthobenchError(
+            f"a Dask {found} answers at {address}, not a scheduler; give the scheduler's address "
+            "to --scheduler."
+        )
+
+
 def _dask_result(future) -> _Result:  # noqa: ANN001 -- a distributed.Future
     """The future's :class:`_Result`; a lost worker or a task Dask could not run fails the cell."""
     from distributed.scheduler import KilledWorker
@@ -533,7 +741,7 @@ def _dask_result(future) -> _Result:  # noqa: ANN001 -- a distributed.Future
     except KilledWorker as err:
         return _Result(None, "worker process died (Dask KilledWorker)", str(err) + "\n", 0.0)
     except Exception as err:  # noqa: BLE001 -- e.g. the worker cannot import the task: the cell fails
-        return _Result(None, _describe(err), traceback.format_exc(), 0.0)
+        return _Result(None, describe_error(err), traceback.format_exc(), 0.0)
 
 
 def _run_dask(
@@ -576,7 +784,7 @@ def _run_dask(
                 resources=resources,
                 dashboard_address=None,
             )
-    client = Client(scheduler or cluster)
+    client = _connect(scheduler) if scheduler is not None else Client(cluster)
     try:
         queue = deque(jobs)
         futures: dict[Any, Cell] = {}  # distributed.Future -> its cell
@@ -635,7 +843,7 @@ def _expired(client, pending: set, started: dict[str, float], timeout: float) ->
         except Exception as err:  # noqa: BLE001 -- the cell is failed either way; say what still runs
             warnings.warn(
                 f"cell {future.key} timed out, but its Dask worker {where[future.key]} could not be "
-                f"restarted ({_describe(err)}); it keeps running the cell.",
+                f"restarted ({describe_error(err)}); it keeps running the cell.",
                 OrthobenchWarning,
                 stacklevel=2,
             )

@@ -22,9 +22,9 @@ stored when the last journal entry of its id says ``ok`` with the current :data:
 and its file agrees with that entry: the Parquet footer reads, with the journaled row count, config
 hash and schema version (only the footer is read). A file that does not is reported
 (:class:`~orthobench.exceptions.OrthobenchWarning`) and its unit recomputed; readers
-(:func:`load_runs`, :func:`load_probe`) skip it with a warning. Every Parquet file carries the
-schema version in its metadata; reading a file of another version raises
-:class:`~orthobench.exceptions.ResultsError`.
+(:func:`load_runs`, :func:`load_probe`) skip it with a warning, as they skip a Parquet file that
+orthobench did not write. Every Parquet file carries the schema version in its metadata; reading
+a file of another version raises :class:`~orthobench.exceptions.ResultsError`.
 
 A cell is reused when its stored config hash is that of its *resolved* configuration
 (:func:`resolved_config`: the suite's parameters with every default of the task and optimizer
@@ -57,11 +57,11 @@ import time
 import types
 import typing
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 import pyarrow as pa
@@ -313,20 +313,54 @@ def _leaves(value: Any, path: tuple[str, ...] = ()) -> dict[str, str]:
     return {".".join(path): _canonical(value)}
 
 
-def write_parquet_atomic(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` so that readers never see a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def os_error_text(err: OSError) -> str:
+    """``"<path>: <reason>"`` of a file-system error, for a one-line message (``str(err)`` when
+    it names no path)."""
+    reason = err.strerror or str(err)
+    return f"{err.filename}: {reason}" if err.filename is not None else reason
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Create or replace ``path`` with what ``write`` writes to a binary file handle, so that
+    readers never see a partial file and a failure (a full disk) leaves the old file or none.
+
+    The data go to a temporary file beside ``path``, which is flushed, fsynced and renamed over
+    ``path``; the temporary file is removed when anything fails.
+
+    Raises:
+        OSError: from the file system (a full disk, a folder that cannot be written), naming
+            ``path`` where the failing call named no file (a write or an fsync).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as fh:
-            pq.write_table(table, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        with _naming(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                write(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
     finally:
-        if tmp.exists():
+        with contextlib.suppress(OSError):
             tmp.unlink()
-    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Make an ``OSError`` raised in the block name ``path`` when it names no file: a failed
+    ``write`` or ``fsync`` (a full disk) says only ``No space left on device``."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None and err.strerror is not None:  # else str(err) loses its text
+            err.filename = str(path)
+        raise
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    """Write ``table`` to ``path`` so that readers never see a partial file (:func:`write_atomic`)."""
+    write_atomic(path, lambda fh: pq.write_table(table, fh))
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -343,7 +377,8 @@ _ARROW_ERRORS = (OSError, pa.ArrowException)
 
 
 class _UnreadableFileError(ResultsError):
-    """A results file that is not readable Parquet (truncated, corrupt, foreign)."""
+    """A file under ``runs/`` or ``probe/`` that is not an orthobench results file: not readable
+    Parquet (truncated, corrupt), or Parquet that orthobench did not write (foreign)."""
 
 
 def _unreadable(path: str | Path, err: BaseException) -> _UnreadableFileError:
@@ -356,11 +391,17 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     Reads the Parquet footer only.
 
     Raises:
-        ResultsError: naming the file when it is not readable Parquet (truncated, corrupt).
+        ResultsError: naming the file when it is not readable Parquet (truncated, corrupt) or
+            holds no orthobench metadata (a Parquet file that orthobench did not write).
     """
     try:
         meta = pq.read_schema(path).metadata or {}
-        return json.loads(meta[METADATA_KEY]) if METADATA_KEY in meta else {}
+        if METADATA_KEY not in meta:
+            raise _UnreadableFileError(
+                f"{path}: not an orthobench results file (its Parquet metadata has no "
+                f"{METADATA_KEY.decode()!r} entry)"
+            )
+        return json.loads(meta[METADATA_KEY])
     except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
         raise _unreadable(path, err) from err
 
@@ -401,7 +442,8 @@ def _load(dirs: Iterable[str | Path], subdir: str, record_type: type) -> pd.Data
 def load_runs(dirs: Iterable[str | Path]) -> pd.DataFrame:
     """The :class:`RunRecord` rows of every cell file under ``DIR/runs`` of each dir.
 
-    A file that is not readable Parquet is skipped with an
+    A file that is not an orthobench results file (not readable Parquet, or Parquet without
+    orthobench metadata: a file someone put there) is skipped with an
     :class:`~orthobench.exceptions.OrthobenchWarning` naming it.
 
     Raises:
@@ -424,16 +466,17 @@ def _append_line(path: Path, entry: dict[str, Any]) -> None:
     A crash can leave a torn last line without its newline: the entry then starts on a fresh line,
     so it is not glued onto the fragment (the fragment stays unparseable and is skipped).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        fh.seek(0, os.SEEK_END)
-        torn = False
-        if fh.tell() > 0:
-            fh.seek(-1, os.SEEK_END)
-            torn = fh.read(1) != b"\n"
-        fh.write((b"\n" if torn else b"") + json.dumps(entry, default=str).encode() + b"\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as fh:
+            fh.seek(0, os.SEEK_END)
+            torn = False
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                torn = fh.read(1) != b"\n"
+            fh.write((b"\n" if torn else b"") + json.dumps(entry, default=str).encode() + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
@@ -579,10 +622,17 @@ class EvaluationJournal:
 
 
 class ResultStore:
-    """The results directory of one suite (see the module docstring for the layout)."""
+    """The results directory of one suite (see the module docstring for the layout).
+
+    Args:
+        root: The directory; made absolute against the working directory at creation, so every
+            path of the store stays the same whatever changes the working directory later.
+    """
 
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+        # Absolute once, here: a task that changes the working directory while the run goes on
+        # must not move where later cells, journals and the report are written.
+        self.root = Path(os.path.abspath(root))
         self.runs_dir = self.root / "runs"
         self.probe_dir = self.root / "probe"
         self.runs_journal = Journal(self.root / "runs.jsonl", "cell_id", self.runs_dir, "cell")

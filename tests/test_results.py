@@ -224,6 +224,38 @@ def test_a_crash_during_the_write_leaves_no_file(tmp_path, monkeypatch):
     assert not store.is_stored(spec)
 
 
+def test_a_full_disk_keeps_the_old_file_whole_and_the_error_names_the_file(tmp_path, monkeypatch):
+    """A failed ``write`` or ``fsync`` raises an OSError naming no file: the path is added."""
+    path = tmp_path / "table.csv"
+    path.write_bytes(b"old")
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError) as info:
+        results.write_atomic(path, lambda fh: fh.write(b"new, longer contents"))
+    assert (info.value.errno, info.value.filename) == (errno.ENOSPC, str(path))
+    assert results.os_error_text(info.value) == f"{path}: No space left on device"
+    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["table.csv"]
+
+
+def test_the_store_paths_are_absolute_and_stay_put_when_the_working_directory_changes(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    store = ResultStore("out/../out")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    spec = cell(n_init=1, budget=0)
+    assert store.write_cell(spec, [run_record()], {}, 0.1) == tmp_path / "out" / "runs" / (
+        f"{spec.id}.parquet"
+    )
+    assert store.runs_journal.path == tmp_path / "out" / "runs.jsonl"
+    assert store.evaluation_journal(spec).path.parent == tmp_path / "out" / "partial"
+    assert not any((tmp_path / "elsewhere").iterdir())
+
+
 def test_torn_journal_line_is_skipped_and_failures_are_not_stored(tmp_path):
     store = ResultStore(tmp_path)
     ok, bad = cell(seed=0, n_init=2, budget=0), cell(seed=1, n_init=2, budget=0)
@@ -287,9 +319,13 @@ def test_changed_config_is_not_reused(tmp_path):
 # Damaged files: reported and recomputed on resume, skipped by readers
 
 
+def _two_cells():
+    return cell(seed=0, n_init=2, budget=0), cell(seed=1, n_init=2, budget=0)
+
+
 def _two_stored_cells(root):
     store = ResultStore(root)
-    cells = cell(seed=0, n_init=2, budget=0), cell(seed=1, n_init=2, budget=0)
+    cells = _two_cells()
     for spec in cells:
         store.write_cell(spec, records_for(spec), {}, 0.1)
     return store, cells
@@ -381,6 +417,24 @@ def test_the_report_skips_an_unreadable_first_file(tmp_path):
     _truncate(store.cell_path(first))
     with pytest.warns(OrthobenchWarning):
         build_report([tmp_path], tmp_path / "r.html")
+
+
+def test_a_parquet_file_orthobench_did_not_write_is_skipped_with_one_warning_naming_it(tmp_path):
+    """The reported bug: a foreign Parquet file read as 'schema version (none)', an error that
+    stopped the readers and advised rerunning a suite that never wrote it."""
+    store, (good, _) = _two_stored_cells(tmp_path)
+    store.write_probe_state("state", "hash", [probe_record()], {}, 0.1)
+    foreign = [store.runs_dir / "notes.parquet", store.probe_dir / "export.parquet"]
+    for path in foreign:
+        pq.write_table(pa.table({"a": [1, 2]}), path)
+    for load, path, rows in ((load_runs, foreign[0], 4), (load_probe, foreign[1], 1)):
+        with pytest.warns(OrthobenchWarning) as caught:
+            assert len(load([tmp_path])) == rows
+        assert [str(w.message) for w in caught] == [
+            f"{path}: not an orthobench results file (its Parquet metadata has no 'orthobench' "
+            "entry); skipped"
+        ]
+    assert store.code_versions() == {code_version(): [c.id for c in _two_cells()]}
 
 
 def test_read_metadata_of_an_unreadable_file_is_one_error_naming_it(tmp_path):

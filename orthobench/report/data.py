@@ -10,7 +10,7 @@ stay one run set.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,8 +131,15 @@ def _run_sets(frame: pd.DataFrame, unit: str) -> pd.Series:
     )
 
 
-def load_results(dirs: Iterable[str | Path]) -> ResultSet:
-    """Read the runs, probe rows, failed cells and file metadata of each directory."""
+def load_results(dirs: Iterable[str | Path], cell_ids: Collection[str] | None = None) -> ResultSet:
+    """Read the runs, probe rows, failed cells and file metadata of each directory.
+
+    Args:
+        dirs: Results directories.
+        cell_ids: Read only these cells' rows, failures and files (the cells a suite has now,
+            for the report ``orthobench run`` writes); None reads every stored cell. Probe
+            rows are read either way.
+    """
     runs, probe, failures, files = [], [], [], []
     for rank, d in enumerate(dirs):
         directory, source = Path(d), str(d)
@@ -149,6 +156,11 @@ def load_results(dirs: Iterable[str | Path]) -> ResultSet:
                 for row in _file_rows(source, directory, kind)
             ]
     runs_frame = pd.concat(runs, ignore_index=True)
+    if cell_ids is not None:
+        wanted = set(cell_ids)
+        runs_frame = runs_frame[runs_frame["cell_id"].isin(wanted)].reset_index(drop=True)
+        failures = [row for row in failures if row["cell_id"] in wanted]
+        files = [row for row in files if row["kind"] != "runs" or row["file"] in wanted]
     runs_frame["run_set"] = _run_sets(runs_frame, "cell_id")
     probe_frame = pd.concat(probe, ignore_index=True)
     state = probe_frame["task"] + "/" + probe_frame["kernel"]

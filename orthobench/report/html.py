@@ -1,9 +1,10 @@
 """Self-contained HTML report (inline SVG, inline CSS, no external requests) through jinja2,
-with every table also written as CSV beside it."""
+with every table also written as CSV beside it, each file atomically."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 import jinja2
@@ -12,6 +13,7 @@ from orthobench.exceptions import OrthobenchError
 from orthobench.report.data import load_results
 from orthobench.report.glossary import GLOSSARY
 from orthobench.report.sections import Figure, Table, build_sections
+from orthobench.results import os_error_text, write_atomic
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("orthobench.report", "templates"),
@@ -32,23 +34,36 @@ def build_report(
     *,
     reference: str | None = None,
     baseline: str | Path | None = None,
+    cell_ids: Collection[str] | None = None,
 ) -> Path:
     """Read the results of each dir and write one HTML report to ``out``, tables as CSV beside it.
 
+    Every file is written atomically (:func:`~orthobench.results.write_atomic`): a failure leaves
+    each file whole or as it was, never cut short. The CSVs are written first, so the HTML never
+    links a CSV that is not there.
+
     Args:
         dirs: Results directories (``DIR/runs``, ``DIR/probe``, ``DIR/runs.jsonl``).
-        out: The HTML file.
+        out: The HTML file (made absolute at once); its folder is created if missing.
         title: Page title (default: the suites' names).
         reference: Optimizer label the final values are tested against (default: the first GP
             optimizer in the order the cells were stored).
         baseline: One of ``dirs``: compare every other directory with it, cell by cell.
+        cell_ids: Report only these cells (:func:`~orthobench.report.data.load_results`);
+            None reports every stored cell.
+
+    Returns:
+        The absolute path of the HTML file.
 
     Raises:
-        OrthobenchError: when ``reference`` names no stored optimizer or ``baseline`` is not
-            one of ``dirs``.
+        OrthobenchError: when ``reference`` names no stored optimizer, ``baseline`` is not one
+            of ``dirs``, ``out`` or one of its CSV paths exists and is not a regular file (a
+            device such as ``/dev/full``, a folder), or a file cannot be written (a full disk, a
+            read-only folder, a path too long): one line naming the path and the reason.
     """
     dirs = [str(d) for d in dirs]
-    results = load_results(dirs)
+    out = Path(os.path.abspath(out))
+    results = load_results(dirs, cell_ids)
     if baseline is not None:
         same = [d for d in dirs if Path(d).resolve() == Path(baseline).resolve()]
         if not same:
@@ -65,11 +80,6 @@ def build_report(
         )
     reference = reference or results.default_reference()
     sections = build_sections(results, reference, None if baseline is None else str(baseline))
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for section in sections:
-        for table in section.tables:
-            table.data.to_csv(csv_path(out, table), index=False)
     if title is None:
         suites = sorted(set(results.runs["suite"]) | set(results.probe["suite"]))
         title = "orthobench report" + (": " + ", ".join(suites) if suites else "")
@@ -82,5 +92,22 @@ def build_report(
         is_figure=lambda block: isinstance(block, Figure),
         is_table=lambda block: isinstance(block, Table),
     )
-    out.write_text(page)
+    files = [
+        (csv_path(out, table), table.data.to_csv(index=False))
+        for section in sections
+        for table in section.tables
+    ]
+    files.append((out, page))
+    try:
+        # Checked for every file before any is written: `-o /dev/full` must write no CSV.
+        for path, _ in files:
+            if os.path.lexists(path) and not path.is_file():
+                raise OrthobenchError(
+                    f"cannot write the report to {path}: it exists and is not a regular file; "
+                    "give the path of an HTML file with -o."
+                )
+        for path, text in files:
+            write_atomic(path, lambda fh, text=text: fh.write(text.encode()))
+    except OSError as err:
+        raise OrthobenchError(f"cannot write the report {out}: {os_error_text(err)}.") from err
     return out

@@ -51,3 +51,21 @@ def test_the_default_reference_is_the_first_gp_optimizer_stored(tmp_path):
     results = load_results([tmp_path])
     assert results.optimizers == ["sobol", "qlogei", "orthobo"]
     assert results.default_reference() == "qlogei"
+
+
+def test_only_the_given_cells_are_read_with_their_failures_and_files(tmp_path):
+    """The report `run` writes shows the suite's cells only: rows, failures and file rows."""
+    from orthobench.results import ResultStore
+
+    kept, dropped = (cell("s", "t", name, 0, n_init=1, budget=1) for name in ("sobol", "qlogei"))
+    write_cell(tmp_path, kept, [2.0, 1.0])
+    write_cell(tmp_path, dropped, [3.0, 1.5])
+    failed = cell("s", "t", "orthobo", 0, n_init=1, budget=1)
+    ResultStore(tmp_path).record_failure(failed, "ValueError: bad", "tb", 1.0)
+    every = load_results([tmp_path])
+    assert set(every.runs["cell_id"]) == {kept.id, dropped.id}
+    assert list(every.failures["cell_id"]) == [failed.id]
+    some = load_results([tmp_path], cell_ids=[kept.id])
+    assert set(some.runs["cell_id"]) == {kept.id} and some.failures.empty
+    assert list(some.files["file"]) == [kept.id] and some.optimizers == ["sobol"]
+    assert set(some.runs["run_set"]) == {"s"}

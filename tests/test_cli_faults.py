@@ -1,0 +1,300 @@
+"""The command line under faults of its surroundings: foreign files in a results directory, a task
+that changes the working directory, too many workers, cells the suite no longer has, and file
+system errors of the runner itself (a full disk, a device as the report, a path too long)."""
+
+from __future__ import annotations
+
+import errno
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from orthobench import execution
+from orthobench.cli import cli
+
+from .test_cli import SPHERE_SUITE, digest
+
+#: A path longer than PATH_MAX (4096 on Linux) whose every component is shorter than NAME_MAX.
+TOO_LONG = "/".join(["d" * 200] * 25)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def _one_error_line(result) -> str:
+    """The last stderr line, after checking that it is an error and that no traceback came."""
+    assert "Traceback" not in result.output
+    line = result.stderr.splitlines()[-1]
+    assert line.startswith("orthobench: error: ")
+    return line
+
+
+# ----------------------------------------------------------------------------------------------
+# Foreign files
+
+
+def _write_foreign_parquet(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"a": [1, 2]}), path)
+
+
+def test_a_foreign_parquet_file_is_skipped_by_report_and_by_run_with_a_warning_naming_it(
+    plugin, write_suite, tmp_path
+):
+    """The reported bug: one Parquet file orthobench did not write, in runs/ or probe/, made
+    `report` exit 2 with 'rerun its suite', and `run` fail after storing every cell."""
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    out = tmp_path / "out"
+    foreign = [out / "runs" / "notes.parquet", out / "probe" / "export.parquet"]
+    for path in foreign:
+        _write_foreign_parquet(path)
+    ran = invoke("run", str(suite), "-o", str(out), "-q")
+    assert ran.exit_code == 0, ran.output
+    assert "4 run, 0 already stored, 0 failed" in ran.stdout
+    for path in foreign:
+        assert f"orthobench: warning: {path}: not an orthobench results file" in ran.stderr
+    assert "center" in (out / "report.html").read_text()
+
+    report = invoke("report", str(out), "-o", str(tmp_path / "r.html"))
+    assert report.exit_code == 0, report.output
+    assert report.stderr.splitlines() == [
+        f"orthobench: warning: {path}: not an orthobench results file (its Parquet metadata "
+        "has no 'orthobench' entry); skipped"
+        for path in foreign
+    ]
+    assert "center" in (tmp_path / "r.html").read_text()
+
+
+# ----------------------------------------------------------------------------------------------
+# A task that changes the working directory
+
+WANDERER = '''
+import os
+
+import numpy as np
+
+from orthobench import Evaluation, SearchSpace, Task
+
+
+class Wanderer(Task):
+    """A sphere whose evaluations change the working directory to ``to``."""
+
+    optimal_value = 0.0
+
+    def __init__(self, to: str = "."):
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+        self.to = to
+
+    def evaluate(self, x, *, seed, device):
+        os.chdir(self.to)
+        return Evaluation(y=float(np.sum(np.asarray(x) ** 2)))
+'''
+
+
+def test_a_task_that_changes_the_working_directory_moves_no_result_and_no_report(
+    tmp_path, monkeypatch
+):
+    """The reported bug: with a relative -o, every cell after the first chdir went elsewhere."""
+    plugins, elsewhere = tmp_path / "plugins", tmp_path / "elsewhere"
+    plugins.mkdir()
+    elsewhere.mkdir()
+    (plugins / "wanderer.py").write_text(WANDERER)
+    monkeypatch.syspath_prepend(str(plugins))
+    (tmp_path / "suite.yaml").write_text(
+        "name: w\nseeds: 2\nn_init: 2\nbudget: 1\noptimizers: [sobol]\n"
+        f"tasks: [{{name: 'wanderer:Wanderer', params: {{to: '{elsewhere}'}}, label: w}}]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", "suite.yaml", "-o", "out", "-q")
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out"
+    assert list(elsewhere.iterdir()) == []
+    assert len(list((out / "runs").glob("*.parquet"))) == 2
+    assert (out / "report.html").exists()
+    assert f"-> {out}" in result.stderr
+    assert f"results: {out / 'runs'}; report: {out / 'report.html'}" in result.stdout
+
+
+# ----------------------------------------------------------------------------------------------
+# Workers
+
+
+def test_workers_are_capped_at_the_cells_to_run_and_the_first_line_says_so(
+    plugin, write_suite, tmp_path, monkeypatch
+):
+    """`--workers 100000` asked the pool for 100000 processes for 4 cells."""
+    asked = []
+
+    def pool(jobs, workers, *rest):  # the pool, run inline: only the worker count matters here
+        asked.append(workers)
+        for job in jobs:
+            rest[-1](job.cell, execution._execute(job))
+
+    monkeypatch.setattr(execution, "_run_pool", pool)
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    out = tmp_path / "out"
+    result = invoke("run", str(suite), "-o", str(out), "-q", "--workers", "100000")
+    assert result.exit_code == 0, result.output
+    assert asked == [4]
+    assert result.stderr.splitlines()[0] == (
+        "suite sphere: 4 cells (4 to run) on cpu (process, 4 worker(s): --workers 100000 capped "
+        f"at the cells to run, 1 thread(s) per cell) -> {out}"
+    )
+    (out / "runs" / "sphere__sobol__seed1.parquet").unlink()  # one cell left to run
+    again = invoke("run", str(suite), "-o", str(out), "-q", "--workers", "3")
+    assert again.exit_code == 0, again.output
+    assert asked == [4, 1]
+    assert "4 cells (1 to run) on cpu (process, 1 worker(s): --workers 3 capped" in again.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# Cells the suite no longer has
+
+SUITE_OF_OPTIMIZERS = """
+name: sphere
+seeds: 1
+n_init: 2
+budget: 1
+tasks: [{{name: "{plugin}:make_sphere", label: sphere}}]
+optimizers: [{optimizers}]
+"""
+
+
+def test_the_report_of_run_shows_only_the_suites_cells_and_report_shows_every_stored_one(
+    plugin, write_suite, tmp_path
+):
+    """The reported bug: after an optimizer was removed from the suite, the report `run` wrote
+    still showed its stored cells, unmarked."""
+    out = tmp_path / "out"
+    center = f'{{name: "{plugin}:CenterOptimizer", label: dropped-later}}'
+    both = write_suite(SUITE_OF_OPTIMIZERS.format(plugin=plugin, optimizers=f"sobol, {center}"))
+    assert invoke("run", str(both), "-o", str(out), "-q").exit_code == 0
+    assert "dropped-later" in (out / "report.html").read_text()
+    one = write_suite(SUITE_OF_OPTIMIZERS.format(plugin=plugin, optimizers="sobol"), "one.yaml")
+    result = invoke("run", str(one), "-o", str(out), "-q")
+    assert result.exit_code == 0, result.output
+    assert "0 run, 1 already stored" in result.stdout
+    html = (out / "report.html").read_text()
+    assert "dropped-later" not in html and "sobol" in html
+    assert result.stderr.splitlines()[-1] == (
+        f"orthobench: note: the report leaves out 1 cell(s) in {out} that the suite no longer "
+        f"has (sphere__dropped-later__seed0); `orthobench report {out}` shows every stored cell."
+    )
+    everything = invoke("report", str(out), "-o", str(tmp_path / "all.html"))
+    assert everything.exit_code == 0, everything.output
+    assert "dropped-later" in (tmp_path / "all.html").read_text()
+
+
+# ----------------------------------------------------------------------------------------------
+# File system errors of the runner
+
+
+def test_a_full_disk_while_storing_a_cell_is_one_line_with_what_is_stored(
+    plugin, write_suite, tmp_path, monkeypatch
+):
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    out = tmp_path / "out"
+    assert invoke("run", str(suite), "-o", str(out), "-q").exit_code == 0
+    (out / "runs" / "sphere__sobol__seed1.parquet").unlink()
+
+    def full_disk(table, where, **kwargs):
+        where.write(b"PAR1 partial bytes")
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a failed write() names no file
+
+    monkeypatch.setattr(pq, "write_table", full_disk)
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"])
+    assert result.exit_code == 2
+    assert _one_error_line(result) == (
+        f"orthobench: error: {out / 'runs' / 'sphere__sobol__seed1.parquet'}: No space left on "
+        f"device; 3 of 4 cells are stored in {out}; rerun the same command to resume once that "
+        "is fixed."
+    )
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_a_full_disk_while_writing_the_report_keeps_the_old_report_whole(tmp_path, monkeypatch):
+    """The report and its CSVs are replaced atomically: a failed write left a 0-byte CSV."""
+    from .report.conftest import cell, write_cell
+
+    write_cell(tmp_path, cell("s", "t", "sobol", 0, n_init=1, budget=1), [2.0, 1.0])
+    report = tmp_path / "r.html"
+    assert invoke("report", str(tmp_path), "-o", str(report)).exit_code == 0
+    written = sorted(tmp_path.glob("r.*"))
+    before = {path: digest(path) for path in written}
+    assert len(written) >= 4 and all(path.stat().st_size for path in written)
+
+    import os
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    result = CliRunner().invoke(cli, ["report", str(tmp_path), "-o", str(report)])
+    monkeypatch.undo()
+    assert result.exit_code == 2
+    line = _one_error_line(result)
+    assert re.fullmatch(
+        rf"orthobench: error: cannot write the report {re.escape(str(report))}: "
+        rf"{re.escape(str(tmp_path))}/r\.[\w-]+\.csv: No space left on device\.",
+        line,
+    ), line
+    assert {path: digest(path) for path in sorted(tmp_path.glob("r.*"))} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_full_disk_while_run_writes_its_report_still_prints_the_run_summary(
+    plugin, write_suite, tmp_path, monkeypatch
+):
+    import orthobench.report.html as html
+
+    def full_disk(path, write):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(html, "write_atomic", full_disk)
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"])
+    assert result.exit_code == 2
+    (summary,) = result.stdout.splitlines()
+    assert summary.startswith("4 run, 0 already stored, 0 failed in ")
+    assert summary.endswith(f" s; results: {out / 'runs'}; report: not written")
+    assert _one_error_line(result).startswith(
+        f"orthobench: error: cannot write the report {out / 'report.html'}: "
+    )
+    assert len(list((out / "runs").glob("*.parquet"))) == 4
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_device_as_the_report_is_refused_and_nothing_is_written_beside_it(tmp_path):
+    """The reported bug: `report -o /dev/full` wrote the CSV files into /dev."""
+    from .report.conftest import cell, write_cell
+
+    write_cell(tmp_path, cell("s", "t", "sobol", 0, n_init=1, budget=1), [2.0, 1.0])
+    result = CliRunner().invoke(cli, ["report", str(tmp_path), "-o", "/dev/full"])
+    assert result.exit_code == 2
+    assert _one_error_line(result) == (
+        "orthobench: error: cannot write the report to /dev/full: it exists and is not a regular "
+        "file; give the path of an HTML file with -o."
+    )
+    assert sorted(Path("/dev").glob("full*")) == [Path("/dev/full")]
+    assert not [p for p in Path("/dev").iterdir() if p.name.endswith((".csv", ".tmp"))]
+
+
+def test_an_output_path_beyond_path_max_is_one_line_for_run_and_report(
+    plugin, write_suite, tmp_path
+):
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    long = tmp_path / TOO_LONG
+    ran = CliRunner().invoke(cli, ["run", str(suite), "-o", str(long), "-q"])
+    assert ran.exit_code == 2
+    assert _one_error_line(ran).endswith(": File name too long")
+    stored = tmp_path / "out"
+    assert invoke("run", str(suite), "-o", str(stored), "-q").exit_code == 0
+    report = CliRunner().invoke(cli, ["report", str(stored), "-o", str(long / "r.html")])
+    assert report.exit_code == 2
+    assert _one_error_line(report).endswith(": File name too long.")
