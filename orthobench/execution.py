@@ -406,7 +406,7 @@ def _running_inline(store: ResultStore, cell: Cell) -> Iterator[None]:
     the process itself (``os._exit`` skips ``finally`` and ``atexit``), a kill or a crash leaves
     it behind, and the next run reports that cell (:func:`_fail_unfinished`).
     """
-    marker = (store.root / RUNNING_MARKER).absolute()  # the cell may change the working directory
+    marker = store.root / RUNNING_MARKER  # absolute, as the store's root: a cell may chdir
     marker.write_text(
         json.dumps({"cell_id": cell.id, "config_hash": resolved_hash(cell), "pid": os.getpid()})
     )
@@ -444,16 +444,7 @@ def _fail_unfinished(store: ResultStore) -> None:
             "cell (a task calling os._exit, a kill, a crash); --executor process contains "
             "such tasks"
         )
-        store.runs_journal.append(
-            {
-                "cell_id": cell_id,
-                "config_hash": config_hash,
-                "status": "failed",
-                "seconds": None,
-                "error": reason,
-                "traceback": reason + "\n",
-            }
-        )
+        store.journal_failure(cell_id, config_hash, reason, reason + "\n", None)
         warnings.warn(f"cell {cell_id} {reason}.", OrthobenchWarning, stacklevel=4)
     marker.unlink()
 

@@ -828,10 +828,22 @@ class ResultStore:
 
     def record_failure(self, cell: Cell, error: str, traceback_text: str, seconds: float) -> None:
         """Journal a failed cell (its error and traceback); it is retried on the next run."""
+        self.journal_failure(cell.id, resolved_hash(cell), error, traceback_text, seconds)
+
+    def journal_failure(
+        self,
+        cell_id: str,
+        config_hash: str,
+        error: str,
+        traceback_text: str,
+        seconds: float | None,
+    ) -> None:
+        """:meth:`record_failure` for a cell known by its id and configuration hash alone (one
+        that an earlier process left unfinished); ``seconds`` None where nobody timed it."""
         self.runs_journal.append(
             {
-                "cell_id": cell.id,
-                "config_hash": resolved_hash(cell),
+                "cell_id": cell_id,
+                "config_hash": config_hash,
                 "status": "failed",
                 "seconds": seconds,
                 "error": error,
