@@ -36,7 +36,9 @@ report's loaders (:func:`orthobench.report.data.load_results`) and writes to ``O
 - ``probe-ranking.csv``: probe variance, top-1 agreement and flip rate, mean and sd over states.
 - ``probe-vs-paper.csv``: the paper's Var(MC) / Var(ortho) of Tables 7, 8 and 9 (``paper_ratio``,
   from the printed variances) beside ours for the paper's estimator (``orth`` for the GP,
-  ``orthobo-tpe`` for TPE) and the project default ``qmc-owen+rb``.
+  ``orthobo-tpe`` for TPE) and the project default ``qmc-owen+rb``, with signed-rank tests over
+  states of "no change" (``p_vs_1``) and "the paper's ratio" (``p_vs_paper``), Holm-adjusted
+  over the four functions of each (kernel, S, estimator) (:func:`state_tests`).
 - ``runtime-vs-paper.csv``: the paper's per-step seconds (appendix "Computational Complexity")
   beside ours (fit + acquisition) for qLogEI, OrthoBO and the two bootstrap TPEs.
 
@@ -262,8 +264,9 @@ def probe_ranking(probe: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index().rename(columns={"run_set": "suite"})
 
 
-def probe_vs_paper(ratios: pd.DataFrame) -> pd.DataFrame:
-    """The paper's variance ratios beside ours (median, range and geometric mean over states)."""
+def probe_vs_paper(ratios: pd.DataFrame, probe: pd.DataFrame) -> pd.DataFrame:
+    """The paper's variance ratios beside ours (median, range and geometric mean over states),
+    with two signed-rank tests over the states of each row (:func:`state_tests`)."""
     estimators = {"orth", "qmc-owen+rb", "orthobo-tpe"}
     rows = ratios[ratios["estimator"].isin(estimators)].copy()
     paper = [
@@ -273,11 +276,53 @@ def probe_vs_paper(ratios: pd.DataFrame) -> pd.DataFrame:
     rows["paper_var_mc"] = [mc for mc, _ in paper]
     rows["paper_var_ortho"] = [ortho for _, ortho in paper]
     rows["paper_ratio"] = rows["paper_var_mc"] / rows["paper_var_ortho"]
+    rows = state_tests(rows, probe)
     columns = ["suite", "kernel", "mc_samples", "task", "estimator", "states", "paper_var_mc"]
     columns += ["paper_var_ortho", "paper_ratio", "var_mc", "var_est", "var_ratio_median"]
     columns += ["var_ratio_min", "var_ratio_max", "var_ratio_gmean", "var_ratio_low"]
-    columns += ["var_ratio_high"]
+    columns += ["var_ratio_high", "p_min", "p_vs_1", "p_vs_1_holm", "p_vs_paper"]
+    columns += ["p_vs_paper_holm"]
     return rows[columns].sort_values(["kernel", "mc_samples", "task", "estimator"])
+
+
+def state_tests(rows: pd.DataFrame, probe: pd.DataFrame) -> pd.DataFrame:
+    """Two-sided Wilcoxon signed-rank tests over the states of each (suite, task, kernel, S,
+    estimator) row, on the log variance ratios of its defined states: ``p_vs_1`` (the ratio is
+    1: no change against the baseline; each state's ratio is itself a paired comparison, the
+    estimator and its baseline on the same state) and ``p_vs_paper`` (the ratio is the paper's
+    ``paper_ratio``; NaN where the paper has none). ``p_min`` is the smallest p-value the states
+    allow (NaN p-values: too few states for a test); ``*_holm`` adjusts each family over the four
+    functions of one (suite, kernel, S, estimator), one paper table's claim
+    (:func:`orthobench.report.stats.holm`). States of one seed at several iterations
+    share that seed's early history, so they are not independent draws: the tests count them as
+    such and read as descriptive where a seed's states agree.
+    """
+    key = ["suite", "task", "kernel", "mc_samples", "estimator"]
+    logs = (
+        probe.assign(suite=probe["run_set"], log_ratio=np.log(defined_ratios(probe["var_ratio"])))
+        .groupby(key, sort=False)["log_ratio"]
+        .apply(lambda v: v.to_numpy())
+    )
+    tests = []
+    for row in rows.itertuples():
+        values = logs.get(tuple(getattr(row, k) for k in key), np.array([]))
+        one = stats.signed_rank_test(values)
+        paper = (
+            stats.signed_rank_test(values - np.log(row.paper_ratio))
+            if np.isfinite(row.paper_ratio)
+            else None
+        )
+        tests.append(
+            {"p_min": one.p_min, "p_vs_1": one.p_value,
+             "p_vs_paper": paper.p_value if paper else np.nan}  # fmt: skip
+        )
+    rows = pd.concat([rows.reset_index(drop=True), pd.DataFrame(tests)], axis=1)
+    family = ["suite", "kernel", "mc_samples", "estimator"]
+    for column in ("p_vs_1", "p_vs_paper"):
+        rows[f"{column}_holm"] = rows.groupby(family)[column].transform(
+            lambda p: stats.holm(p.to_numpy())
+        )
+    return rows
 
 
 def runtime_vs_paper(runtimes: list[pd.DataFrame]) -> pd.DataFrame:
@@ -329,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         if not results.probe.empty:
             ratios = probe_ratios(results.probe)
             write(ratios, args.output / "probe-ratios.csv")
-            write(probe_vs_paper(ratios), args.output / "probe-vs-paper.csv")
+            write(probe_vs_paper(ratios, results.probe), args.output / "probe-vs-paper.csv")
             write(probe_ranking(results.probe), args.output / "probe-ranking.csv")
         runs = results.runs
         if (runs["phase"] == "bo").sum() == 0:
