@@ -170,3 +170,33 @@ def test_final_table_counts_the_seeds_each_optimizer_is_best_on(paper_tables):
     table = paper_tables.final_summary(runs).set_index("optimizer")
     assert table["seeds_best"].to_dict() == {"orthobo-paper": 1, "qlogei": 3, "sobol": 0}
     assert not {"p_value", "pairs", "testable"} & set(table.columns)
+
+
+def test_probe_state_tests_against_no_change_and_the_papers_ratio(paper_tables):
+    """Task ``a``: 8 states all near 2x (paper: 2x) reject "no change" only; task ``b``: near 0.5x
+    (paper: 10x) reject both; Holm over the two tasks of the (kernel, S, estimator) family. An
+    undefined ratio (1e30) is left out of the tests."""
+    ratios = {
+        "a": [1.8, 1.9, 2.0, 2.05, 2.1, 2.2, 2.3, 1.95],
+        "b": [0.4, 0.45, 0.5, 0.55, 0.6, 0.42, 0.48, 1e30],
+    }
+    probe = pd.DataFrame(
+        [
+            {"run_set": "s", "task": t, "kernel": "k", "mc_samples": 32, "estimator": "orth",
+             "var_ratio": v}
+            for t, values in ratios.items()
+            for v in values
+        ]
+    )  # fmt: skip
+    rows = pd.DataFrame(
+        {"suite": "s", "task": ["a", "b"], "kernel": "k", "mc_samples": 32, "estimator": "orth",
+         "paper_ratio": [2.0, 10.0]}  # fmt: skip
+    )
+    out = paper_tables.state_tests(rows, probe).set_index("task")
+    assert out.loc["a", "p_min"] == 2 / 2**8 and out.loc["b", "p_min"] == 2 / 2**7
+    assert out.loc["a", "p_vs_1"] == 2 / 2**8 and out.loc["b", "p_vs_1"] == 2 / 2**7
+    assert out.loc["a", "p_vs_paper"] > 0.5
+    assert out.loc["b", "p_vs_paper"] == 2 / 2**7
+    # Holm: the smaller p doubled (2 / 2^8 * 2), the larger one at least that and times 1.
+    assert out.loc["a", "p_vs_1_holm"] == pytest.approx(2 * 2 / 2**8)
+    assert out.loc["b", "p_vs_1_holm"] == pytest.approx(2 / 2**7)
