@@ -474,10 +474,10 @@ def test_the_stored_configuration_has_the_factory_defaults_and_a_changed_one_is_
 def test_cells_of_another_code_version_are_listed(tmp_path, monkeypatch):
     store = ResultStore(tmp_path)
     a, b, old = (cell(seed=s, n_init=1, budget=0) for s in range(3))
-    monkeypatch.setattr(results, "_git_sha", lambda: "a" * 40)
+    monkeypatch.setattr("orthobench.results._provenance._git_sha", lambda: "a" * 40)
     store.write_cell(a, [run_record()], {}, 0.1)
     at_a = code_version()
-    monkeypatch.setattr(results, "_git_sha", lambda: None)
+    monkeypatch.setattr("orthobench.results._provenance._git_sha", lambda: None)
     store.write_cell(b, [run_record()], {}, 0.1)
     released = code_version()
     # A file written before the code version was stored: read from its versions and git SHA.

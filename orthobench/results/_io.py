@@ -1,0 +1,67 @@
+"""Atomic file writes and one-line text of file-system errors.
+
+A file is written to a temporary name in the same directory, flushed, fsynced and renamed, so a
+crash leaves either the whole file or none; an ``OSError`` that names no file (a failed write or
+fsync) is made to name the file it was writing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+
+def os_error_text(err: OSError) -> str:
+    """``"<path>: <reason>"`` of a file-system error, for a one-line message (``str(err)`` when
+    it names no path)."""
+    reason = err.strerror or str(err)
+    return f"{err.filename}: {reason}" if err.filename is not None else reason
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Create or replace ``path`` with what ``write`` writes to a binary file handle, so that
+    readers never see a partial file and a failure (a full disk) leaves the old file or none.
+
+    The data go to a temporary file beside ``path``, which is flushed, fsynced and renamed over
+    ``path``; the temporary file is removed when anything fails.
+
+    Raises:
+        OSError: from the file system (a full disk, a folder that cannot be written), naming
+            ``path`` where the failing call named no file (a write or an fsync).
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with _naming(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                write(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Make an ``OSError`` raised in the block name ``path`` when it names no file: a failed
+    ``write`` or ``fsync`` (a full disk) says only ``No space left on device``."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None and err.strerror is not None:  # else str(err) loses its text
+            err.filename = str(path)
+        raise
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

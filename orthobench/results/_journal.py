@@ -1,0 +1,185 @@
+"""The JSON-lines journals of the store: one of finished and failed units, one per cell in progress.
+
+Entries are appended and fsynced; a torn last line from a crash is skipped on read. A unit counts
+as stored when its last :class:`Journal` entry says ``ok`` at the current schema version and its
+Parquet footer agrees with it. An :class:`EvaluationJournal` holds a running cell's evaluations
+with the optimizer's state, so a cell killed mid-way resumes from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from orthobench.exceptions import OrthobenchWarning, one_line
+from orthobench.results._io import _naming
+from orthobench.results._parquet import _ARROW_ERRORS
+from orthobench.results._records import METADATA_KEY, SCHEMA_VERSION, RunRecord
+
+
+def _append_line(path: Path, entry: dict[str, Any]) -> None:
+    """Append ``entry`` as one JSON line and fsync it.
+
+    A crash can leave a torn last line without its newline: the entry then starts on a fresh line,
+    so it is not glued onto the fragment (the fragment stays unparseable and is skipped).
+    """
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as fh:
+            fh.seek(0, os.SEEK_END)
+            torn = False
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                torn = fh.read(1) != b"\n"
+            fh.write((b"\n" if torn else b"") + json.dumps(entry, default=str).encode() + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON entries of a JSON-lines file in order, torn (unparseable) lines skipped."""
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text().splitlines():
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return entries
+
+
+def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
+    """Why ``path`` is not the unit its journal ``entry`` records (None when it is).
+
+    Reads the Parquet footer only: it must parse and hold the entry's row count, config hash and
+    schema version.
+    """
+    if not path.exists():
+        return f"missing ({path})"
+    try:
+        footer = pq.read_metadata(path)
+        meta = json.loads((footer.metadata or {}).get(METADATA_KEY, b"{}"))
+    except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
+        return f"corrupt ({path}: {one_line(str(err), 200)})"
+    for what, found, journaled in (
+        ("rows", footer.num_rows, entry.get("rows")),
+        ("config hash", meta.get("config_hash"), entry.get("config_hash")),
+        ("schema version", meta.get("schema_version"), entry.get("schema_version")),
+    ):
+        if found != journaled:
+            return f"corrupt ({path}: {what} {found}, but the journal says {journaled})"
+    return None
+
+
+class Journal:
+    """An append-only JSON-lines file of unit entries (``{key: id, "config_hash": ..., ...}``).
+
+    Each entry is appended and fsynced; a torn (unparseable) line from a crash is skipped on read.
+
+    Args:
+        path: The journal file.
+        key: The entry field holding the unit id (``cell_id``, ``state_id``).
+        directory: Where the unit files ``<id>.parquet`` are.
+        unit: What a unit is called in messages (``cell``, ``probe state``).
+    """
+
+    def __init__(self, path: Path, key: str, directory: Path, unit: str) -> None:
+        self.path = path
+        self.key = key
+        self.directory = directory
+        self.unit = unit
+
+    def append(self, entry: dict[str, Any]) -> None:
+        _append_line(self.path, entry)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Entries in order, torn lines skipped."""
+        return _read_lines(self.path)
+
+    def stored_entries(self) -> dict[str, dict[str, Any]]:
+        """``id -> last entry`` of the stored units: the entry is ``ok`` at the current schema
+        version and the unit's file agrees with it (:func:`_file_problem`).
+
+        A unit whose file does not is left out (so it is recomputed), with an
+        :class:`~orthobench.exceptions.OrthobenchWarning`:
+        ``cell <id>: stored file is corrupt (<path>: <why>); recomputing``.
+        """
+        last = {entry[self.key]: entry for entry in self.entries()}
+        stored = {}
+        for uid, entry in last.items():
+            if entry.get("status") != "ok" or entry.get("schema_version") != SCHEMA_VERSION:
+                continue
+            problem = _file_problem(self.directory / f"{uid}.parquet", entry)
+            if problem is None:
+                stored[uid] = entry
+            else:
+                warnings.warn(
+                    f"{self.unit} {uid}: stored file is {problem}; recomputing",
+                    OrthobenchWarning,
+                    stacklevel=1,
+                )
+        return stored
+
+    def stored(self) -> dict[str, str]:
+        """``id -> config hash`` of the stored units (:meth:`stored_entries`)."""
+        return {uid: entry["config_hash"] for uid, entry in self.stored_entries().items()}
+
+
+@dataclass(frozen=True)
+class EvaluationJournal:
+    """The evaluations of one cell in progress, one JSON line each, with the optimizer's state.
+
+    Each line is ``{"schema_version", "config_hash", "record": RunRecord fields, "state":
+    Optimizer.state_dict() after the evaluation was told (None in the initial design)}``, appended
+    and fsynced as the evaluation finishes. It pickles, so a worker process writes the journal of
+    the cell it runs (one writer per file).
+
+    Args:
+        path: The journal file (``DIR/partial/<cell id>.jsonl``).
+        config_hash: The cell's configuration hash: entries of another configuration are ignored.
+    """
+
+    path: Path
+    config_hash: str
+
+    def append(self, record: RunRecord, state: dict[str, Any] | None) -> None:
+        _append_line(
+            self.path,
+            {
+                "schema_version": SCHEMA_VERSION,
+                "config_hash": self.config_hash,
+                "record": dataclasses.asdict(record),
+                "state": state,
+            },
+        )
+
+    def read(self) -> list[tuple[RunRecord, dict[str, Any] | None]]:
+        """The stored evaluations of this configuration, in order (torn lines skipped).
+
+        Only the leading run of consecutive evaluations (``iteration`` 0, 1, ...) counts: a gap
+        means a line was lost, and what follows it cannot be replayed.
+        """
+        evaluations = []
+        for entry in _read_lines(self.path):
+            if (
+                entry.get("schema_version") != SCHEMA_VERSION
+                or entry.get("config_hash") != self.config_hash
+            ):
+                continue
+            record = RunRecord(**entry["record"])
+            if record.iteration != len(evaluations):
+                break
+            evaluations.append((record, entry["state"]))
+        return evaluations
+
+    def discard(self) -> None:
+        """Remove the journal (its cell is stored whole)."""
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,123 @@
+"""Parquet files of records: written atomically, read by footer, by file or by directory.
+
+Every file carries the orthobench metadata (schema version, provenance, configuration) under
+:data:`METADATA_KEY`. Reading a file of another :data:`SCHEMA_VERSION` raises
+:class:`~orthobench.exceptions.ResultsError`; :func:`load_runs` and :func:`load_probe` skip a file
+that is not readable Parquet or that orthobench did not write, with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from orthobench.exceptions import OrthobenchWarning, ResultsError, one_line
+from orthobench.results._io import write_atomic
+from orthobench.results._records import (
+    _SCHEMAS,
+    METADATA_KEY,
+    SCHEMA_VERSION,
+    ProbeRecord,
+    RunRecord,
+)
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    """Write ``table`` to ``path`` so that readers never see a partial file (:func:`write_atomic`)."""
+    write_atomic(path, lambda fh: pq.write_table(table, fh))
+
+
+#: What reading a damaged Parquet file raises: ``ArrowInvalid`` for a truncated or foreign file,
+#: ``OSError`` for corrupt pages or a file removed meanwhile.
+_ARROW_ERRORS = (OSError, pa.ArrowException)
+
+
+class _UnreadableFileError(ResultsError):
+    """A file under ``runs/`` or ``probe/`` that is not an orthobench results file: not readable
+    Parquet (truncated, corrupt), or Parquet that orthobench did not write (foreign)."""
+
+
+def _unreadable(path: str | Path, err: BaseException) -> _UnreadableFileError:
+    return _UnreadableFileError(f"{path}: not a readable results file ({one_line(str(err), 200)})")
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The orthobench metadata (schema version, versions, device, configuration) of one file.
+
+    Reads the Parquet footer only.
+
+    Raises:
+        ResultsError: naming the file when it is not readable Parquet (truncated, corrupt) or
+            holds no orthobench metadata (a Parquet file that orthobench did not write).
+    """
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        if METADATA_KEY not in meta:
+            raise _UnreadableFileError(
+                f"{path}: not an orthobench results file (its Parquet metadata has no "
+                f"{METADATA_KEY.decode()!r} entry)"
+            )
+        return json.loads(meta[METADATA_KEY])
+    except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
+        raise _unreadable(path, err) from err
+
+
+def read_records(path: str | Path, record_type: type) -> pd.DataFrame:
+    """Rows of one stored file as a frame with the columns of ``record_type``.
+
+    Raises:
+        ResultsError: when the file was written with another :data:`SCHEMA_VERSION`, or is not
+            readable Parquet.
+    """
+    found = read_metadata(path).get("schema_version")
+    if found != SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path}: results schema version {found if found is not None else '(none)'}, but this "
+            f"orthobench reads version {SCHEMA_VERSION}; "
+            "rerun its suite (orthobench run or probe) to rewrite it."
+        )
+    try:
+        return pq.read_table(path, schema=_SCHEMAS[record_type]).to_pandas()
+    except _ARROW_ERRORS as err:
+        raise _unreadable(path, err) from err
+
+
+def _load(dirs: Iterable[str | Path], subdir: str, record_type: type) -> pd.DataFrame:
+    """The rows of every file under ``DIR/subdir``; an unreadable file is skipped with a warning."""
+    frames = []
+    for path in (f for d in dirs for f in sorted((Path(d) / subdir).glob("*.parquet"))):
+        try:
+            frames.append(read_records(path, record_type))
+        except _UnreadableFileError as err:
+            warnings.warn(f"{err}; skipped", OrthobenchWarning, stacklevel=1)
+    if not frames:
+        return _SCHEMAS[record_type].empty_table().to_pandas()
+    return pd.concat(frames, ignore_index=True)
+
+
+def load_runs(dirs: Iterable[str | Path]) -> pd.DataFrame:
+    """The :class:`RunRecord` rows of every cell file under ``DIR/runs`` of each dir.
+
+    A file that is not an orthobench results file (not readable Parquet, or Parquet without
+    orthobench metadata: a file someone put there) is skipped with an
+    :class:`~orthobench.exceptions.OrthobenchWarning` naming it.
+
+    Raises:
+        ResultsError: for a file of another :data:`SCHEMA_VERSION`.
+    """
+    return _load(dirs, "runs", RunRecord)
+
+
+def load_probe(dirs: Iterable[str | Path]) -> pd.DataFrame:
+    """The :class:`ProbeRecord` rows of every probe state file under ``DIR/probe`` of each dir.
+
+    Unreadable files are skipped as in :func:`load_runs`.
+    """
+    return _load(dirs, "probe", ProbeRecord)
