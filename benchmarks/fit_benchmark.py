@@ -30,8 +30,8 @@ import torch
 from botorch.test_functions import Ackley, Hartmann, Levy, Michalewicz
 from torch.quasirandom import SobolEngine
 
-from orthobench.surrogates.fit import STATIONARY_TOL, neg_map_objective
-from orthobench.surrogates.gp import fit_model, get_theta, theta_layout
+from orthobench.surrogates.fit import STATIONARY_TOL, fit_model, neg_map_objective
+from orthobench.surrogates.theta_algebra import get_theta, theta_layout
 
 FUNCTIONS = {
     "hartmann6": Hartmann(dim=6),

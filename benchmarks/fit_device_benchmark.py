@@ -27,8 +27,8 @@ import torch
 from botorch.test_functions import Hartmann, Levy
 from torch.quasirandom import SobolEngine
 
-from orthobench.surrogates.fit import neg_map_objective
-from orthobench.surrogates.gp import fit_model, get_theta, theta_layout
+from orthobench.surrogates.fit import fit_model, neg_map_objective
+from orthobench.surrogates.theta_algebra import get_theta, theta_layout
 
 FUNCTIONS = {"hartmann6": Hartmann(dim=6), "levy16": Levy(dim=16)}
 

@@ -71,13 +71,13 @@ from orthobench.probe import metrics
 from orthobench.probe.states import ProbeState, build_history, probe_points
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import ComponentSpec, load_suite
-from orthobench.surrogates.gp import fit_model
+from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import (
     LaplacePosterior,
-    ThetaSampledGP,
     laplace_posterior,
     neg_log_posterior_hessian,
 )
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 FUNCTIONS = ("hartmann6", "ackley8", "michalewicz10", "levy16")
 #: The paper's Var(MC) / Var(orth) at S = 8 and 32 (Tables 7 and 8) and for TPE at S = 32 (Table 9).

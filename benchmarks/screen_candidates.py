@@ -56,7 +56,7 @@ from orthobench.probe.screen import (
 from orthobench.probe.states import ProbeState, build_history, probe_points
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import ComponentSpec, ProbeSpec
-from orthobench.surrogates.gp import fit_model
+from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import laplace_posterior
 from orthobench.theta_estimators import constant_mean_conditional
 

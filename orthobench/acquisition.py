@@ -53,7 +53,7 @@ from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
 from orthobench.estimators import DEFAULT_ESTIMATOR, estimator_weights, get_estimator
-from orthobench.surrogates.laplace import ThetaSampledGP
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 
 class MarginalLogEI(AcquisitionFunction):
@@ -78,7 +78,7 @@ class MarginalLogEI(AcquisitionFunction):
 
     Example:
         >>> from botorch.optim import optimize_acqf
-        >>> from orthobench.surrogates.gp import fit_model
+        >>> from orthobench.surrogates.fit import fit_model
         >>> from orthobench.surrogates.laplace import laplace_posterior
         >>> x = torch.rand(10, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
         >>> model, _ = fit_model(x, -(x - 0.5).square().sum(-1), "matern52-ard")

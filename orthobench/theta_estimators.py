@@ -99,7 +99,8 @@ from orthobench.config.names import (
 )
 from orthobench.estimators import get_estimator, weighted_mean
 from orthobench.pointsets import point_set
-from orthobench.surrogates.laplace import LaplacePosterior, ThetaSampledGP
+from orthobench.surrogates.laplace import LaplacePosterior
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 __all__ = [
     "DEFAULT_THETA_ESTIMATOR",

@@ -47,8 +47,10 @@ from orthobench.optimizers.orthobo import OrthoBO
 from orthobench.probe.runner import probe_state
 from orthobench.probe.states import ProbeState
 from orthobench.suite import Cell, ComponentSpec, ProbeSpec
-from orthobench.surrogates.gp import build_gp, fit_model, get_theta, set_theta, theta_layout
+from orthobench.surrogates.fit import fit_model
+from orthobench.surrogates.gp import build_gp
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
+from orthobench.surrogates.theta_algebra import get_theta, set_theta, theta_layout
 from orthobench.tasks.synthetic import hartmann6
 from orthobench.theta_estimators import draw_thetas
 

@@ -20,8 +20,9 @@ from torch.quasirandom import SobolEngine
 from orthobench.acquisition import MarginalLogEI, _LogEnsembleEstimate
 from orthobench.estimators import DEFAULT_ESTIMATOR, ESTIMATORS, get_estimator
 from orthobench.exceptions import NumericsWarning
-from orthobench.surrogates.gp import fit_model
-from orthobench.surrogates.laplace import ThetaSampledGP, laplace_posterior
+from orthobench.surrogates.fit import fit_model
+from orthobench.surrogates.laplace import laplace_posterior
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 DTYPE = torch.float64
 

@@ -12,8 +12,9 @@ from scipy import stats
 from orthobench.acquisition import MarginalLogEI
 from orthobench.exceptions import NumericsWarning
 from orthobench.pointsets import owen_line_points, point_count, point_set
-from orthobench.surrogates.gp import fit_model
-from orthobench.surrogates.laplace import ThetaSampledGP, laplace_posterior
+from orthobench.surrogates.fit import fit_model
+from orthobench.surrogates.laplace import laplace_posterior
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import draw_thetas, estimate
 
 DTYPE = torch.float64

@@ -17,8 +17,9 @@ import torch
 from orthobench.estimators import mc_mean, weighted_mean
 from orthobench.exceptions import NumericsWarning
 from orthobench.pointsets import POINT_SETS, point_count
-from orthobench.surrogates.gp import fit_model
-from orthobench.surrogates.laplace import ThetaSampledGP, laplace_posterior
+from orthobench.surrogates.fit import fit_model
+from orthobench.surrogates.laplace import laplace_posterior
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import (
     ThetaEstimator,
     constant_mean_conditional,

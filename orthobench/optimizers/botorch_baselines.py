@@ -27,8 +27,8 @@ from orthobench.devices import ACQ_DEVICES, FIT_DEVICES
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
-from orthobench.surrogates.fit import FITS, WarmStarts
-from orthobench.surrogates.gp import fit_model, get_theta
+from orthobench.surrogates.fit import FITS, WarmStarts, fit_model
+from orthobench.surrogates.theta_algebra import get_theta
 
 
 class _GPAcquisitionOptimizer(GPOptimizer):

@@ -30,8 +30,9 @@ from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble
 from orthobench.surrogates.fit import FITS, WarmStarts
-from orthobench.surrogates.gp import get_theta
-from orthobench.surrogates.laplace import THETA_SAMPLING, ThetaSampledGP
+from orthobench.surrogates.laplace import THETA_SAMPLING
+from orthobench.surrogates.theta_algebra import get_theta
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import (
     DEFAULT_THETA_ESTIMATOR,
     ThetaEstimator,

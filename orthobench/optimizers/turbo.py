@@ -49,8 +49,9 @@ from orthobench.devices import FIT_DEVICES
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
-from orthobench.surrogates.fit import FITS, WarmStarts
-from orthobench.surrogates.gp import KERNELS, fit_model, get_theta
+from orthobench.surrogates.fit import FITS, WarmStarts, fit_model
+from orthobench.surrogates.gp import KERNELS
+from orthobench.surrogates.theta_algebra import get_theta
 
 ACQUISITIONS: tuple[str, ...] = ("ts", "qlogei")
 #: Kernels of the trust-region GP: lengthscales set the region's shape, so not ``linear``.

@@ -40,8 +40,9 @@ from orthobench.probe.metrics import ALPHA
 from orthobench.probe.states import ProbeState
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import ProbeSpec
-from orthobench.surrogates.gp import fit_model
-from orthobench.surrogates.laplace import LaplacePosterior, ThetaSampledGP, laplace_posterior
+from orthobench.surrogates.fit import fit_model
+from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import ThetaDraws, draw_thetas, estimate
 
 #: Theta draws per batch of the reference (bounds the ``S x N`` memory of one batch).

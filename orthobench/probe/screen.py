@@ -60,7 +60,8 @@ import numpy as np
 import torch
 from botorch.models import SingleTaskGP
 
-from orthobench.surrogates.laplace import LaplacePosterior, ThetaSampledGP
+from orthobench.surrogates.laplace import LaplacePosterior
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import constant_mean_conditional
 
 #: Theta draws per batch of the GP algebra (bounds the ``S x n x n`` kernel matrices of a batch).

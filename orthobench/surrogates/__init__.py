@@ -1,1 +1,1 @@
-"""Surrogate models: GP construction and fitting, Laplace posteriors over hyperparameters."""
+"""Surrogate models: GPs, their theta algebra and fits, Laplace posteriors, theta-sampled GPs."""

@@ -35,8 +35,7 @@ import torch
 from botorch.models import SingleTaskGP
 
 from orthobench.config.names import check_kernel
-from orthobench.surrogates.fit import FITS
-from orthobench.surrogates.gp import fit_model
+from orthobench.surrogates.fit import FITS, fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 
 

@@ -1,46 +1,10 @@
-r"""A fast MAP fit of a GP's hyperparameters on the closed-form log posterior, and its check.
+"""MAP fits of a GP's hyperparameters: BoTorch's ``fit_gpytorch_mll`` or a fast fit.
 
-:func:`fit_fast` maximizes BoTorch's MAP objective, the log marginal likelihood plus the log priors
-*of the parameter values*, written in the log coordinates ``theta`` of
-:class:`~orthobench.surrogates.gp.ThetaLayout`:
-
-.. math::
-
-    \ell(\theta) = \log p(y \mid \theta) + \log p(\theta) - \sum_{i \in \text{pos}} \theta_i,
-
-i.e. :func:`~orthobench.surrogates.gp.log_posterior` *without* the log-Jacobian of the log
-transform (with it the optimum moves: docs/design.md, "MAP objective and fit stationarity"). Its
-maximizer is the one ``fit_gpytorch_mll`` looks for; here it is found by scipy's L-BFGS-B with
-the closed-form gradient (:func:`neg_map_objective_and_grad`), BoTorch's lower bounds in log
-form (noise >= 1e-4, lengthscale >= 0.025), from two starts, keeping the better:
-
-- *botorch-path*: the first 30 iterations of BoTorch's own path from its initialization (the
-  prior modes), i.e. L-BFGS-B with scipy's default tolerances on ``-ell / n`` in the parameter
-  *values* (``fit_gpytorch_mll``'s coordinates and scale, the same objective), which heads for
-  the basin BoTorch's fit ends in;
-- *warm*: the previous BO step's fit, when given.
-
-Each is then run to convergence in log coordinates. A 32-point GP's objective has several
-lengthscale modes, and which one a local optimizer reaches depends on its coordinates: run in log
-coordinates from the prior modes, cold plus warm ended up to 1.08 nats worse than BoTorch's fit
-on 4 of 80 states. With BoTorch's path as the start the fast fit was at least as good as
-BoTorch's on all 144 states of ``benchmarks/fit_benchmark.py`` (docs/benchmarks.md, "GP fit",
-has the start sets that were measured). No random numbers are drawn.
-
-Every fit, fast or BoTorch's, is checked for stationarity (:func:`stationarity`): the Euclidean
-norm of the projected gradient of ``-ell`` in theta (components at an active lower bound that
-push against it are zero) must be at most :data:`STATIONARY_TOL`. A fast fit that fails the
-check is polished (L-BFGS-B restarted from where it stopped, with a fresh curvature memory); one
-that still fails is a fallback: BoTorch's fit replaces it, and the fit info records why
-(``fallback``) with a :class:`~orthobench.exceptions.NumericsWarning`. A BoTorch fit that fails
-the check is only recorded (``stationary: False``): it is the default, and what its users know.
-
-Fits run with one torch thread and one thread in scipy's BLAS (both restored afterwards): a
-32-point GP is a few hundred tiny operations per evaluation, and with two torch threads on two
-cores they stall (a fit gets 10-100x slower). scipy's L-BFGS-B (C since scipy 1.15) calls
-OpenBLAS on vectors of ``p`` entries; with OpenBLAS's default pool (one thread per core) and the
-other core busy, as in a pool of one cell per core, the fit took 2.5-3x as long (scipy issue
-22438; BoTorch limits its own ``minimize`` calls the same way).
+:func:`fit_model` builds a GP (:func:`~orthobench.surrogates.gp.build_gp`) and fits it;
+:func:`fit_map` runs BoTorch's fit (:func:`fit_gp`) or :func:`fit_fast`, L-BFGS-B on the
+closed-form objective of :mod:`orthobench.surrogates.theta_algebra`, and checks either for
+stationarity (:func:`stationarity`; docs/design.md, "MAP objective and fit stationarity").
+:class:`WarmStarts` keeps an optimizer's fitted thetas as the next step's starts.
 """
 
 from __future__ import annotations
@@ -54,18 +18,21 @@ from typing import Any
 
 import numpy as np
 import torch
+from botorch.exceptions.errors import ModelFittingError as BotorchModelFittingError
+from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from gpytorch.constraints import Interval
+from gpytorch.mlls import ExactMarginalLogLikelihood
 from scipy.optimize import minimize
 from threadpoolctl import ThreadpoolController
 
-from orthobench.exceptions import NumericsWarning
-from orthobench.surrogates.gp import (
+from orthobench.exceptions import ModelFittingError, NumericsWarning
+from orthobench.surrogates.gp import build_gp
+from orthobench.surrogates.theta_algebra import (
     _MIN_SQ_DIST,
     SQRT5,
     ThetaLayout,
     _split_kernel,
-    fit_gp,
     get_theta,
     log_marginal_likelihood,
     log_prior,
@@ -109,7 +76,7 @@ def neg_map_objective(
     r"""``-ell(theta)``, BoTorch's MAP objective in log coordinates, negated: ``S x p`` -> ``S``.
 
     ``-(log p(y | theta) + log p(theta) - sum of the log coordinates)``: the log-Jacobian that
-    :func:`~orthobench.surrogates.gp.log_prior` includes is subtracted again, so this is
+    :func:`~orthobench.surrogates.theta_algebra.log_prior` includes is subtracted again, so this is
     ``-n * ExactMarginalLogLikelihood`` (priors on the values) up to a constant.
     """
     positive = torch.tensor(layout.positive, device=theta.device)
@@ -254,6 +221,12 @@ def stationarity(model: SingleTaskGP) -> dict[str, object]:
     return {"grad_norm": norm, "stationary": bool(norm <= STATIONARY_TOL)}
 
 
+# Fits run with one torch thread and one thread in scipy's BLAS (both restored afterwards): a
+# 32-point GP is a few hundred tiny operations per evaluation, and with two torch threads on two
+# cores they stall (a fit gets 10-100x slower). scipy's L-BFGS-B (C since scipy 1.15) calls
+# OpenBLAS on vectors of ``p`` entries, and OpenBLAS's default pool (one thread per core) slows it
+# down when the other cores are busy (scipy issue 22438; BoTorch limits its own ``minimize`` calls
+# the same way; docs/design.md, "Thread counts").
 @contextmanager
 def _single_thread() -> Iterator[None]:
     threads = torch.get_num_threads()
@@ -358,7 +331,35 @@ def fit_fast(
     warm_start: Sequence[float] | torch.Tensor | None = None,
     maxiter: int = _MAXITER,
 ) -> dict[str, object]:
-    """MAP-fit ``model`` in place by L-BFGS-B on the closed-form objective (see the module notes).
+    r"""MAP-fit ``model`` in place by L-BFGS-B on the closed-form objective.
+
+    The objective is BoTorch's MAP objective, the log marginal likelihood plus the log priors *of
+    the parameter values*, written in the log coordinates ``theta`` of
+    :class:`~orthobench.surrogates.theta_algebra.ThetaLayout`:
+
+    .. math::
+
+        \ell(\theta) = \log p(y \mid \theta) + \log p(\theta) - \sum_{i \in \text{pos}} \theta_i,
+
+    i.e. :func:`~orthobench.surrogates.theta_algebra.log_posterior` *without* the log-Jacobian of
+    the log transform (with it the optimum moves: docs/design.md, "MAP objective and fit
+    stationarity"). Its maximizer is the one ``fit_gpytorch_mll`` looks for; here it is found by
+    scipy's L-BFGS-B with the closed-form gradient (:func:`neg_map_objective_and_grad`),
+    BoTorch's lower bounds in log form (noise >= 1e-4, lengthscale >= 0.025), from two starts,
+    keeping the better:
+
+    - *botorch-path*: the first 30 iterations of BoTorch's own path from its initialization (the
+      prior modes), i.e. L-BFGS-B with scipy's default tolerances on ``-ell / n`` in the parameter
+      *values* (``fit_gpytorch_mll``'s coordinates and scale, the same objective), which heads for
+      the basin BoTorch's fit ends in;
+    - *warm*: the previous BO step's fit, when given.
+
+    Each is then run to convergence in log coordinates (which lengthscale mode a local optimizer
+    reaches depends on its coordinates; docs/design.md, "MAP objective and fit stationarity", has
+    how the starts were chosen). No random numbers are drawn. A fit that fails the
+    :func:`stationarity` check is polished (L-BFGS-B restarted from where it stopped, with a fresh
+    curvature memory); one that still fails is a fallback: BoTorch's fit replaces it, and the fit
+    info records why (``fallback``) with a :class:`~orthobench.exceptions.NumericsWarning`.
 
     Args:
         model: An unfitted GP from :func:`~orthobench.surrogates.gp.build_gp` (its parameters are
@@ -439,6 +440,34 @@ def fit_fast(
     return {**info, "fallback": fallback, **stationarity(model), "neg_log_posterior": nlp}
 
 
+def fit_gp(model: SingleTaskGP) -> dict[str, object]:
+    """MAP-fit ``model`` in place with ``fit_gpytorch_mll``.
+
+    Returns:
+        ``{"fallback": None}`` on a clean fit, or ``{"fallback": "<what happened>"}`` when the
+        optimizer gave up and the prior-mode initialization was kept (a warning is also issued, so
+        the fallback is both visible and recorded).
+
+    Raises:
+        ModelFittingError: if the fitted model's parameters are not finite.
+    """
+    mll = ExactMarginalLogLikelihood(model.likelihood, model)
+    fallback = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=UserWarning)
+            fit_gpytorch_mll(mll)
+    except BotorchModelFittingError as err:
+        fallback = (
+            f"fit_gpytorch_mll failed ({err.__class__.__name__}); kept initial hyperparameters"
+        )
+        warnings.warn(f"GP fit: {fallback}.", NumericsWarning, stacklevel=2)
+    if not all(torch.isfinite(p).all() for p in model.parameters()):
+        raise ModelFittingError("GP fit produced non-finite hyperparameters.")
+    model.eval()
+    return {"fallback": fallback}
+
+
 def fit_map(
     model: SingleTaskGP, fit: str = "botorch", *, warm_start: Sequence[float] | None = None
 ) -> dict[str, object]:
@@ -450,13 +479,35 @@ def fit_map(
         warm_start: ``p`` theta of a previous fit, used by ``"fast"`` only.
 
     Returns:
-        The fit info, with :func:`stationarity`'s ``grad_norm`` and ``stationary`` either way.
+        The fit info, with :func:`stationarity`'s ``grad_norm`` and ``stationary`` either way. A
+        BoTorch fit that fails the check is only recorded (``stationary: False``): it is the
+        default, and what its users know.
     """
     if fit == "fast":
         return fit_fast(model, warm_start=warm_start)
     if fit != "botorch":
         raise ValueError(f"`fit` must be one of {FITS}, but got {fit!r}.")
     return {"fit": "botorch", **fit_gp(model), **stationarity(model)}
+
+
+def fit_model(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    kernel: str = "matern52-ard",
+    *,
+    outputscale: bool = False,
+    fit: str = "botorch",
+    warm_start: Sequence[float] | torch.Tensor | None = None,
+) -> tuple[SingleTaskGP, dict[str, object]]:
+    """Build and MAP-fit a GP; returns the model and its fit info.
+
+    Args:
+        fit: ``"botorch"`` (:func:`fit_gp`) or ``"fast"`` (:func:`fit_fast`); the info has the
+            fit's stationarity check either way (``grad_norm``, ``stationary``).
+        warm_start: ``p`` theta of the previous fit, a second start of the ``"fast"`` fit.
+    """
+    model = build_gp(train_x, train_y, kernel, outputscale=outputscale)
+    return model, fit_map(model, fit, warm_start=warm_start)
 
 
 class WarmStarts:

@@ -11,7 +11,7 @@ import torch
 
 from orthobench.optimizers.turbo import TrustRegionState, TuRBO
 from orthobench.registry import OPTIMIZERS
-from orthobench.surrogates.gp import fit_model
+from orthobench.surrogates.fit import fit_model
 from tests.helpers import drive, record_infos
 
 TINY_TS = dict(n_candidates=64)

@@ -278,11 +278,12 @@ def test_rows_record_the_states_jitter_count_and_laplace_floor(mode, monkeypatch
     """Every theta sample counts once: 64 reference draws + 3 rebuilds x 8 draws x 2 draw groups
     (``orth`` shares ``mc``'s), here all jittered; the floor status is that of the state's q."""
     import orthobench.surrogates.laplace as laplace_module
+    import orthobench.surrogates.theta_sampled_gp as sampled_gp_module
     from orthobench.probe import gp_probe
 
-    cholesky = laplace_module._cholesky_with_jitter
+    cholesky = sampled_gp_module._cholesky_with_jitter
     monkeypatch.setattr(
-        laplace_module, "_cholesky_with_jitter", lambda k: (cholesky(k)[0], k.shape[0])
+        sampled_gp_module, "_cholesky_with_jitter", lambda k: (cholesky(k)[0], k.shape[0])
     )
     built = []
 

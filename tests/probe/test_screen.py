@@ -17,8 +17,9 @@ from orthobench.probe.screen import (
     whitened_draws,
     whitened_ei,
 )
-from orthobench.surrogates.gp import fit_model
-from orthobench.surrogates.laplace import ThetaSampledGP, laplace_posterior
+from orthobench.surrogates.fit import fit_model
+from orthobench.surrogates.laplace import laplace_posterior
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 DTYPE = torch.float64
 

@@ -27,19 +27,13 @@ from orthobench.surrogates.fit import (
     _Objective,
     fit_fast,
     fit_map,
+    fit_model,
     neg_map_objective,
     neg_map_objective_and_grad,
     stationarity,
 )
-from orthobench.surrogates.gp import (
-    KERNELS,
-    build_gp,
-    fit_model,
-    get_theta,
-    pairwise_sq_diff,
-    set_theta,
-    theta_layout,
-)
+from orthobench.surrogates.gp import KERNELS, build_gp
+from orthobench.surrogates.theta_algebra import get_theta, pairwise_sq_diff, set_theta, theta_layout
 
 DTYPE = torch.float64
 # Iso and linear kernels fit in about a second; ARD ones take seconds (slow).
