@@ -2,7 +2,7 @@ r"""OrthoBO's acquisition: the ensemble's marginal EI over fixed theta draws, ou
 
 For members ``m = 1..M`` with weights ``pi_m``, fixed whitened draws ``z_{m,s}`` (``s = 1..S``)
 and per-draw log-EI ``l_{m,s}(x)`` (:meth:`ThetaSampledGP.log_ei
-<orthobench.surrogates.laplace.ThetaSampledGP.log_ei>`), the acquisition is (paper Alg. 1)
+<orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_ei>`), the acquisition is (paper Alg. 1)
 
 .. math::
 
@@ -39,7 +39,7 @@ still ranks candidates by the naive estimate. With the ``"mc"`` estimator ``L`` 
 naive estimate for any ``alpha <= 1``.
 
 EI is on each model's standardized outcome scale (:class:`ThetaSampledGP
-<orthobench.surrogates.laplace.ThetaSampledGP>`); members fitted on the same data share it.
+<orthobench.surrogates.theta_sampled_gp.ThetaSampledGP>`); members fitted on the same data share it.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class MarginalLogEI(AcquisitionFunction):
     Args:
         model: A BoTorch model for BoTorch utilities that read ``acqf.model`` (device, dtype);
             values come from ``members``.
-        members: One :class:`~orthobench.surrogates.laplace.ThetaSampledGP` per ensemble member.
+        members: One :class:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP` per ensemble member.
         controls: Per member, the ``S_m x K_m`` whitened draws behind its theta samples
             (``K_m = p_m``, or ``p_m - 1`` when the constant mean is integrated out).
         weights: ``M`` ensemble weights (positive; normalized here).

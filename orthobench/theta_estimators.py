@@ -79,7 +79,7 @@ prior, but with a ``phi``-dependent variance: a different target).
 Draws: with ``z' ~ N(0, I_{p-1})`` and ``B = V Lambda^{-1/2}`` from ``S_phi = V Lambda V^T``,
 ``phi = phi_hat + B z'`` and ``m = bar m(phi)``, i.e. ``theta = theta_hat + A_rb z'`` with the
 rows ``A_rb[phi] = B`` and ``A_rb[m] = -H_mphi B / H_mm`` (:func:`constant_mean_conditional`);
-``A_rb A_rb^T + v_c e_m e_m^T = H^{-1}``. :class:`~orthobench.surrogates.laplace.ThetaSampledGP`
+``A_rb A_rb^T + v_c e_m e_m^T = H^{-1}``. :class:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP`
 with ``constant_mean_variance = v_c`` evaluates ``EI_RB`` (and its gradient in ``x``) batched.
 """
 

@@ -1,6 +1,6 @@
 r"""OrthoBO (paper Alg. 1) and its like-for-like naive baseline MC-EI.
 
-Each step: MAP-fit every ensemble member (:mod:`orthobench.surrogates.gp`), build its Laplace
+Each step: MAP-fit every ensemble member (:mod:`orthobench.surrogates.fit`), build its Laplace
 posterior over hyperparameters (:mod:`orthobench.surrogates.laplace`), draw ``S`` whitened
 hyperparameter samples once, and maximize the outer-log marginal EI over those fixed draws
 (:class:`orthobench.acquisition.MarginalLogEI`) with ``optimize_acqf``. After the new observation
