@@ -108,7 +108,7 @@ class SuiteError(OrthobenchError):
 class ConfigError(OrthobenchError, ValueError):
     """A configuration value that breaks a rule: a suite field, a probe setting, a parameter.
 
-    Raised by the ``__post_init__`` of the frozen config dataclasses (:mod:`orthobench.suite`), by
+    Raised by the config sections on construction (:mod:`orthobench.config.schema`), by
     the registries and by the name parsers (:mod:`orthobench.config.names`). A ``ValueError`` too,
     so code that validates arguments with ``except ValueError`` keeps working.
 

@@ -1,15 +1,16 @@
-"""Suite files: schema, validation with one-line errors, expansion into cells.
+"""Suite files: the schema of a suite, its one-line errors, its expansion into cells.
 
-A suite is YAML read with a safe loader into frozen dataclasses (:class:`Suite`,
-:class:`ProbeSpec`, :class:`Cell`, :class:`ComponentSpec`). Each checks its own values in
-``__post_init__``, however it is built, and raises a :class:`~orthobench.exceptions.ConfigError`
-that names the field (an :class:`~orthobench.exceptions.UnknownNameError` for an unknown name).
-:func:`load_suite` turns any problem (a file that is not UTF-8 or too large, malformed YAML,
-duplicate keys, nesting or aliases beyond the bounds, missing field, unknown key, wrong type,
-unknown name, a parameter value outside its type) into a :class:`SuiteError` whose one-line
-message names the file, the YAML path of the field and what is allowed. Nothing below the CLI
-reads YAML: the rest of the package sees the dataclasses, which pickle, so cells can be shipped
-to worker processes or other machines.
+A suite is YAML read with a safe loader into frozen sections (:class:`Suite`, :class:`ProbeSpec`,
+:class:`Cell`, :class:`ComponentSpec`; :func:`orthobench.config.schema.section`). Each field is
+declared once, with its type, bounds, default and description; rules over several fields are the
+sections' validators. A section checks itself however it is built and raises a
+:class:`~orthobench.exceptions.ConfigError` that names the field (an
+:class:`~orthobench.exceptions.UnknownNameError` for an unknown name). :func:`load_suite` turns any
+problem (a file that is not UTF-8 or too large, malformed YAML, duplicate keys, nesting or aliases
+beyond the bounds, missing field, unknown key, wrong type, unknown name, a parameter value outside
+its type) into a :class:`SuiteError` whose one-line message names the file, the YAML path of the
+field and what is allowed. Nothing below the CLI reads YAML: the rest of the package sees the
+sections, which pickle, so cells can be shipped to worker processes or other machines.
 
 Every size is bounded, so a mistyped number is an error at load time rather than a
 ``MemoryError`` or a failure after the compute: the file (:data:`MAX_FILE_BYTES`), its nesting
@@ -25,26 +26,26 @@ optimizer against its registry imports the module of its factory.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
+from annotated_types import Gt, Interval, Le, MaxLen, MinLen
+from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, model_validator
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 
 from orthobench.config import names
-from orthobench.config.params import MAX_COUNT
+from orthobench.config.params import MAX_COUNT, Kernel
+from orthobench.config.schema import Shorthand, Unit, from_yaml, section, within
 from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
 from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry
-
-DTYPES = ("float64", "float32")
 
 #: Longest suite name or label: a cell's file name holds a task and an optimizer label.
 MAX_LABEL = 64
@@ -65,8 +66,6 @@ MAX_TIMEOUT_S = 1e7
 
 # A safe file-name component: starts with a letter or digit (so never '.', '..' or '-x').
 _LABEL_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_LABEL - 1}}}", re.ASCII)
-# A number in exponent notation that YAML 1.1 (PyYAML) reads as a string: 1e4, -2E-3.
-_FLOAT_TEXT_RE = re.compile(r"[-+]?[0-9]+(\.[0-9]*)?[eE][-+]?[0-9]+", re.ASCII)
 #: Joins the labels of a cell id and a probe state id (``task__optimizer__seed0``). A label never
 #: holds it and never starts with ``_``, so an id splits back into its labels in one way only: no
 #: two cells share an id (and a file).
@@ -76,130 +75,161 @@ _LABEL_CHARS = (
     f"without {ID_SEPARATOR!r} (it joins the labels of a cell id)"
 )
 
-_TOP_LEVEL = {
-    "name": f"suite name ({_LABEL_CHARS})",
-    "description": "free text",
-    "seeds": "a positive int (seeds 0..n-1) or a list of distinct ints",
-    "n_init": "size of the shared Sobol initial design (int >= 1)",
-    "budget": "BO iterations after the initial design (int >= 0)",
-    "device": "auto, cpu, cuda or cuda:N",
-    "dtype": "float64 or float32",
-    "tasks": "list of task names or {name, params, label}",
-    "optimizers": "list of optimizer names or {name, params, label}",
-    "probe": "probe settings (mapping)",
-    "timeout_s": "seconds a cell may run before it is stopped and stored as failed (number > 0)",
-    "evaluation_timeout_s": "seconds an evaluation may run before it is recorded as timed out "
-    "(number > 0)",
-}
-_REQUIRED = ("name", "budget", "tasks", "optimizers")
-_PROBE_KEYS = {
-    "tasks": "list of task names or {name, params, label}",
-    "kernels": "list of GP kernel names",
-    "n_init": "int >= 2",
-    "state_iterations": "list of BO iterations (int >= 0) at which the state is probed",
-    "state_optimizer": "optimizer name or {name, params, label} that builds the probed states",
-    "mc_samples": "list of ints >= 2",
-    "rebuilds": "int >= 2",
-    "n_probes": "int >= 2",
-    "estimators": "list of estimator names",
-    "top_k": "int >= 2",
-    "reference_samples": "int >= 2",
-    "seeds": "a positive int or a list of ints",
-    "laplace": "floored (default) or unfloored: the Hessian of the Laplace q(theta)",
-}
-_COMPONENT_KEYS = {
-    "name": "registry name or module:attr path",
-    "params": "mapping of parameters",
-    "label": "unique label",
-}
-# Mapping keys of the YAML that hold lists, and what their entries are.
-_PROBE_LISTS = {
-    "kernels": "GP kernel names",
-    "estimators": "estimator names",
-    "mc_samples": "integers >= 2",
-    "state_iterations": "integers >= 0",
-}
+
+# ----------------------------------------------------------------------------------------------
+# Field types: each rule once, with the message that states it
+
+
+def _check_label(value: Any) -> str:
+    # Before pydantic's type check: the message states the whole rule, whatever the value's type.
+    if not isinstance(value, str) or not _LABEL_RE.fullmatch(value) or ID_SEPARATOR in value:
+        raise ConfigError("", f"must be {_LABEL_CHARS}, but got {show_value(value)}.")
+    return value
+
+
+def _check_distinct(seeds: tuple[int, ...]) -> tuple[int, ...]:
+    seen: set[int] = set()
+    for seed in seeds:
+        if seed in seen:
+            raise ConfigError("", f"seeds must be distinct, but {seed} is given twice.")
+        seen.add(seed)
+    return seeds
+
+
+def _seed_count(value: Any) -> Any:
+    """YAML ``seeds: n``: the seeds ``0..n-1``."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CELLS:
+        raise ConfigError(
+            "",
+            f"must be an integer in 1..{MAX_CELLS} (seeds 0..n-1) or a list of integers, "
+            f"but got {show_value(value)}.",
+        )
+    return list(range(value))
+
+
+def _one_kernel(value: Any) -> Any:
+    """YAML ``kernels: rbf-iso``: one kernel without brackets."""
+    return [value] if isinstance(value, str) else value
+
+
+def _check_estimator(name: str) -> str:
+    names.parse_estimator(name, field="")
+    return name
+
+
+def _check_laplace(mode: str) -> str:
+    if mode not in names.LAPLACE_MODES:
+        raise UnknownNameError("laplace mode", mode, names.LAPLACE_MODES, "")
+    return mode
+
+
+#: A suite name or a label: a safe file-name component (:data:`_LABEL_RE`, the whole string).
+Label = Annotated[str, BeforeValidator(_check_label)]
+#: A device spec; checked before the type too, as a label is.
+Device = Annotated[str, BeforeValidator(partial(names.check_device, field=""))]
+#: A seed (stored as int64).
+Seed = Annotated[int, Interval(ge=0, le=MAX_SEED)]
+#: Distinct seeds; in YAML also a count ``n`` (seeds ``0..n-1``).
+Seeds = Annotated[
+    tuple[Seed, ...],
+    MinLen(1),
+    MaxLen(MAX_CELLS),
+    AfterValidator(_check_distinct),
+    Shorthand(_seed_count),
+]
+#: The size of a cell's initial design.
+InitialDesign = Annotated[
+    int,
+    Interval(ge=1, le=MAX_EVALUATIONS),
+    Field(description="size of the shared Sobol initial design"),
+]
+#: The BO iterations of a cell.
+Budget = Annotated[
+    int,
+    Interval(ge=0, le=MAX_EVALUATIONS),
+    Field(description="BO iterations after the initial design"),
+]
+#: The dtype of a cell's run.
+Dtype = Annotated[Literal["float64", "float32"], Field(description="torch dtype of the run")]
+DTYPES: tuple[str, ...] = get_args(get_args(Dtype)[0])
+#: Seconds of a time limit.
+Seconds = Annotated[float, Gt(0), Le(MAX_TIMEOUT_S), AllowInfNan(False), Unit("seconds")]
+#: A count of the probe (estimates, points, draws).
+ProbeCount = Annotated[int, Interval(ge=2, le=MAX_COUNT)]
+
+
+@section
+class ComponentSpec:
+    """A task or optimizer as named in a suite: registry name, parameters, unique label.
+
+    Its own fields are checked here; whether the registry knows the name and takes the parameters
+    is checked by the section that holds it (:class:`Suite`, :class:`ProbeSpec`), which knows the
+    registry.
+
+    Raises:
+        ConfigError: naming the field (``name``, ``params``, ``label``) and the bad value.
+    """
+
+    name: str = Field(min_length=1, description="a registry name or a module:attr import path")
+    params: Mapping[str, Any] = Field(default_factory=dict, description="the factory's parameters")
+    label: Label = Field(description=f"a label unique in its list ({_LABEL_CHARS})")
+
+    def config(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "params": dict(self.params)}
+
+
+def _component_form(value: Any) -> Any:
+    """The YAML forms of a component: a bare name; a mapping whose label defaults to the name (its
+    ``attr`` part for ``module:attr``) and whose empty ``params:`` is no parameters."""
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, dict) or "name" not in value:
+        return value
+    name = value["name"]
+    value = {"label": name.rsplit(":", 1)[-1] if isinstance(name, str) else name, **value}
+    if "params" in value and value["params"] is None:
+        value["params"] = {}
+    return value
+
+
+#: A component; in YAML also a bare name.
+Component = Annotated[ComponentSpec, Shorthand(_component_form)]
+_COMPONENTS = "names or {name, params, label} mappings"
+
+#: The optimizer that builds the probed BO states unless a probe section names another; the probe
+#: passes each probe kernel as its ``kernel`` parameter.
+DEFAULT_STATE_OPTIMIZER = ComponentSpec(
+    name="mc-ei", params={"theta_samples": 32}, label="probe-state"
+)
 
 
 # ----------------------------------------------------------------------------------------------
-# Checks shared by the dataclasses. Each raises ConfigError with the field relative to the object
-# being checked; load_suite prefixes the object's YAML path.
+# Rules over several fields
 
 
-def _check_int(value: Any, field: str, minimum: int, maximum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(field, f"must be an integer >= {minimum}, but got {show_value(value)}.")
-    if value < minimum:
-        raise ConfigError(field, f"must be >= {minimum}, but got {value}.")
-    if value > maximum:
-        raise ConfigError(field, f"must be <= {maximum}, but got {show_value(value)}.")
+def _registered(spec: ComponentSpec, field: str, registry: Registry) -> Entry:
+    """The registry entry of ``spec`` if ``registry`` takes its name and parameters (which imports
+    the factory's module)."""
+    try:
+        return registry.check_params(spec.name, spec.params)
+    except ConfigError as err:
+        raise within(field, err) from None
 
 
-def _check_tuple(value: Any, field: str, what: str) -> None:
-    if not isinstance(value, tuple):
-        raise ConfigError(field, f"must be a tuple of {what}, but got {show_value(value)}.")
-    if not value:
-        raise ConfigError(field, f"must not be empty; give at least one of the {what}.")
-
-
-def _check_ints(value: Any, field: str, minimum: int, maximum: int) -> None:
-    _check_tuple(value, field, f"integers >= {minimum}")
-    for i, v in enumerate(value):
-        _check_int(v, f"{field}[{i}]", minimum, maximum)
-
-
-def _check_seeds(value: Any, field: str) -> None:
-    _check_tuple(value, field, "integers >= 0")
-    if len(value) > MAX_CELLS:
-        raise ConfigError(field, f"must hold at most {MAX_CELLS} seeds, but got {len(value)}.")
-    _check_ints(value, field, 0, MAX_SEED)
-    if len(set(value)) != len(value):
-        repeated = next(v for i, v in enumerate(value) if v in value[:i])
-        raise ConfigError(field, f"seeds must be distinct, but {repeated} is given twice.")
-
-
-def _check_seconds(value: Any, field: str) -> None:
-    """None (no limit) or a number of seconds in ``(0, MAX_TIMEOUT_S]``."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        hint = ""
-        if isinstance(value, str) and _FLOAT_TEXT_RE.fullmatch(value.strip()):
-            hint = " (YAML reads an exponent without a '.' and a sign as text: write 1.0e+4)"
-        raise ConfigError(
-            field, f"must be a number of seconds > 0, but got {show_value(value)}{hint}."
-        )
-    if not 0 < value <= MAX_TIMEOUT_S:
-        raise ConfigError(
-            field, f"must be > 0 and <= {MAX_TIMEOUT_S:g} seconds, but got {show_value(value)}."
-        )
-
-
-def _check_label(value: Any, field: str) -> None:
-    """A name or label: a safe file-name component (:data:`_LABEL_RE`, the whole string)."""
-    if not isinstance(value, str) or not _LABEL_RE.fullmatch(value) or ID_SEPARATOR in value:
-        raise ConfigError(field, f"must be {_LABEL_CHARS}, but got {show_value(value)}.")
-
-
-def _within(prefix: str, err: ConfigError) -> ConfigError:
-    """``err`` (same type and attributes) with its field under ``prefix``."""
-    moved = copy.copy(err)
-    moved.field = f"{prefix}.{err.field}" if prefix else err.field
-    moved.args = (f"{moved.field}: {err.reason}",)
-    return moved
-
-
-def _check_components(specs: Any, field: str, registry: Registry) -> list[Entry]:
-    """A non-empty tuple of distinct-label :class:`ComponentSpec` whose names and params
-    ``registry`` accepts (which imports each factory's module); returns their entries.
-
-    Labels must differ ignoring case as well: they name result files, and ``A`` and ``a`` are one
-    file on a case-insensitive file system (macOS, Windows)."""
-    _check_tuple(specs, field, f"{registry.kind} specs (ComponentSpec)")
+def _check_components(
+    specs: tuple[ComponentSpec, ...], field: str, registry: Registry
+) -> list[Entry]:
+    """The entries of ``specs``, whose names and parameters ``registry`` takes and whose labels
+    differ, ignoring case too: they name result files, and ``A`` and ``a`` are one file on a
+    case-insensitive file system (macOS, Windows)."""
     entries = []
     for i, spec in enumerate(specs):
-        entries.append(_check_component(spec, f"{field}[{i}]", registry))
-        twin = next((s.label for s in specs[:i] if s.label.casefold() == spec.label.casefold()), None)
+        entries.append(_registered(spec, f"{field}[{i}]", registry))
+        twin = next(
+            (s.label for s in specs[:i] if s.label.casefold() == spec.label.casefold()), None
+        )
         if twin is not None:
             same = "is used twice" if twin == spec.label else f"differs from {twin!r} only in case"
             raise ConfigError(
@@ -222,80 +252,15 @@ def _check_observations(
             )
 
 
-def _check_component(spec: Any, field: str, registry: Registry) -> Entry:
-    """Check one :class:`ComponentSpec` against ``registry``; returns the registry entry."""
-    if not isinstance(spec, ComponentSpec):
-        raise ConfigError(field, f"must be a ComponentSpec, but got {show_value(spec)}.")
-    try:
-        return registry.check_params(spec.name, spec.params)
-    except ConfigError as err:
-        raise _within(field, err) from None
-
-
 # ----------------------------------------------------------------------------------------------
-# The frozen configuration
+# The sections
 
 
-@dataclass(frozen=True, kw_only=True)
-class ComponentSpec:
-    """A task or optimizer as named in a suite: registry name, parameters, unique label.
-
-    Its own fields are checked here; whether the registry knows the name and takes the parameters
-    is checked by the object that holds it (:class:`Suite`, :class:`ProbeSpec`), which knows the
-    registry.
-
-    Raises:
-        ConfigError: naming the field (``name``, ``params``, ``label``) and the bad value.
-    """
-
-    name: str
-    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    label: str
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ConfigError(
-                "name", f"must be a non-empty string, but got {show_value(self.name)}."
-            )
-        if not isinstance(self.params, Mapping) or not all(isinstance(k, str) for k in self.params):
-            raise ConfigError(
-                "params", f"must be a mapping with string keys, but got {show_value(self.params)}."
-            )
-        _check_label(self.label, "label")
-
-    def config(self) -> dict[str, Any]:
-        return {"name": self.name, "label": self.label, "params": dict(self.params)}
-
-
-#: The optimizer that builds the probed BO states unless a probe section names another; the probe
-#: passes each probe kernel as its ``kernel`` parameter.
-DEFAULT_STATE_OPTIMIZER = ComponentSpec(
-    name="mc-ei", params={"theta_samples": 32}, label="probe-state"
-)
-
-
-@dataclass(frozen=True, kw_only=True)
+@section
 class ProbeSpec:
-    """The probe section of a suite (see :mod:`orthobench.probe`).
-
-    Attributes:
-        tasks: The probed tasks.
-        kernels: GP kernels of the probed surrogates (:data:`orthobench.config.names.KERNELS`).
-        n_init: Size of the shared Sobol initial design of every state.
-        state_iterations: BO iterations (of ``state_optimizer``) after which a state is probed.
-        state_optimizer: The optimizer that builds the states; it must take a ``kernel``
-            parameter, which the probe sets to each of ``kernels``.
-        mc_samples: Budgets ``S`` of acquisition evaluations per estimate.
-        rebuilds: Independent estimates per budget, state and estimator.
-        n_probes: Probe points per state.
-        estimators: Estimator names (:func:`orthobench.config.names.parse_estimator`).
-        top_k: Size of the top set in the ranking metrics.
-        reference_samples: Draws behind each high-precision reference value.
-        seeds: Seeds of the states.
-        laplace: ``floored`` (default): the Laplace ``q(theta)`` of every optimizer, eigenvalues
-            floored; ``unfloored``: the raw Hessian where it is positive definite, the floor
-            only where it is not (for comparisons with the paper;
-            :data:`orthobench.config.names.LAPLACE_MODES`).
+    """The probe section of a suite (see :mod:`orthobench.probe`); each field's description says
+    what it is. The state optimizer must take a ``kernel`` parameter, which the probe sets to each
+    of ``kernels``; an estimator with ``@antithetic`` draws needs every ``mc_samples`` even.
 
     Raises:
         ConfigError: naming the field and the bad value (an
@@ -306,48 +271,64 @@ class ProbeSpec:
             to validate).
     """
 
-    tasks: tuple[ComponentSpec, ...]
-    kernels: tuple[str, ...] = ("matern52-ard",)
-    n_init: int = 32
-    state_iterations: tuple[int, ...] = (0,)
-    state_optimizer: ComponentSpec = DEFAULT_STATE_OPTIMIZER
-    mc_samples: tuple[int, ...] = (8, 32)
-    rebuilds: int = 16
-    n_probes: int = 64
-    estimators: tuple[str, ...] = ("mc", "orth")
-    top_k: int = 10
-    reference_samples: int = 4096
-    seeds: tuple[int, ...] = (0,)
-    laplace: str = "floored"
+    tasks: tuple[Component, ...] = Field(min_length=1, description=f"task {_COMPONENTS}")
+    kernels: Annotated[tuple[Kernel, ...], Shorthand(_one_kernel)] = Field(
+        ("matern52-ard",),
+        min_length=1,
+        description="GP kernel names",
+    )
+    n_init: Annotated[int, Interval(ge=2, le=MAX_EVALUATIONS)] = Field(
+        32, description="size of the shared Sobol initial design of every state"
+    )
+    state_iterations: tuple[Annotated[int, Interval(ge=0, le=MAX_EVALUATIONS)], ...] = Field(
+        (0,), min_length=1, description="BO iterations after which a state is probed"
+    )
+    state_optimizer: Component = Field(
+        DEFAULT_STATE_OPTIMIZER,
+        description="the optimizer that builds the states: a name or {name, params, label}",
+    )
+    mc_samples: tuple[ProbeCount, ...] = Field(
+        (8, 32), min_length=1, description="budgets S of acquisition evaluations per estimate"
+    )
+    rebuilds: ProbeCount = Field(
+        16, description="independent estimates per budget, state and estimator"
+    )
+    n_probes: ProbeCount = Field(64, description="probe points per state")
+    estimators: tuple[Annotated[str, AfterValidator(_check_estimator)], ...] = Field(
+        ("mc", "orth"),
+        min_length=1,
+        description="estimator names",
+    )
+    top_k: ProbeCount = Field(10, description="size of the top set in the ranking metrics")
+    reference_samples: ProbeCount = Field(
+        4096, description="draws behind each high-precision reference value"
+    )
+    seeds: Seeds = Field((0,), description="seeds of the states (a count n stands for 0..n-1)")
+    laplace: Annotated[str, AfterValidator(_check_laplace)] = Field(
+        "floored",
+        description="the Hessian of the Laplace q(theta): floored (eigenvalues floored, as "
+        "every optimizer's) or unfloored (the raw Hessian where it is positive definite, as "
+        "the paper's)",
+    )
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check_rules(self) -> ProbeSpec:
         _check_components(self.tasks, "tasks", TASKS)
-        _check_tuple(self.kernels, "kernels", "GP kernel names")
-        for i, kernel in enumerate(self.kernels):
-            names.check_kernel(kernel, field=f"kernels[{i}]")
-        _check_int(self.n_init, "n_init", 2, MAX_EVALUATIONS)
-        for key in ("rebuilds", "n_probes", "top_k", "reference_samples"):
-            _check_int(getattr(self, key), key, 2, MAX_COUNT)
-        _check_ints(self.state_iterations, "state_iterations", 0, MAX_EVALUATIONS)
-        _check_ints(self.mc_samples, "mc_samples", 2, MAX_COUNT)
-        _check_tuple(self.estimators, "estimators", "estimator names")
-        for i, name in enumerate(self.estimators):
-            if not isinstance(name, str):
-                raise ConfigError(
-                    f"estimators[{i}]", f"must be a string, but got {show_value(name)}."
-                )
-            names.parse_estimator(name, field=f"estimators[{i}]")
-        _check_seeds(self.seeds, "seeds")
-        if self.laplace not in names.LAPLACE_MODES:
-            raise UnknownNameError("laplace mode", self.laplace, names.LAPLACE_MODES, "laplace")
         self._check_state_optimizer()
+        odd = next((i for i, s in enumerate(self.mc_samples) if s % 2), None)
+        for name in self.estimators:
+            estimator = names.parse_estimator(name)
+            # Equal-weight antithetic draws come in pairs; a point set picks its own count.
+            if odd is not None and estimator.sampling == "antithetic" and not estimator.point_set:
+                raise ConfigError(
+                    f"mc_samples[{odd}]",
+                    f"must be even: estimator {name!r} draws antithetic pairs, but got "
+                    f"{self.mc_samples[odd]}.",
+                )
+        return self
 
     def _check_state_optimizer(self) -> None:
         spec = self.state_optimizer
-        if not isinstance(spec, ComponentSpec):
-            raise ConfigError(
-                "state_optimizer", f"must be a ComponentSpec, but got {show_value(spec)}."
-            )
         if "kernel" in spec.params:
             raise ConfigError(
                 "state_optimizer.params.kernel",
@@ -355,7 +336,7 @@ class ProbeSpec:
             )
         if spec == DEFAULT_STATE_OPTIMIZER:
             return
-        entry = _check_component(spec, "state_optimizer", OPTIMIZERS)
+        entry = _registered(spec, "state_optimizer", OPTIMIZERS)
         if "kernel" not in entry.params and not entry.accepts_any:
             raise ConfigError(
                 "state_optimizer.name",
@@ -365,7 +346,7 @@ class ProbeSpec:
         _check_observations(self.n_init, (spec,), [entry])
 
 
-@dataclass(frozen=True, kw_only=True)
+@section
 class Cell:
     """One (task, optimizer, seed) run: the unit of execution, storage and resume.
 
@@ -376,25 +357,13 @@ class Cell:
         ConfigError: naming the field and the bad value.
     """
 
-    suite: str
-    task: ComponentSpec
-    optimizer: ComponentSpec
-    seed: int
-    n_init: int
-    budget: int
-    dtype: str = "float64"
-
-    def __post_init__(self) -> None:
-        _check_label(self.suite, "suite")
-        for key in ("task", "optimizer"):
-            if not isinstance(getattr(self, key), ComponentSpec):
-                raise ConfigError(
-                    key, f"must be a ComponentSpec, but got {show_value(getattr(self, key))}."
-                )
-        _check_int(self.seed, "seed", 0, MAX_SEED)
-        _check_int(self.n_init, "n_init", 1, MAX_EVALUATIONS)
-        _check_int(self.budget, "budget", 0, MAX_EVALUATIONS)
-        _check_dtype(self.dtype)
+    suite: Label = Field(description="the suite's name")
+    task: ComponentSpec = Field(description="the task")
+    optimizer: ComponentSpec = Field(description="the optimizer")
+    seed: Seed = Field(description="the seed")
+    n_init: InitialDesign
+    budget: Budget
+    dtype: Dtype = "float64"
 
     @property
     def id(self) -> str:
@@ -415,57 +384,45 @@ class Cell:
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _check_dtype(dtype: Any) -> None:
-    if dtype not in DTYPES:
-        raise ConfigError("dtype", f"must be {' or '.join(DTYPES)}, but got {show_value(dtype)}.")
-
-
-@dataclass(frozen=True, kw_only=True)
+@section
 class Suite:
-    """A validated suite.
+    """A validated suite; each field's description says what it is.
 
     ``timeout_s`` and ``evaluation_timeout_s`` are execution settings, like the executor: they
     stay out of the :class:`Cell` (and so out of its configuration hash), and a limit changed
-    between runs does not make stored cells stale.
-
-    Attributes:
-        timeout_s: Seconds of wall-clock time a cell attempt may run (its whole run, evaluations
-            replayed from its journal included) before it is stopped and stored as failed; None:
-            no limit. ``orthobench run --cell-timeout`` overrides it.
-        evaluation_timeout_s: Seconds one evaluation may run before it is stopped and recorded
-            with ``status="timeout"`` (y NaN, not told to the optimizer), the cell going on; meant
-            for training tasks. None: no limit.
+    between runs does not make stored cells stale. ``orthobench run --cell-timeout`` overrides
+    ``timeout_s``; an evaluation past ``evaluation_timeout_s`` is recorded with
+    ``status="timeout"`` (y NaN, not told to the optimizer) and the cell goes on.
 
     Raises:
         ConfigError: naming the field and the bad value. Checking ``tasks`` and ``optimizers``
             against the registries imports their modules.
     """
 
-    name: str
-    description: str = ""
-    seeds: tuple[int, ...] = (0,)
-    n_init: int = 8
-    budget: int
-    device: str = "auto"
-    dtype: str = "float64"
-    tasks: tuple[ComponentSpec, ...]
-    optimizers: tuple[ComponentSpec, ...]
-    probe: ProbeSpec | None = None
-    timeout_s: float | None = None
-    evaluation_timeout_s: float | None = None
-    source: str = ""
+    name: Label = Field(description=f"the suite's name ({_LABEL_CHARS})")
+    description: str = Field("", description="free text")
+    seeds: Seeds = Field((0,), description="seeds (a count n stands for 0..n-1)")
+    n_init: InitialDesign = 8
+    budget: Budget
+    device: Device = Field("auto", description="auto, cpu, cuda or cuda:N")
+    dtype: Dtype = "float64"
+    tasks: tuple[Component, ...] = Field(min_length=1, description=f"task {_COMPONENTS}")
+    optimizers: tuple[Component, ...] = Field(min_length=1, description=f"optimizer {_COMPONENTS}")
+    probe: ProbeSpec | None = Field(None, description="probe settings")
+    timeout_s: Seconds | None = Field(
+        None,
+        description="seconds a cell attempt may run (its replayed evaluations included) before "
+        "it is stopped and stored as failed; none: no limit",
+    )
+    evaluation_timeout_s: Seconds | None = Field(
+        None,
+        description="seconds an evaluation may run before it is recorded as timed out; none: "
+        "no limit",
+    )
+    source: str = Field("", exclude=True, description="the file the suite was read from")
 
-    def __post_init__(self) -> None:
-        _check_label(self.name, "name")
-        if not isinstance(self.description, str):
-            raise ConfigError(
-                "description", f"must be a string, but got {show_value(self.description)}."
-            )
-        _check_seeds(self.seeds, "seeds")
-        _check_int(self.n_init, "n_init", 1, MAX_EVALUATIONS)
-        _check_int(self.budget, "budget", 0, MAX_EVALUATIONS)
-        names.check_device(self.device)
-        _check_dtype(self.dtype)
+    @model_validator(mode="after")
+    def _check_rules(self) -> Suite:
         _check_components(self.tasks, "tasks", TASKS)
         entries = _check_components(self.optimizers, "optimizers", OPTIMIZERS)
         _check_observations(self.n_init, self.optimizers, entries)
@@ -476,12 +433,7 @@ class Suite:
                 f"{len(self.tasks)} tasks x {len(self.optimizers)} optimizers x "
                 f"{len(self.seeds)} seeds make {n_cells} cells; a suite holds at most {MAX_CELLS}.",
             )
-        if self.probe is not None and not isinstance(self.probe, ProbeSpec):
-            raise ConfigError(
-                "probe", f"must be a ProbeSpec or None, but got {show_value(self.probe)}."
-            )
-        _check_seconds(self.timeout_s, "timeout_s")
-        _check_seconds(self.evaluation_timeout_s, "evaluation_timeout_s")
+        return self
 
     def cells(self) -> list[Cell]:
         """All cells, ordered task-major, then seed, then optimizer."""
@@ -505,130 +457,12 @@ class Suite:
 # YAML
 
 
-class _Validator:
-    """Turns parsed YAML into the dataclasses: mappings and their keys, YAML lists into tuples,
-    shorthands (a bare name for a component, an int for seeds). The dataclasses check the values;
-    every :class:`ConfigError` becomes a :class:`SuiteError` with the file and the YAML path."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-
-    def fail(self, path: str, message: str) -> SuiteError:
-        return SuiteError(self.file, path, message)
-
-    def build(self, cls: type, path: str, **kwargs: Any) -> Any:
-        """``cls(**kwargs)``, its :class:`ConfigError` turned into a :class:`SuiteError`."""
-        try:
-            return cls(**kwargs)
-        except ConfigError as err:
-            raise self.fail(_within(path, err).field, err.reason) from None
-
-    def mapping(self, value: Any, path: str, allowed: Mapping[str, str]) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(
-                path or "(top level)", f"must be a mapping, but got {show_value(value)}."
-            )
-        for key in value:
-            if key not in allowed:
-                raise self.fail(
-                    f"{path}.{key}" if path else str(key),
-                    f"unknown key; allowed keys: {', '.join(allowed)}.",
-                )
-        return value
-
-    def required(self, value: dict[str, Any], path: str, keys: Mapping[str, str]) -> None:
-        for key in keys:
-            if key not in value:
-                where = f"{path}.{key}" if path else key
-                raise self.fail(where, f"missing required field ({keys[key]}).")
-
-    def tuple_(self, value: Any, path: str, what: str) -> tuple[Any, ...]:
-        if not isinstance(value, list):
-            raise self.fail(
-                path, f"must be a non-empty list of {what}, but got {show_value(value)}."
-            )
-        return tuple(value)
-
-    def seeds(self, value: Any, path: str) -> tuple[Any, ...]:
-        if isinstance(value, list):
-            return tuple(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CELLS:
-            raise self.fail(
-                path,
-                f"must be an integer in 1..{MAX_CELLS} (seeds 0..n-1) or a list of integers, "
-                f"but got {show_value(value)}.",
-            )
-        return tuple(range(value))
-
-    def components(self, value: Any, path: str, kind: str) -> tuple[ComponentSpec, ...]:
-        items = self.tuple_(value, path, f"{kind} names or {{name, params, label}} mappings")
-        return tuple(self.component(v, f"{path}[{i}]", kind) for i, v in enumerate(items))
-
-    def component(self, value: Any, path: str, kind: str) -> ComponentSpec:
-        if isinstance(value, str):
-            value = {"name": value}
-        value = self.mapping(value, path, _COMPONENT_KEYS)
-        if "name" not in value:
-            raise self.fail(f"{path}.name", f"missing required field ({kind} name).")
-        name = value["name"]
-        default_label = name.rsplit(":", 1)[-1] if isinstance(name, str) else name
-        params = value.get("params")  # `params:` with nothing after it is no params
-        return self.build(
-            ComponentSpec,
-            path,
-            name=name,
-            params={} if params is None else params,
-            label=value.get("label", default_label),
-        )
-
-    def probe(self, value: Any, path: str) -> ProbeSpec:
-        value = self.mapping(value, path, _PROBE_KEYS)
-        self.required(value, path, {"tasks": _PROBE_KEYS["tasks"]})
-        kwargs: dict[str, Any] = {"tasks": self.components(value["tasks"], f"{path}.tasks", "task")}
-        if isinstance(value.get("kernels"), str):  # one kernel without brackets
-            value = {**value, "kernels": [value["kernels"]]}
-        for key, what in _PROBE_LISTS.items():
-            if key in value:
-                kwargs[key] = self.tuple_(value[key], f"{path}.{key}", what)
-        for key in ("n_init", "rebuilds", "n_probes", "top_k", "reference_samples", "laplace"):
-            if key in value:
-                kwargs[key] = value[key]
-        if "state_optimizer" in value:
-            kwargs["state_optimizer"] = self.component(
-                value["state_optimizer"], f"{path}.state_optimizer", "optimizer"
-            )
-        if "seeds" in value:
-            kwargs["seeds"] = self.seeds(value["seeds"], f"{path}.seeds")
-        return self.build(ProbeSpec, path, **kwargs)
-
-
 def parse_suite(data: Any, file: str = "<suite>") -> Suite:
     """Validate an already-parsed suite mapping; see :func:`load_suite`."""
-    v = _Validator(file)
-    data = v.mapping(data, "", _TOP_LEVEL)
-    v.required(data, "", {key: _TOP_LEVEL[key] for key in _REQUIRED})
-    kwargs: dict[str, Any] = {
-        "tasks": v.components(data["tasks"], "tasks", "task"),
-        "optimizers": v.components(data["optimizers"], "optimizers", "optimizer"),
-        "source": file,
-    }
-    for key in (
-        "name",
-        "budget",
-        "description",
-        "n_init",
-        "device",
-        "dtype",
-        "timeout_s",
-        "evaluation_timeout_s",
-    ):
-        if key in data:
-            kwargs[key] = data[key]
-    if "seeds" in data:
-        kwargs["seeds"] = v.seeds(data["seeds"], "seeds")
-    if data.get("probe") is not None:
-        kwargs["probe"] = v.probe(data["probe"], "probe")
-    return v.build(Suite, "", **kwargs)
+    try:
+        return from_yaml(Suite, data, source=file)
+    except ConfigError as err:
+        raise SuiteError(file, err.field, err.reason) from None
 
 
 def load_suite(path: str | Path) -> Suite:

@@ -557,3 +557,31 @@ def test_probe_yaml_lists_become_tuples_and_one_kernel_needs_no_brackets(write_s
     ).probe
     assert probe.kernels == ("rbf-iso",) and probe.mc_samples == (8,)
     assert probe.estimators == ("sr3+rb", "qlogei") and probe.seeds == (0, 1)
+
+
+def test_probe_estimator_with_antithetic_draws_needs_even_budgets(write_suite):
+    path = write_suite(PROBE + "  estimators: [mc, orth+rb@antithetic]\n  mc_samples: [8, 33]\n")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    assert str(info.value) == (
+        f"{path}: probe.mc_samples[1]: must be even: estimator 'orth+rb@antithetic' draws "
+        "antithetic pairs, but got 33."
+    )
+    # The antithetic point set picks its own even count within the budget.
+    load_suite(write_suite(PROBE + "  estimators: [antithetic]\n  mc_samples: [33]\n"))
+
+
+def test_the_keys_a_suite_file_may_hold_are_the_suite_fields_it_does_not_set_itself(write_suite):
+    from dataclasses import fields
+
+    keys = [f.name for f in fields(Suite) if f.name != "source"]
+    for text, where in (
+        (GOOD + "source: x.yaml\n", "source"),
+        (PROBE + "  bogus: 1\n", "probe.bogus"),
+    ):
+        with pytest.raises(SuiteError) as info:
+            load_suite(write_suite(text))
+        assert info.value.field == where and info.value.reason.startswith("unknown key")
+    assert f"allowed keys: {', '.join(f.name for f in fields(ProbeSpec))}." in info.value.reason
+    with pytest.raises(SuiteError, match=f"allowed keys: {', '.join(keys)}[.]"):
+        load_suite(write_suite(GOOD + "bugdet: 2\n"))
