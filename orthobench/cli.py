@@ -226,6 +226,7 @@ def run(
             force=force,
             show_progress=not quiet,
             scheduler=scheduler,
+            scheduler_timeout=scheduler_timeout,
             threads_per_cell=threads_per_cell,
             cell_timeout=cell_timeout,
             evaluation_timeout=suite.evaluation_timeout_s,

@@ -38,7 +38,9 @@ What ends a cell, and what ends the run:
   the cells finished so far; pool workers are killed.
 - Pool workers watch the runner: when it dies (``kill -9``), they exit within a second.
 - Each pool worker leads its own process group, which the processes a task starts join: a worker
-  stopped at the cell timeout, one that dies and one that the runner closes take them along.
+  stopped at the cell timeout, one that dies and one that the runner closes take them along. A
+  worker stopped or closed also takes its descendants that left the group (``setsid``). On Dask,
+  a cell past the cell timeout has its worker's descendants killed, then the worker restarted.
 - Inline, a task that ends the process itself (``os._exit``, which skips ``finally`` and
   ``atexit``) ends the run too, with the task's exit status, 0 included: inline mode trusts tasks
   not to do that. The cell it ran stays named in the results directory's
@@ -76,7 +78,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, describe_error
-from orthobench.loop import ProgressCallback, check_buildable, run_cell
+from orthobench.loop import ProgressCallback, _kill_descendants, check_buildable, run_cell
 from orthobench.progress import Progress
 from orthobench.results import (
     EvaluationJournal,
@@ -236,6 +238,7 @@ def run_suite(
     force: bool = False,
     show_progress: bool = True,
     scheduler: str | None = None,
+    scheduler_timeout: float | None = None,
     threads_per_cell: int = 1,
     cell_timeout: float | None = None,
     evaluation_timeout: float | None = None,
@@ -247,6 +250,8 @@ def run_suite(
             ``dask`` (the Dask cluster at ``scheduler``, else a ``LocalCluster`` of ``workers``).
         workers: Processes of the pool or the ``LocalCluster``.
         scheduler: Address of an existing Dask scheduler (``dask`` only).
+        scheduler_timeout: Seconds to wait for ``scheduler`` to answer (None: Dask's connect
+            timeout); give the one :func:`check_scheduler` was given.
         threads_per_cell: Torch threads while a cell runs, in every executor (recorded in the
             cell's metadata). A warning says when ``workers x threads_per_cell`` exceeds the cores.
         cell_timeout: Seconds after which a running cell is stopped and stored as failed (None:
@@ -289,6 +294,7 @@ def run_suite(
                 force=force,
                 show_progress=show_progress,
                 scheduler=scheduler,
+                scheduler_timeout=scheduler_timeout,
                 threads_per_cell=threads_per_cell,
                 cell_timeout=cell_timeout,
                 evaluation_timeout=evaluation_timeout,
@@ -312,6 +318,7 @@ def _run_cells(
     force: bool,
     show_progress: bool,
     scheduler: str | None,
+    scheduler_timeout: float | None,
     threads_per_cell: int,
     cell_timeout: float | None,
     evaluation_timeout: float | None,
@@ -385,7 +392,9 @@ def _run_cells(
 
     try:
         if executor == "dask":
-            _run_dask(jobs, device, workers, scheduler, cell_timeout, progress, finish)
+            _run_dask(
+                jobs, device, workers, scheduler, scheduler_timeout, cell_timeout, progress, finish
+            )
         elif executor == "process" or cell_timeout is not None:
             _run_pool(jobs, parallel, cell_timeout, progress, finish)
         else:
@@ -453,12 +462,22 @@ def _fail_unfinished(store: ResultStore) -> None:
 # Process pool
 
 
+def _kill_tree(leader: int) -> None:
+    """SIGKILL process ``leader``'s descendants, those that left its process group (``setsid``)
+    included, then the group it leads: ``leader`` itself and the group's processes whose parent
+    ended, which no walk from ``leader`` finds. Descendants first: once ``leader`` is dead, its
+    children are reparented out of reach."""
+    _kill_descendants(leader)  # without /proc (not Linux), the group alone
+    with contextlib.suppress(ProcessLookupError):  # none left, or the worker never started
+        os.killpg(leader, signal.SIGKILL)
+
+
 def _exit_with_parent(parent: int) -> None:
-    """End this worker's process group (the worker and what its cells started) once ``parent``
-    is no longer its parent (it died; we were reparented)."""
+    """End this worker and what its cells started (:func:`_kill_tree`) once ``parent`` is no
+    longer its parent (it died; we were reparented)."""
     while os.getppid() == parent:
         time.sleep(_PARENT_POLL_S)
-    os.killpg(0, signal.SIGKILL)
+    _kill_tree(os.getpid())
 
 
 def _worker_main(conn: Connection, parent: int) -> None:
@@ -466,7 +485,8 @@ def _worker_main(conn: Connection, parent: int) -> None:
 
     Ends when the runner sends None, closes its end of the pipe, or dies. The worker leads its
     own session and process group, which the processes its cells start join, so the runner can
-    end them with it (:meth:`_Worker.kill_group`).
+    end them with it (:meth:`_Worker.kill_group`; those that leave the group are found as the
+    worker's descendants).
     """
     os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner handles Ctrl-C and ends its workers
@@ -536,11 +556,10 @@ class _Worker:
         return _Result(None, reason, reason + "\n", self.seconds())
 
     def kill_group(self) -> None:
-        """Kill the worker's process group: the worker, if it still runs, and the processes its
-        cells started (a task's ``sleep``, its data loaders), which would outlive it otherwise.
-        Processes that left the group (a daemon that called ``setsid``) are not reached."""
-        with contextlib.suppress(ProcessLookupError):  # none left, or the worker never started
-            os.killpg(self.process.pid, signal.SIGKILL)
+        """Kill the worker, if it still runs, and the processes its cells started (a task's
+        ``sleep``, its data loaders), which would outlive it otherwise (:func:`_kill_tree`): its
+        process group, and while it lives its descendants outside the group (``setsid``)."""
+        _kill_tree(self.process.pid)
 
     def stop(self) -> None:
         """Kill the process and its group at once (its cell is abandoned; its journal keeps what
@@ -553,6 +572,8 @@ class _Worker:
     def close(self, grace: float = 10.0) -> None:
         """Ask the idle worker to exit; kill it if it has not after ``grace`` seconds. What its
         cells started and left running is killed either way."""
+        # First, while the worker lives: its descendants outside its group are found through it.
+        _kill_descendants(self.process.pid)
         with contextlib.suppress(OSError):
             self.conn.send(None)
         self.process.join(grace)
@@ -649,18 +670,33 @@ def _scheduler_host_port(address: str) -> tuple[str, str, int]:
     return scheme, host, int(port)
 
 
-def _connect(scheduler: str):  # noqa: ANN202 -- a distributed.Client
-    """A Dask client of the scheduler at ``scheduler`` (checked by :func:`check_scheduler`), or
-    one line saying why there is none."""
-    from dask.distributed import Client
+def _unanswered(address: str, timeout: float, err: BaseException) -> OrthobenchError:
+    """The one line for a Dask scheduler that did not answer at ``address`` within ``timeout``
+    seconds, ``err`` saying how."""
+    reason = describe_error(err) if str(err) else "no answer"  # asyncio's timeout has no text
+    return OrthobenchError(
+        f"no Dask scheduler answered at {address} within {timeout:g} s ({reason}); start it, or "
+        "check --scheduler."
+    )
 
+
+def _connect(scheduler: str, timeout: float | None):  # noqa: ANN202 -- a distributed.Client
+    """A Dask client of the scheduler at ``scheduler`` (checked by :func:`check_scheduler`), or
+    one line saying why there is none after ``timeout`` seconds (None: Dask's connect timeout).
+
+    The timeout the check was given, so a scheduler gone since the check fails as fast, with the
+    same line, as one the check found missing: not after Dask's 30 s.
+    """
+    import dask
+    from dask.distributed import Client
+    from dask.utils import parse_timedelta
+
+    if timeout is None:
+        timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
     try:
-        return Client(scheduler)
+        return Client(scheduler, timeout=timeout)
     except (OSError, TimeoutError) as err:
-        raise OrthobenchError(
-            f"no Dask scheduler answered at {scheduler} ({describe_error(err)}); start it, or "
-            "check --scheduler."
-        ) from None
+        raise _unanswered(scheduler, timeout, err) from None
 
 
 async def _server_type(address: str, timeout: float) -> str:
@@ -712,10 +748,7 @@ def check_scheduler(address: str, timeout: float) -> None:
     try:
         found = asyncio.run(asyncio.wait_for(_server_type(address, timeout), timeout))
     except (OSError, asyncio.TimeoutError) as err:
-        reason = describe_error(err) if str(err) else "no answer"
-        raise OrthobenchError(
-            f"no Dask scheduler answered at {address} within {timeout:g} s ({reason}); {fix}"
-        ) from None
+        raise _unanswered(address, timeout, err) from None
     if found != "Scheduler":
         raise OrthobenchError(
             f"a Dask {found} answers at {address}, not a scheduler; give the scheduler's address "
@@ -740,6 +773,7 @@ def _run_dask(
     device: torch.device,
     workers: int,
     scheduler: str | None,
+    scheduler_timeout: float | None,
     timeout: float | None,
     progress: Progress,
     finish: Callable[[Cell, _Result], None],
@@ -754,8 +788,9 @@ def _run_dask(
     workers with ``--resources GPU=1`` (per GPU).
 
     With a ``timeout``, a cell's clock starts when the scheduler first reports it processing on a
-    worker (polled each second); an expired cell is cancelled and its worker restarted (which
-    needs a nanny: a worker started with ``--no-nanny`` keeps running it, with a warning).
+    worker (polled each second); an expired cell is cancelled, the processes its worker started
+    are killed and the worker is restarted (:func:`_expired`; this needs a nanny: a worker started
+    with ``--no-nanny`` keeps running the cell and its processes, with a warning).
     """
     try:
         import dask
@@ -774,8 +809,11 @@ def _run_dask(
                 processes=True,
                 resources=resources,
                 dashboard_address=None,
+                # A cell's timeout clock starts at submission: workers import the loop (torch,
+                # BoTorch: seconds) when they start, not inside the first cell's time.
+                preload=["orthobench.loop"],
             )
-    client = _connect(scheduler) if scheduler is not None else Client(cluster)
+    client = _connect(scheduler, scheduler_timeout) if scheduler is not None else Client(cluster)
     try:
         queue = deque(jobs)
         futures: dict[Any, Cell] = {}  # distributed.Future -> its cell
@@ -829,13 +867,39 @@ def _expired(client, pending: set, started: dict[str, float], timeout: float) ->
     expired = [by_key[k] for k, t in started.items() if k in where and now - t >= timeout]
     for future in expired:
         future.cancel()
+        address = where[future.key]
         try:
-            client.restart_workers([where[future.key]])
+            # The restart ends the worker process only: its children would outlive it, out of
+            # reach once reparented. So they are killed first, from here and in this order, not
+            # by a timer in the task: the task's clock starts later (its worker may still be
+            # importing orthobench) and the restart could beat it. The nanny kills them: it
+            # answers while the cell holds the worker's interpreter. A worker without a nanny
+            # cannot be restarted either, which the restart's error says.
+            found = client.run(_kill_worker_descendants, workers=[address], nanny=True)
+            client.restart_workers([address])
         except Exception as err:  # noqa: BLE001 -- the cell is failed either way; say what still runs
             warnings.warn(
-                f"cell {future.key} timed out, but its Dask worker {where[future.key]} could not be "
-                f"restarted ({describe_error(err)}); it keeps running the cell.",
+                f"cell {future.key} timed out, but its Dask worker {address} could not be "
+                f"restarted ({describe_error(err)}); it keeps running the cell and the processes "
+                "it started.",
+                OrthobenchWarning,
+                stacklevel=2,
+            )
+            continue
+        if found.get(address) is False:
+            warnings.warn(
+                f"cell {future.key} timed out and its Dask worker {address} was restarted, but "
+                "the processes the cell started are not stopped: there is no /proc on its host "
+                "to find them in.",
                 OrthobenchWarning,
                 stacklevel=2,
             )
     return expired
+
+
+def _kill_worker_descendants(dask_worker) -> bool:  # noqa: ANN001 -- a distributed.Nanny
+    """Run on a Dask worker's nanny (``Client.run(nanny=True)``): SIGKILL the descendants of its
+    worker process, what the worker's cells started (:func:`orthobench.loop._kill_descendants`).
+    False where there is no ``/proc`` to find them in."""
+    pid = dask_worker.pid  # None while no worker process runs: then nothing to kill, not our own
+    return pid is None or _kill_descendants(pid)

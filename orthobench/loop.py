@@ -9,9 +9,9 @@ Seeds (all from :func:`orthobench.seeding.derive_seed`):
 
 An evaluation may be given a time limit (:func:`evaluation_deadline`): one that runs longer is
 stopped, the processes it started are killed, it is recorded with ``status="timeout"``, and the
-cell goes on. The SIGINT and SIGTERM
-handlers a task or optimizer changes while it is built or evaluates are put back afterwards, so
-the runner's Ctrl-C keeps working (:func:`_runner_signals_kept`).
+cell goes on. The SIGINT and SIGTERM handlers a task or optimizer changes while it is built,
+evaluates, asks or is told are put back afterwards, so the runner's Ctrl-C keeps working
+(:func:`_runner_signals_kept`).
 
 The loop never knows how it is executed (inline, process pool, cluster).
 """
@@ -243,13 +243,15 @@ def evaluation_deadline(seconds: float | None, what: str = "evaluation") -> Iter
         signal.signal(signal.SIGALRM, previous)
 
 
-def _descendants() -> set[int] | None:
-    """The PIDs of this process's children, theirs, and so on, from Linux's
-    ``/proc/<pid>/task/<tid>/children``; None where there is no ``/proc`` (another OS)."""
-    if not Path(f"/proc/{os.getpid()}/task").is_dir():
+def _descendants(root: int | None = None) -> set[int] | None:
+    """The PIDs of process ``root``'s (default: this process's) children, theirs, and so on, from
+    Linux's ``/proc/<pid>/task/<tid>/children``, those that left its process group (``setsid``)
+    included; None where there is no ``/proc`` (another OS). A process whose parent has ended is
+    not found: it was reparented to init."""
+    if not Path("/proc/self/task").is_dir():
         return None
     found: set[int] = set()
-    parents = [os.getpid()]
+    parents = [os.getpid() if root is None else root]
     while parents:
         for listing in Path(f"/proc/{parents.pop()}/task").glob("*/children"):
             with contextlib.suppress(OSError):  # the thread or the process ended meanwhile
@@ -259,22 +261,17 @@ def _descendants() -> set[int] | None:
     return found
 
 
-def _kill_started_since(before: set[int] | None) -> None:
-    """SIGKILL the processes this one started (and theirs) that are not in ``before`` (from
-    :func:`_descendants`): what a timed-out evaluation left running. Without ``/proc`` none are
-    found, with an :class:`~orthobench.exceptions.OrthobenchWarning`."""
-    now = _descendants()
-    if before is None or now is None:
-        warnings.warn(
-            "the processes a timed-out evaluation started are not stopped here: there is no "
-            "/proc to find them in.",
-            OrthobenchWarning,
-            stacklevel=3,
-        )
-        return
-    for pid in now - before:
+def _kill_descendants(root: int | None = None, spare: set[int] | None = None) -> bool:
+    """SIGKILL process ``root``'s (default: this process's) descendants (:func:`_descendants`)
+    but those in ``spare``: what a timed-out evaluation or cell left running. False where there
+    is no ``/proc`` to find them in (none are killed)."""
+    found = _descendants(root)
+    if found is None:
+        return False
+    for pid in found - (spare or set()):
         with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
             os.kill(pid, signal.SIGKILL)
+    return True
 
 
 def _nonfinite_as_null(value: Any) -> Any:
@@ -319,6 +316,13 @@ def run_cell(
         task = make_task(cell)
         space = task.space
         optimizer = make_optimizer(cell, space.dim, device)
+    # The optimizer is plugin code too: the handlers it changes while it asks, is told or
+    # (re)stores its state are put back after each call (a contextmanager also decorates, with
+    # a fresh one per call).
+    ask, tell, load_state_dict, state_dict = map(
+        _runner_signals_kept(),
+        (optimizer.ask, optimizer.tell, optimizer.load_state_dict, optimizer.state_dict),
+    )
     stored = journal.read() if journal is not None else []
     records: list[RunRecord] = []
     best_y = math.inf
@@ -349,7 +353,13 @@ def run_cell(
                 evaluation = task.evaluate(x, seed=eval_seed, device=device)
         except _EvaluationTimeout:
             timed_out = True
-            _kill_started_since(children)
+            if not _kill_descendants(spare=children):
+                warnings.warn(
+                    "the processes a timed-out evaluation started are not stopped here: there is "
+                    "no /proc to find them in.",
+                    OrthobenchWarning,
+                    stacklevel=2,
+                )
         eval_seconds = time.perf_counter() - t0
         if timed_out:
             status, y, y_true, is_outlier, extra = "timeout", math.nan, None, False, {}
@@ -408,18 +418,18 @@ def run_cell(
             seed = derive_seed(cell.seed, "eval-init", cell.task.label, i)
             keep(evaluate(u[None, :], i, "init", seed, {}), None, replayed=False)
     if (history := told(records)) is not None:
-        optimizer.tell(*history)
+        tell(*history)
 
     replay = stored[cell.n_init : cell.n_init + cell.budget]
     if replay:
         for record, _ in replay:
             keep(record, None, replayed=True)
         if (history := told([r for r, _ in replay])) is not None:
-            optimizer.tell(*history)
-        optimizer.load_state_dict(replay[-1][1])
+            tell(*history)
+        load_state_dict(replay[-1][1])
 
     for iteration in range(cell.n_init + len(replay), cell.n_init + cell.budget):
-        suggestion = optimizer.ask(1)
+        suggestion = ask(1)
         info = dict(suggestion.info)
         step = {
             "fit_seconds": suggestion.fit_seconds,
@@ -430,6 +440,6 @@ def run_cell(
         eval_seed = derive_seed(cell.seed, "eval", cell.task.label, cell.optimizer.label, iteration)
         record = evaluate(suggestion.x[:1], iteration, "bo", eval_seed, step)
         if (history := told([record])) is not None:
-            optimizer.tell(*history)
-        keep(record, optimizer.state_dict(), replayed=False)
+            tell(*history)
+        keep(record, state_dict(), replayed=False)
     return records

@@ -1,20 +1,27 @@
 """The command line under faults of its surroundings: foreign files in a results directory, a task
-that changes the working directory, too many workers, cells the suite no longer has, and file
-system errors of the runner itself (a full disk, a device as the report, a path too long)."""
+that changes the working directory, too many workers, cells the suite no longer has, a Dask
+scheduler gone after its check, and file system errors of the runner itself (a full disk, a
+device as the report, a path too long)."""
 
 from __future__ import annotations
 
 import errno
 import re
+import socket
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 from click.testing import CliRunner
 
 from orthobench import execution
 from orthobench.cli import cli
+from orthobench.exceptions import OrthobenchError
+from orthobench.results import ResultStore
+from orthobench.suite import load_suite
 
 from .test_cli import SPHERE_SUITE, digest
 
@@ -188,6 +195,40 @@ def test_the_report_of_run_shows_only_the_suites_cells_and_report_shows_every_st
     everything = invoke("report", str(out), "-o", str(tmp_path / "all.html"))
     assert everything.exit_code == 0, everything.output
     assert "dropped-later" in (tmp_path / "all.html").read_text()
+
+
+# ----------------------------------------------------------------------------------------------
+# A Dask scheduler gone after its check
+
+
+def test_a_scheduler_gone_after_its_check_stops_the_run_as_fast_and_as_the_check_would(
+    write_suite, tmp_path
+):
+    """`run --scheduler` checks the scheduler, then connects to it: the connection waited Dask's
+    30 s, not the checked timeout, and said it in other words."""
+    pytest.importorskip("dask.distributed")
+    with socket.socket() as probe:  # a port nothing listens on: the scheduler has gone
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    suite = write_suite(
+        "name: t\nseeds: 1\nn_init: 1\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n"
+    )
+    start = time.perf_counter()
+    with pytest.raises(OrthobenchError) as err:
+        execution.run_suite(
+            load_suite(suite),
+            ResultStore(tmp_path / "out"),
+            device=torch.device("cpu"),
+            executor="dask",
+            scheduler=address,
+            scheduler_timeout=1.0,
+            show_progress=False,
+        )
+    seconds = time.perf_counter() - start
+    assert 1 <= seconds < 5, seconds
+    message = str(err.value)
+    assert message.startswith(f"no Dask scheduler answered at {address} within 1 s (")
+    assert message.endswith("); start it, or check --scheduler.") and "\n" not in message
 
 
 # ----------------------------------------------------------------------------------------------

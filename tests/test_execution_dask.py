@@ -170,7 +170,8 @@ def test_a_scheduler_that_is_not_there_is_one_line_at_once_and_creates_no_folder
     (line,) = result.output.splitlines()
     assert line.startswith("orthobench: error: ") and line.endswith(why), line
     assert address in line
-    assert seconds < 5, seconds
+    # Far below Dask's 30 s connect timeout, with room for importing distributed on a busy machine.
+    assert seconds < 15, seconds
     assert not out.exists()
 
 

@@ -1,6 +1,7 @@
 """Faults of plugin code while cells run: errors that cannot be printed, evaluations of the wrong
-type, signal handlers changed by a task, constructors that fail, hang or exit, processes that end
-the run inline, and child processes that outlive a timeout."""
+type, signal handlers changed by a task or an optimizer, constructors that fail, hang or exit,
+processes that end the run inline, and child processes that outlive a timeout (on every executor,
+those that left their process group included)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import torch
 from orthobench import execution
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, describe_error
 from orthobench.loop import check_buildable, run_cell
+from orthobench.optimizers.sobol import SobolSearch
 from orthobench.registry import task_factory
 from orthobench.results import ResultStore, load_runs, resolved_hash
 from orthobench.space import SearchSpace
@@ -92,6 +94,26 @@ class IgnoresSignals(Sphere):
         return super().evaluate(x, seed=seed, device=device)
 
 
+class IgnoresSignalsWhenAsked(SobolSearch):
+    """Ignores SIGINT and SIGTERM whenever it asks or is told; logs the SIGINT handler each of
+    these calls finds."""
+
+    handlers: list = []
+
+    def _ignore_signals(self) -> None:
+        IgnoresSignalsWhenAsked.handlers.append(signal.getsignal(signal.SIGINT))
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def ask(self, n: int = 1):
+        self._ignore_signals()
+        return super().ask(n)
+
+    def tell(self, x, y) -> None:
+        self._ignore_signals()
+        super().tell(x, y)
+
+
 class RaisesInInit(Sphere):
     def __init__(self, error: str = "runtime") -> None:
         if error == "runtime":
@@ -111,11 +133,18 @@ def returns_a_number() -> int:
     return 42
 
 
-def cell(task: str, params: dict | None = None, n_init: int = 3, budget: int = 2) -> Cell:
+def cell(
+    task: str,
+    params: dict | None = None,
+    n_init: int = 3,
+    budget: int = 2,
+    optimizer: str = "sobol",
+) -> Cell:
+    """A cell of this module's ``task``; ``optimizer`` a built-in name or an import path."""
     return Cell(
         suite="faults",
         task=ComponentSpec(name=f"{__name__}:{task}", params=params or {}, label="t"),
-        optimizer=ComponentSpec(name="sobol", params={}, label="sobol"),
+        optimizer=ComponentSpec(name=optimizer, params={}, label="opt"),
         seed=0,
         n_init=n_init,
         budget=budget,
@@ -156,6 +185,15 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def all_dead(pids: list[int], within: float = 5.0) -> bool:
+    """Whether every process of ``pids`` is dead within ``within`` seconds (a kill is not
+    instant)."""
+    deadline = time.monotonic() + within
+    while any(map(alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(map(alive, pids))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,25 +262,49 @@ def test_non_finite_floats_in_info_are_stored_as_null_in_standard_json() -> None
 # Signal handlers
 
 
-def test_the_runners_signal_handlers_are_put_back_after_a_task_changes_them() -> None:
-    def runner_handler(signum, frame) -> None:  # noqa: ANN001 -- signal handler signature
+@pytest.fixture
+def runner_handler():
+    """A SIGINT handler of the runner's, installed for the test; SIGINT's and SIGTERM's handlers
+    are put back after it."""
+
+    def handler(signum, frame) -> None:  # noqa: ANN001 -- signal handler signature
         raise KeyboardInterrupt
 
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    IgnoresSignals.handlers.clear()
-    signal.signal(signal.SIGINT, runner_handler)
+    signal.signal(signal.SIGINT, handler)
     try:
-        check_buildable([cell("IgnoresSignals")])
-        assert signal.getsignal(signal.SIGINT) is runner_handler
-        run_cell(cell("IgnoresSignals"))
-        # Each evaluation found the runner's handler, though the constructor and every
-        # evaluation before it set SIG_IGN.
-        assert IgnoresSignals.handlers == [runner_handler] * 5
-        assert signal.getsignal(signal.SIGINT) is runner_handler
-        assert signal.getsignal(signal.SIGTERM) is before[signal.SIGTERM]
+        yield handler
     finally:
-        for signum, handler in before.items():
-            signal.signal(signum, handler)
+        for signum, previous in before.items():
+            signal.signal(signum, previous)
+
+
+def test_the_runners_signal_handlers_are_put_back_after_a_task_changes_them(
+    runner_handler,
+) -> None:
+    sigterm = signal.getsignal(signal.SIGTERM)
+    IgnoresSignals.handlers.clear()
+    check_buildable([cell("IgnoresSignals")])
+    assert signal.getsignal(signal.SIGINT) is runner_handler
+    run_cell(cell("IgnoresSignals"))
+    # Each evaluation found the runner's handler, though the constructor and every evaluation
+    # before it set SIG_IGN.
+    assert IgnoresSignals.handlers == [runner_handler] * 5
+    assert signal.getsignal(signal.SIGINT) is runner_handler
+    assert signal.getsignal(signal.SIGTERM) is sigterm
+
+
+def test_the_runners_signal_handlers_are_put_back_after_an_optimizer_changes_them(
+    runner_handler,
+) -> None:
+    sigterm = signal.getsignal(signal.SIGTERM)
+    IgnoresSignalsWhenAsked.handlers.clear()
+    run_cell(cell("Sphere", optimizer=f"{__name__}:IgnoresSignalsWhenAsked"))
+    # The tell of the initial design, then ask and tell at each of the two BO steps: each found
+    # the runner's handler, though every call before it set SIG_IGN.
+    assert IgnoresSignalsWhenAsked.handlers == [runner_handler] * 5
+    assert signal.getsignal(signal.SIGINT) is runner_handler
+    assert signal.getsignal(signal.SIGTERM) is sigterm
 
 
 def test_ctrl_c_still_ends_an_inline_run_after_a_task_ignored_sigint(tmp_path) -> None:
@@ -409,11 +471,38 @@ def test_the_children_of_a_timed_out_evaluation_are_killed(tmp_path) -> None:
         cell("Sphere", {"fault": "spawn-and-hang", "log": str(log)}), evaluation_timeout=1.0
     )
     assert [r.status for r in records] == ["ok", "timeout", "ok", "ok", "ok"]
-    child = int(log.read_text())
-    deadline = time.monotonic() + 5
-    while alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(child)
+    assert all_dead([int(log.read_text())])
+
+
+SETSID_PARENT = """
+import subprocess
+import time
+
+print(subprocess.Popen(["sleep", "60"], start_new_session=True).pid, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_killing_a_pool_workers_group_also_kills_its_children_that_left_the_group() -> None:
+    """What :meth:`execution._Worker.kill_group` does to a worker stopped at the cell timeout: a
+    child that called ``setsid`` (out of reach of the group kill) dies too."""
+    leader = subprocess.Popen(
+        [sys.executable, "-c", SETSID_PARENT],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    escaped = int(leader.stdout.readline())
+    try:
+        execution._kill_tree(leader.pid)
+        assert leader.wait(timeout=10) == -signal.SIGKILL
+        assert all_dead([escaped])
+    finally:
+        leader.kill()
+        leader.stdout.close()
+        if alive(escaped):
+            os.kill(escaped, signal.SIGKILL)
 
 
 SPAWNER_SOURCE = """
@@ -428,7 +517,8 @@ from orthobench import Evaluation, SearchSpace, Task
 
 
 class Spawner(Task):
-    '''Starts `sleep 60`, writes its PID to `log`, then hangs or aborts its process.'''
+    '''Starts `sleep 60` (in a session of its own when `then` is "setsid"), writes its PID to
+    `log`, then hangs or aborts its process.'''
 
     optimal_value = 0.0
 
@@ -437,7 +527,7 @@ class Spawner(Task):
         self.then, self.log = then, log
 
     def evaluate(self, x, *, seed, device):
-        child = subprocess.Popen(["sleep", "60"])
+        child = subprocess.Popen(["sleep", "60"], start_new_session=self.then == "setsid")
         with open(self.log, "a") as fh:
             fh.write(f"{child.pid}\\n")
         if self.then == "abort":
@@ -447,10 +537,11 @@ class Spawner(Task):
 """
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
-def test_the_children_of_a_pool_worker_die_with_it(tmp_path, monkeypatch) -> None:
-    """One worker is stopped at the cell timeout, the other aborts: their `sleep`s go too."""
+def run_spawners(
+    tmp_path: Path, monkeypatch, executor: str, cell_timeout: float, *thens: str
+) -> tuple[execution.RunSummary, list[int]]:
+    """Run one ``Spawner`` cell per entry of ``thens``, each on a worker of its own; return the
+    summary and the PIDs of the ``sleep``s they started."""
     (tmp_path / "spawner.py").write_text(SPAWNER_SOURCE)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
@@ -460,7 +551,7 @@ def test_the_children_of_a_pool_worker_die_with_it(tmp_path, monkeypatch) -> Non
         "name: spawn\nseeds: 1\nn_init: 3\nbudget: 2\ntasks:\n"
         + "".join(
             f'  - {{name: "spawner:Spawner", params: {{then: {t}, log: "{log}"}}, label: {t}}}\n'
-            for t in ("hang", "abort")
+            for t in thens
         )
         + "optimizers: [sobol]\n"
     )
@@ -468,12 +559,39 @@ def test_the_children_of_a_pool_worker_die_with_it(tmp_path, monkeypatch) -> Non
         load_suite(suite),
         ResultStore(tmp_path / "out"),
         device=torch.device("cpu"),
-        executor="process",
-        workers=2,
+        executor=executor,
+        workers=len(thens),
         show_progress=False,
-        cell_timeout=5.0,
+        cell_timeout=cell_timeout,
+    )
+    return summary, [int(pid) for pid in log.read_text().split()]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_the_children_of_a_pool_worker_die_with_it(tmp_path, monkeypatch) -> None:
+    """Two workers are stopped at the cell timeout, the third aborts: their `sleep`s go too, the
+    one in a session of its own included."""
+    summary, children = run_spawners(
+        tmp_path, monkeypatch, "process", 5.0, "hang", "abort", "setsid"
     )
     assert {status for status, _ in outcomes(summary).values()} == {"failed"}
-    children = [int(pid) for pid in log.read_text().split()]
+    assert len(children) == 3
+    assert all_dead(children)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_the_children_of_a_dask_cell_die_at_the_cell_timeout(tmp_path, monkeypatch) -> None:
+    """Its worker is restarted, which ends the worker process only: the `sleep`s outlived it."""
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("dask.distributed")
+    # A cell's clock starts when the scheduler gives it to a worker, which imports orthobench
+    # then (seconds on a busy machine): imported as the workers start, the cells reach their
+    # `sleep`s within the timeout.
+    with dask.config.set({"distributed.worker.preload": ["orthobench.execution"]}):
+        summary, children = run_spawners(tmp_path, monkeypatch, "dask", 5.0, "hang", "setsid")
+    for status, error in outcomes(summary).values():
+        assert status == "failed" and error.startswith("timed out: still running after the cell")
     assert len(children) == 2
-    assert not any(map(alive, children))
+    assert all_dead(children)
