@@ -1,7 +1,7 @@
 """orthobench: benchmarking and diagnostics for Bayesian hyperparameter optimization.
 
-Public API: the registries (to add your own tasks and optimizers), the base classes, suite
-loading and the programmatic runner. Everything else is internal.
+Public API: the registries (to add your own tasks and optimizers), the base classes and suite
+loading. Everything else is internal.
 
 The names below are imported on first access (PEP 562), so ``import orthobench`` and the
 torch-free layers under it (:mod:`orthobench.suite`, :mod:`orthobench.config`) do not import

@@ -52,7 +52,7 @@ from botorch.models.model import Model
 from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
-from orthobench.estimators import DEFAULT_ESTIMATOR, estimator_weights, get_estimator
+from orthobench.estimators import DEFAULT_CONTROL_VARIATE, estimator_weights, get_estimator
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 
@@ -103,7 +103,7 @@ class MarginalLogEI(AcquisitionFunction):
         controls: Sequence[Tensor],
         weights: Sequence[float] | Tensor,
         *,
-        estimator: str = DEFAULT_ESTIMATOR,
+        estimator: str = DEFAULT_CONTROL_VARIATE,
         alpha: float = 1e-3,
         point_weights: Sequence[Tensor | None] | None = None,
     ) -> None:

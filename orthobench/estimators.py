@@ -45,7 +45,7 @@ Variants (all selectable by name through :data:`ESTIMATORS`):
   or antithetic pairs kept within a half); it halves the data behind each ``gamma``.
 * ``"orth-quadratic"``: second-order controls, :func:`quadratic_controls` of whitened Gaussian
   draws (degree-2 Hermite polynomials, known mean 0 and covariance I), ridge as ``orth-ridge``.
-* ``"orth-shrink"`` (:data:`DEFAULT_ESTIMATOR`, the default of ``orthobo-tpe`` and
+* ``"orth-shrink"`` (:data:`DEFAULT_CONTROL_VARIATE`, the default of ``orthobo-tpe`` and
   :class:`~orthobench.acquisition.MarginalLogEI`; ``orthobo``'s default is the theta estimator
   :data:`~orthobench.config.names.DEFAULT_THETA_ESTIMATOR`): :func:`shrunk_mean`. Uses the
   *known* control covariance (for the GP score ``Cov(g) = H``; identity in whitened coordinates)
@@ -390,7 +390,7 @@ ESTIMATORS: dict[str, Estimator] = {
 #: :class:`~orthobench.acquisition.MarginalLogEI`'s (see the module notes for why). Not
 #: ``orthobo``'s, which is the theta estimator
 #: :data:`~orthobench.config.names.DEFAULT_THETA_ESTIMATOR`.
-DEFAULT_ESTIMATOR = names.DEFAULT_TPE_ESTIMATOR
+DEFAULT_CONTROL_VARIATE = names.DEFAULT_TPE_ESTIMATOR
 
 
 def get_estimator(name: str) -> Estimator:

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from orthobench.estimators import (
-    DEFAULT_ESTIMATOR,
+    DEFAULT_CONTROL_VARIATE,
     ESTIMATORS,
     SHRINK_PER_CONTROL,
     crossfit_mean,
@@ -218,7 +218,7 @@ def test_unknown_estimator_and_bad_shapes_raise_with_values() -> None:
         orthogonal_mean(values, controls, control_mean=torch.zeros(4, dtype=DTYPE))
     with pytest.raises(ValueError, match="ridge=-1.0"):
         orthogonal_mean(values, controls, ridge=-1.0)
-    assert DEFAULT_ESTIMATOR in ESTIMATORS
+    assert DEFAULT_CONTROL_VARIATE in ESTIMATORS
 
 
 # --- statistics on a synthetic integrand with a known mean ---------------------------------------

@@ -103,10 +103,9 @@ FUNCTION_SAMPLE_ESTIMATORS: tuple[str, ...] = ("qlogei",)
 TPE_ESTIMATORS: tuple[str, ...] = ("mc-tpe", "orthobo-tpe")
 
 #: ``orthobo``'s default estimator of the marginal EI: Owen-scrambled Sobol' draws of ``phi`` with
-#: the constant mean integrated out. Chosen from ``suites/probe-estimators.yaml`` (README,
-#: "Choosing the default estimator"): the best worst case over four functions, two kernels and
-#: about 32 and 128 evaluations of the MSE ratio against naive MC at equal evaluations (3.0x and
-#: 4.9x), and unbiased. The paper's estimator stays available as ``orth``.
+#: the constant mean integrated out, chosen by the best worst state over BO states of four
+#: functions and two kernels (docs/estimators.md, README "Choosing the default estimator"). The
+#: paper's estimator stays available as ``orth``.
 DEFAULT_THETA_ESTIMATOR = "qmc-owen+rb"
 
 #: ``orthobo-tpe``'s default reduction of bootstrap values with known-mean controls, a key of

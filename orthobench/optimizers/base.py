@@ -26,12 +26,15 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
 
 from orthobench.seeding import derive_seed
+
+#: The surrogate models an optimizer may declare it fits (:attr:`Optimizer.surrogate`).
+Surrogate = Literal["gp", "tpe"]
 
 # A proposal may leave the unit cube by float round-off (it is clipped); by more, it is a bug.
 _BOUNDS_ATOL = 1e-9
@@ -79,6 +82,9 @@ class Optimizer(ABC):
 
     #: Observations :meth:`ask` needs in the history.
     min_observations: int = 1
+    #: The surrogate model the optimizer fits (None: none); readers of stored results learn it
+    #: from the registry by the stored optimizer name.
+    surrogate: ClassVar[Surrogate | None] = None
 
     def __init__(
         self,

@@ -50,6 +50,8 @@ class GPOptimizer(Optimizer):
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
     """
 
+    surrogate = "gp"
+
     def __init__(
         self,
         dim: int,

@@ -58,6 +58,7 @@ class OptunaTPE(Optimizer):
     """
 
     min_observations = 0
+    surrogate = "tpe"
 
     def __init__(
         self,

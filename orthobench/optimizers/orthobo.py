@@ -25,6 +25,7 @@ from annotated_types import Ge, Interval
 from orthobench.acquisition import MarginalLogEI
 from orthobench.config.params import Count, KernelEnsemble, PositiveFloat, ThetaEstimatorName
 from orthobench.devices import FIT_DEVICES
+from orthobench.diagnostics import OrthoBOStep
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
@@ -107,15 +108,11 @@ class OrthoBO(GPOptimizer):
             :func:`orthobench.devices.fit_device`); the acquisition runs on ``device``.
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
 
-    ``ask`` records in ``Suggestion.info``: the estimator, the screen's and the coarse stage's
-    draw budgets (``screen_theta_samples`` and ``coarse_theta_samples``, ``None`` when the screen
-    used all draws or the stage did not run), the ensemble kernels, weights and
-    their entropy, per member whether the Hessian's eigenvalues were floored, the smallest raw
-    eigenvalue, the Laplace re-centring shift, the draws that needed Cholesky jitter and the
-    fit's device and stationarity check (``fit_device``, ``fit_grad_norm``, ``fit_stationary``),
-    and a
-    ``fallback`` string when a fallback was taken (GP fit kept its initialization, Hessian not
-    positive definite, re-centring stalled, Cholesky jitter).
+    ``ask`` records in ``Suggestion.info`` an :class:`~orthobench.diagnostics.OrthoBOStep` (the
+    estimator, the screen's and the coarse stage's draw budgets, the ensemble weights, per member
+    the Laplace Hessian's eigenvalues, the draws that needed Cholesky jitter and the fit's
+    stationarity) and a ``fallback`` string when a fallback was taken (GP fit kept its
+    initialization, Hessian not positive definite, re-centring stalled, Cholesky jitter).
 
     State beyond the history (:meth:`state_dict`): the ensemble weights, and with ``fit="fast"``
     the members' last fitted thetas (the warm starts).
@@ -306,9 +303,8 @@ class OrthoBO(GPOptimizer):
             fit_seconds=fitted - start,
             acq_seconds=end - fitted,
             info={
-                **self._info(acqf),
-                "screen_theta_samples": screen,
-                "coarse_theta_samples": coarse,
+                **self._diagnostics(acqf, screen, coarse).to_info(),
+                "fallback": self._fallback(acqf),
             },
         )
 
@@ -330,10 +326,32 @@ class OrthoBO(GPOptimizer):
         self.ensemble.weights = weights
         self._warm_starts.load_state_dict(state)
 
-    def _info(self, acqf: MarginalLogEI) -> dict[str, object]:
+    def _diagnostics(
+        self, acqf: MarginalLogEI, screen: int | None, coarse: int | None
+    ) -> OrthoBOStep:
         members = self.ensemble.members
+        return OrthoBOStep(
+            estimator=self.estimator,
+            theta_sampling=self.theta_sampling,
+            rb=self.rb,
+            theta_samples=self.theta_samples,
+            n_evaluations=tuple(gp.num_samples for gp in acqf.members),
+            ensemble=self.ensemble.diagnostics(),
+            eig_floored=tuple(m.laplace.floored for m in members),
+            min_eigenvalue=tuple(float(m.laplace.raw_eigenvalues[0]) for m in members),
+            recenter_shift=tuple(m.laplace.recenter_shift for m in members),
+            jittered_draws=tuple(gp.n_jittered for gp in acqf.members),
+            fit_device=self._fit_device(self.train_x.shape[0]).type,
+            fit_grad_norm=tuple(m.fit_info["grad_norm"] for m in members),
+            fit_stationary=tuple(m.fit_info["stationary"] for m in members),
+            screen_theta_samples=screen,
+            coarse_theta_samples=coarse,
+        )
+
+    def _fallback(self, acqf: MarginalLogEI) -> str | None:
+        """Every fallback the step's members took, as one text (None: none)."""
         fallbacks = []
-        for member, gp in zip(members, acqf.members, strict=True):
+        for member, gp in zip(self.ensemble.members, acqf.members, strict=True):
             lap = member.laplace
             if member.fit_info.get("fallback"):
                 fallbacks.append(f"{member.kernel}: {member.fit_info['fallback']}")
@@ -348,22 +366,7 @@ class OrthoBO(GPOptimizer):
                 fallbacks.append(
                     f"{member.kernel}: {gp.n_jittered} theta draw(s) needed Cholesky jitter"
                 )
-        return {
-            "estimator": self.estimator,
-            "theta_sampling": self.theta_sampling,
-            "rb": self.rb,
-            "theta_samples": self.theta_samples,
-            "n_evaluations": [gp.num_samples for gp in acqf.members],
-            **self.ensemble.info(),
-            "eig_floored": [m.laplace.floored for m in members],
-            "min_eigenvalue": [float(m.laplace.raw_eigenvalues[0]) for m in members],
-            "recenter_shift": [m.laplace.recenter_shift for m in members],
-            "jittered_draws": [gp.n_jittered for gp in acqf.members],
-            "fit_device": self._fit_device(self.train_x.shape[0]).type,
-            "fit_grad_norm": [m.fit_info["grad_norm"] for m in members],
-            "fit_stationary": [m.fit_info["stationary"] for m in members],
-            "fallback": "; ".join(fallbacks) or None,
-        }
+        return "; ".join(fallbacks) or None
 
 
 def _resolve_estimator(estimator: str, theta_sampling: str, rb: bool) -> ThetaEstimator:

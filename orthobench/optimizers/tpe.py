@@ -45,7 +45,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from orthobench.config.params import Count, NonNegativeCount, PositiveFloat
-from orthobench.estimators import DEFAULT_ESTIMATOR, ESTIMATORS, get_estimator
+from orthobench.estimators import DEFAULT_CONTROL_VARIATE, ESTIMATORS, get_estimator
 from orthobench.optimizers.base import Optimizer, Suggestion
 from orthobench.seeding import derive_seed, torch_generator
 from orthobench.surrogates.tpe import (
@@ -59,7 +59,7 @@ from orthobench.surrogates.tpe import (
 ACQUISITIONS: tuple[str, ...] = ("ratio", "log-ratio")
 CENTERINGS: tuple[str, ...] = ("independent", "sample")
 #: Estimators for bootstrap values: ``orth-quadratic`` needs a known control covariance.
-TPE_ESTIMATORS: tuple[str, ...] = tuple(e for e in ESTIMATORS if e != "orth-quadratic")
+BOOTSTRAP_CONTROL_VARIATES: tuple[str, ...] = tuple(e for e in ESTIMATORS if e != "orth-quadratic")
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,7 @@ class MCTPE(Optimizer):
     """
 
     min_observations = 2
+    surrogate = "tpe"
 
     def __init__(
         self,
@@ -285,7 +286,7 @@ class OrthoBOTPE(MCTPE):
         prior_weight: PositiveFloat = 1.0,
         n_good_candidates: NonNegativeCount = 24,
         n_sobol_candidates: NonNegativeCount = 8,
-        estimator: Literal[TPE_ESTIMATORS] = DEFAULT_ESTIMATOR,
+        estimator: Literal[BOOTSTRAP_CONTROL_VARIATES] = DEFAULT_CONTROL_VARIATE,
         control_mean_draws: Annotated[Count, Ge(2)] = 1024,
         centering: Literal[CENTERINGS] = "independent",
         seed: int,

@@ -63,6 +63,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from orthobench.config.names import DEFAULT_THETA_ESTIMATOR
+
 #: Confidence level of the intervals over states (the median's interval reaches it from 6 states).
 LEVEL = 0.95
 #: A ratio outside ``[1 / MAX_RATIO, MAX_RATIO]`` is undefined (module notes). The largest
@@ -80,8 +82,8 @@ POINT_RATIOS = ("median_point_var_ratio", "median_point_mse_ratio")
 #: Columns averaged arithmetically over states.
 MEANS = ("probe_variance", "probe_variance_log", "bias_sq", "bias_share", "top1_agreement",
          "flip_rate", "regret")  # fmt: skip
-#: The estimator an estimator must beat at equal wall time (with a larger ``S``).
-TIME_BASELINE = "qmc-owen+rb"
+#: The estimator an estimator must beat at equal wall time (with a larger ``S``): orthobo's default.
+TIME_BASELINE = DEFAULT_THETA_ESTIMATOR
 #: Largest median over states of the excess bias share (:func:`_with_bias_share`) for an estimator
 #: to count as unbiased in :func:`default_rule_table`.
 NEGLIGIBLE_BIAS_SHARE = 0.05

@@ -16,12 +16,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from orthobench.exceptions import ResultsError
+from orthobench.exceptions import RegistryError, ResultsError
+from orthobench.registry import OPTIMIZERS
 from orthobench.results import ResultStore, load_probe, load_runs, read_metadata
 
-#: Optimizers with a GP surrogate, by registry name: the default reference of the final-value
-#: tests is the first of these in the order the cells were stored (the suite's order inline).
-GP_OPTIMIZERS = frozenset({"orthobo", "mc-ei", "qlogei", "ucb", "turbo", "rpr"})
+
+def _declared_surrogate(name: str | None) -> str | None:
+    """The ``surrogate`` that the optimizer registered as ``name`` declares; None where it
+    declares none or ``name`` no longer resolves (a plugin not installed here)."""
+    if name is None:
+        return None
+    try:
+        factory = OPTIMIZERS.resolve(name).factory
+    except RegistryError:
+        return None
+    return getattr(factory, "surrogate", None)
 
 
 @dataclass(frozen=True)
@@ -52,11 +61,12 @@ class ResultSet:
         return list(dict.fromkeys(stored["optimizer"]))
 
     def default_reference(self) -> str | None:
-        """The first GP optimizer in stored order (else the first optimizer; None without runs)."""
+        """The first optimizer in stored order whose surrogate is a GP (else the first optimizer;
+        None without runs): the default reference of the final-value tests."""
         names = dict(zip(self.files["optimizer"], self.files["optimizer_name"], strict=True))
         labels = self.optimizers
-        gp = [label for label in labels if names.get(label) in GP_OPTIMIZERS]
-        return (gp or labels or [None])[0]
+        gp = (label for label in labels if _declared_surrogate(names.get(label)) == "gp")
+        return next(gp, next(iter(labels), None))
 
 
 _FILE_COLUMNS = (

@@ -1,15 +1,15 @@
 """OrthoBO diagnostics from each BO step's ``info``: ensemble weights and entropy, fallbacks,
-Laplace eigenvalue floors (:class:`orthobench.optimizers.orthobo.OrthoBO` writes them).
+Laplace eigenvalue floors.
 
-A step is an OrthoBO-pipeline step (``orthobo`` or ``mc-ei``) when its info has
-``ensemble_weights``; other optimizers' rows are ignored here.
+A step is an OrthoBO-pipeline step (``orthobo``, ``mc-ei``) when its info parses as an
+:class:`~orthobench.diagnostics.OrthoBOStep`; other optimizers' rows are ignored here.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
+from orthobench.diagnostics import OrthoBOStep
 from orthobench.report.data import step_info
 from orthobench.report.tables import KEY
 
@@ -19,8 +19,8 @@ def ensemble_steps(runs: pd.DataFrame) -> pd.DataFrame:
 
     Columns: the :data:`~.tables.KEY`, ``seed``, ``evaluation`` (1-based), ``kernel``, ``weight``,
     ``entropy`` (of the step's weights, nats), ``max_entropy`` (``log M``), ``eig_floored``,
-    ``min_eigenvalue`` (of the raw Laplace Hessian), ``jittered_draws``, ``indefinite`` (the step's
-    fallback says the Hessian was not positive definite) and ``fallback`` (the step took any).
+    ``min_eigenvalue`` (of the raw Laplace Hessian), ``jittered_draws``, ``indefinite`` (that
+    eigenvalue is <= 0) and ``fallback`` (the step took any).
     """
     columns = [
         *KEY, "seed", "evaluation", "kernel", "weight", "entropy", "max_entropy", "eig_floored",
@@ -31,12 +31,13 @@ def ensemble_steps(runs: pd.DataFrame) -> pd.DataFrame:
     bo = runs[runs["phase"] == "bo"]
     info = step_info(bo)
     rows = []
-    for row, step in zip(bo.itertuples(), info, strict=True):
-        if "ensemble_weights" not in step:
+    for row, parsed in zip(bo.itertuples(), info, strict=True):
+        step = OrthoBOStep.from_info(parsed)
+        if step is None:
             continue
-        fallback = row.fallback if isinstance(row.fallback, str) else ""
-        members = len(step["ensemble_weights"])
-        for m in range(members):
+        ensemble = step.ensemble
+        for m, kernel in enumerate(ensemble.kernels):
+            min_eigenvalue = step.min_eigenvalue[m]  # None: stored non-finite
             rows.append(
                 (
                     row.run_set,
@@ -44,15 +45,15 @@ def ensemble_steps(runs: pd.DataFrame) -> pd.DataFrame:
                     row.optimizer,
                     row.seed,
                     row.iteration + 1,
-                    step["ensemble_kernels"][m],
-                    step["ensemble_weights"][m],
-                    step.get("ensemble_entropy", np.nan),
-                    step.get("ensemble_max_entropy", np.nan),
-                    bool(step.get("eig_floored", [False] * members)[m]),
-                    step.get("min_eigenvalue", [np.nan] * members)[m],
-                    step.get("jittered_draws", [0] * members)[m],
-                    "not positive definite" in fallback,
-                    bool(fallback),
+                    kernel,
+                    ensemble.weights[m],
+                    ensemble.entropy,
+                    ensemble.max_entropy,
+                    bool(step.eig_floored[m]),
+                    min_eigenvalue,
+                    step.jittered_draws[m],
+                    min_eigenvalue is not None and min_eigenvalue <= 0,
+                    isinstance(row.fallback, str) and bool(row.fallback),
                 )
             )
     return pd.DataFrame(rows, columns=columns)
@@ -62,9 +63,10 @@ def diagnostics_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Counts per cell (key and seed) from :func:`ensemble_steps`.
 
     Columns: the :data:`~.tables.KEY`, ``seed``, ``steps``, ``kernels``, ``fallback_steps``,
-    ``indefinite_steps``, ``floored_steps`` (steps where some member's Hessian eigenvalues were
-    raised to the floor), ``jittered_draws`` (total), ``min_eigenvalue`` (smallest raw eigenvalue
-    of any step), ``final_entropy`` (of the last step's weights).
+    ``indefinite_steps`` (steps where some member's Hessian was indefinite), ``floored_steps``
+    (steps where some member's Hessian eigenvalues were raised to the floor), ``jittered_draws``
+    (total), ``min_eigenvalue`` (smallest raw eigenvalue of any step), ``final_entropy`` (of the
+    last step's weights).
     """
     columns = [
         *KEY, "seed", "steps", "kernels", "fallback_steps", "indefinite_steps", "floored_steps",

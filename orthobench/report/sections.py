@@ -53,6 +53,12 @@ class Section:
     blocks: list[Figure | Table | str] = field(default_factory=list)
     terms: tuple[str, ...] = ()  # glossary entries the section uses
 
+    def __post_init__(self) -> None:
+        # A term the glossary lacks would leave the reader without its definition.
+        missing = [t for t in self.terms if t not in GLOSSARY]
+        if missing:
+            raise ValueError(f"Section {self.id!r} names terms the glossary lacks: {missing}.")
+
     @property
     def tables(self) -> list[Table]:
         return [b for b in self.blocks if isinstance(b, Table)]
@@ -630,8 +636,8 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
 
 
 def glossary_section(sections: Sequence[Section]) -> Section:
-    used = list(dict.fromkeys(t for s in sections for t in s.terms))
-    return Section("glossary", "Glossary", "", [], tuple(t for t in used if t in GLOSSARY))
+    used = dict.fromkeys(t for s in sections for t in s.terms)
+    return Section("glossary", "Glossary", "", [], tuple(used))
 
 
 def build_sections(

@@ -35,6 +35,7 @@ import torch
 from botorch.models import SingleTaskGP
 
 from orthobench.config.names import check_kernel
+from orthobench.diagnostics import EnsembleWeights
 from orthobench.surrogates.fit import FITS, fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 
@@ -187,11 +188,11 @@ class SurrogateEnsemble:
         self.weights = update_weights(self.weights, scores, tau=self.tau, delta=self.delta)
         return self.weights
 
-    def info(self) -> dict[str, object]:
-        """JSON-serializable weights and entropy."""
-        return {
-            "ensemble_kernels": list(self.kernels),
-            "ensemble_weights": [float(w) for w in self.weights],
-            "ensemble_entropy": self.entropy,
-            "ensemble_max_entropy": math.log(len(self.kernels)),
-        }
+    def diagnostics(self) -> EnsembleWeights:
+        """The kernels, weights and entropy, as stored in a step's info."""
+        return EnsembleWeights(
+            kernels=self.kernels,
+            weights=tuple(float(w) for w in self.weights),
+            entropy=self.entropy,
+            max_entropy=math.log(len(self.kernels)),
+        )

@@ -18,6 +18,7 @@ from botorch.models import SingleTaskGP
 from botorch.utils.sampling import draw_sobol_normal_samples
 
 from orthobench.config import names
+from orthobench.diagnostics import LaplaceDiagnostics
 from orthobench.exceptions import NumericsWarning
 from orthobench.surrogates.theta_algebra import (
     ThetaLayout,
@@ -156,15 +157,16 @@ class LaplacePosterior:
         return -0.5 * quad + 0.5 * logdet - 0.5 * self.p * math.log(2.0 * math.pi)
 
     def info(self) -> dict[str, object]:
-        """JSON-serializable diagnostics (stored in the results)."""
-        return {
-            "eig_floored": self.floored,
-            "hessian_indefinite": self.indefinite,
-            "min_eigenvalue": float(self.raw_eigenvalues[0]),
-            "recenter_shift": self.recenter_shift,
-            "newton_steps": self.newton_steps,
-            "fallback": self.fallback,
-        }
+        """JSON-serializable :class:`~orthobench.diagnostics.LaplaceDiagnostics` (stored in the
+        results)."""
+        return LaplaceDiagnostics(
+            eig_floored=self.floored,
+            hessian_indefinite=self.indefinite,
+            min_eigenvalue=float(self.raw_eigenvalues[0]),
+            recenter_shift=self.recenter_shift,
+            newton_steps=self.newton_steps,
+            fallback=self.fallback,
+        ).to_info()
 
 
 def _neg_log_posterior(

@@ -11,7 +11,8 @@ import torch
 from botorch.exceptions import OptimizationWarning
 from botorch.optim import optimize as botorch_optimize
 
-from orthobench.estimators import DEFAULT_ESTIMATOR
+from orthobench.diagnostics import OrthoBOStep
+from orthobench.estimators import DEFAULT_CONTROL_VARIATE
 from orthobench.exceptions import NumericsWarning
 from orthobench.optimizers import gp_base
 from orthobench.optimizers.orthobo import MCEI, OrthoBO
@@ -19,6 +20,7 @@ from orthobench.pointsets import point_count
 from orthobench.registry import OPTIMIZERS
 from orthobench.theta_estimators import DEFAULT_THETA_ESTIMATOR
 from tests.helpers import drive
+from tests.optimizers.test_diagnostics import STORED
 
 SMALL = dict(theta_samples=16, raw_samples=32, num_restarts=2)
 
@@ -59,6 +61,11 @@ def test_runs_end_to_end_and_records_diagnostics(cls) -> None:
         assert s.info["ensemble_weights"] == [1.0] and s.info["ensemble_entropy"] == 0.0
         assert s.info["estimator"] == ("mc" if cls is MCEI else DEFAULT_THETA_ESTIMATOR)
         assert len(s.info["eig_floored"]) == 1 and "fallback" in s.info
+        # What the loop stores (it moves the fallback to its own column): the typed step's keys,
+        # in the order stored results have them.
+        stored = {k: v for k, v in s.info.items() if k != "fallback"}
+        assert list(stored) == list(json.loads(STORED))
+        assert OrthoBOStep.from_info(stored).to_info() == stored
 
 
 def test_ensemble_weights_move_and_are_recorded() -> None:
@@ -85,7 +92,7 @@ def test_mcei_shares_theta_draws_with_orthobo() -> None:
     """Like-for-like: same seed, same history -> the same theta draws, only the estimator differs."""
     x = np.random.default_rng(0).random((8, 2))
     y = np.array([branin01(p) for p in x])
-    ortho = OrthoBO(2, seed=5, estimator=DEFAULT_ESTIMATOR, **SMALL)
+    ortho = OrthoBO(2, seed=5, estimator=DEFAULT_CONTROL_VARIATE, **SMALL)
     naive = MCEI(2, seed=5, **SMALL)
     for opt in (ortho, naive):
         opt.tell(x, y)
@@ -94,7 +101,7 @@ def test_mcei_shares_theta_draws_with_orthobo() -> None:
         a, b = ortho.acquisition(), naive.acquisition()
     torch.testing.assert_close(a.controls[0], b.controls[0])
     torch.testing.assert_close(a.members[0].theta, b.members[0].theta)
-    assert (a.estimator, b.estimator) == (DEFAULT_ESTIMATOR, "mc")
+    assert (a.estimator, b.estimator) == (DEFAULT_CONTROL_VARIATE, "mc")
 
 
 @pytest.mark.parametrize(

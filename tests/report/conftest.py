@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from orthobench.diagnostics import EnsembleWeights, OrthoBOStep
 from orthobench.results import ProbeRecord, ResultStore, RunRecord
 from orthobench.suite import Cell, ComponentSpec
 
@@ -140,17 +141,23 @@ def write_probe_state(
 
 
 def ensemble_info(step: int) -> dict:
-    """An OrthoBO step's info with a two-kernel ensemble moving towards the second kernel."""
+    """An OrthoBO step's info with a two-kernel ensemble moving towards the second kernel; the
+    first kernel's Hessian is floored at even steps and indefinite from step 2."""
     w = min(0.5 + 0.1 * step, 0.9)
-    return {
-        "ensemble_kernels": ["rbf-iso", "matern52-ard"],
-        "ensemble_weights": [1 - w, w],
-        "ensemble_entropy": -((1 - w) * math.log(1 - w) + w * math.log(w)),
-        "ensemble_max_entropy": math.log(2),
-        "eig_floored": [step % 2 == 0, False],
-        "min_eigenvalue": [0.2 - 0.1 * step, 0.5],
-        "jittered_draws": [0, 1],
-    }
+    return OrthoBOStep(
+        estimator="orth-shrink",
+        theta_sampling="iid",
+        ensemble=EnsembleWeights(
+            kernels=("rbf-iso", "matern52-ard"),
+            weights=(1 - w, w),
+            entropy=-((1 - w) * math.log(1 - w) + w * math.log(w)),
+            max_entropy=math.log(2),
+        ),
+        eig_floored=(step % 2 == 0, False),
+        min_eigenvalue=(0.2 - 0.1 * step, 0.5),
+        recenter_shift=(0.0, 0.0),
+        jittered_draws=(0, 1),
+    ).to_info()
 
 
 @pytest.fixture(scope="package")
@@ -159,8 +166,8 @@ def demo_dir(tmp_path_factory) -> Path:
 
     Tasks ``known`` (regret), ``noopt`` (no optimum; evaluation 4 of each seed an outlier) and
     ``broken`` (every evaluation NaN); optimizers ``sobol``, ``orthobo`` (a two-kernel ensemble
-    with a fallback at its first BO step) and ``qlogei``; seeds 0-2; 3 initial points + 3 BO
-    steps. ``qlogei`` on ``known`` seed 2 failed. Probe: 2 states.
+    whose last BO step had an indefinite Hessian, a fallback) and ``qlogei``; seeds 0-2; 3
+    initial points + 3 BO steps. ``qlogei`` on ``known`` seed 2 failed. Probe: 2 states.
     """
     root = tmp_path_factory.mktemp("demo")
     init = {0: [5.0, 4.0, 6.0], 1: [3.0, 7.0, 5.0], 2: [6.0, 6.5, 4.5]}
@@ -190,9 +197,9 @@ def demo_dir(tmp_path_factory) -> Path:
                         None,
                         None,
                         None,
+                        None,
+                        None,
                         "rbf-iso: Laplace Hessian not positive definite",
-                        None,
-                        None,
                     ]
                     if optimizer == "orthobo"
                     else None,

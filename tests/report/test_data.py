@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+
+from orthobench.registry import OPTIMIZERS
 from orthobench.report.data import load_results
 from orthobench.report.tables import final_table
 
@@ -51,6 +55,46 @@ def test_the_default_reference_is_the_first_gp_optimizer_stored(tmp_path):
     results = load_results([tmp_path])
     assert results.optimizers == ["sobol", "qlogei", "orthobo"]
     assert results.default_reference() == "qlogei"
+
+
+PLUGIN = """
+from orthobench.optimizers.base import Optimizer
+
+
+class MyGP(Optimizer):
+    surrogate = "gp"
+
+    def _ask(self, n):
+        raise NotImplementedError
+"""
+
+
+def test_the_default_reference_is_what_the_registry_says_the_stored_optimizer_is(
+    tmp_path, monkeypatch
+):
+    """A plugin declaring a GP surrogate is a GP optimizer to the report; a stored name that no
+    longer resolves (its plugin gone) is passed over, not an error."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = tmp_path / "report_gp_plugin.py"
+    module.write_text(PLUGIN + "\n\nclass Gone(MyGP):\n    pass\n")
+    root = tmp_path / "results"
+    for optimizer in ("gone=report_gp_plugin:Gone", "sobol", "mine=report_gp_plugin:MyGP"):
+        write_cell(root, cell("s", "t", optimizer, 0, n_init=1, budget=1), [2.0, 1.0])
+    module.write_text(PLUGIN)
+    monkeypatch.delitem(sys.modules, "report_gp_plugin")
+    importlib.invalidate_caches()
+    results = load_results([root])
+    assert results.optimizers == ["gone", "sobol", "mine"]
+    assert results.default_reference() == "mine"
+
+
+def test_the_built_in_optimizers_declare_their_surrogates():
+    """The GP optimizers are those the report hard-coded before it asked the registry."""
+    declared = {name: OPTIMIZERS.resolve(name).factory.surrogate for name in OPTIMIZERS.names()}
+    assert {name for name, surrogate in declared.items() if surrogate == "gp"} == {
+        "orthobo", "mc-ei", "qlogei", "ucb", "turbo", "rpr"
+    }  # fmt: skip
+    assert declared["sobol"] is None and declared["mc-tpe"] == declared["tpe-optuna"] == "tpe"
 
 
 def test_only_the_given_cells_are_read_with_their_failures_and_files(tmp_path):

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from orthobench.cli import cli
 from orthobench.exceptions import OrthobenchError
 from orthobench.report import build_report
+from orthobench.report.sections import Section
 
 from .conftest import cell, write_cell
 
@@ -110,6 +111,14 @@ def test_the_probe_section_aggregates_over_states(report):
     assert row["mse_ratio"] == pytest.approx(4.0)
     assert row["ci_over"] == "states" and row["mse_ratio_worst"] == pytest.approx(2.0)
     assert "4 [2, 8]" in _section(html, "probe")
+
+
+def test_a_section_naming_a_term_the_glossary_lacks_is_an_error():
+    """Not dropped from the glossary: the reader would meet a term defined nowhere."""
+    with pytest.raises(
+        ValueError, match=r"'final' names terms the glossary lacks: \['final gap'\]"
+    ):
+        Section("final", "Final values", terms=("final value", "final gap"))
 
 
 def test_labels_and_titles_are_escaped(tmp_path):

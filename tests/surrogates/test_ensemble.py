@@ -70,13 +70,12 @@ def test_ensemble_fits_members_and_learns_from_scores() -> None:
         members = ens.fit(x, y)
     assert [m.kernel for m in members] == ["linear", "matern52-ard"]
     assert all(m.laplace.layout.kernel == m.kernel for m in members)
-    info = ens.info()
-    assert info["ensemble_weights"] == [0.5, 0.5] and info["ensemble_entropy"] == pytest.approx(
-        math.log(2)
-    )
+    recorded = ens.diagnostics()
+    assert recorded.kernels == ("linear", "matern52-ard") and recorded.weights == (0.5, 0.5)
+    assert recorded.entropy == pytest.approx(math.log(2)) == recorded.max_entropy
     ens.update([-10.0, -1.0])
     assert ens.weights[1] > 0.99 and ens.weights[0] >= 1e-3 / (1 + 1e-3) - 1e-12
-    json.dumps(ens.info())
+    json.dumps(ens.diagnostics().to_info())
 
 
 def test_ensemble_rejects_unknown_kernels_and_empty_lists() -> None:
