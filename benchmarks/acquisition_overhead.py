@@ -1,71 +1,80 @@
 """Cost of a control-variate estimator in OrthoBO's acquisition: per call, and once per step.
 
-For a GP state of 32 Sobol points on Hartmann6 and Levy16 and S in {32, 512} theta draws, times
-``acqf(X).sum().backward()`` for a batch of 8 candidates (one L-BFGS restart block) with the
-naive mean and with each estimator on the *same* draws, and reports the estimator's extra cost as
-a share of the call; then the one-off seconds of the estimator's draw weights
-(:meth:`~orthobench.acquisition.MarginalLogEI.draw_weights`, computed when an acquisition first
-evaluates with that estimator). Run: ``.venv/bin/python benchmarks/acquisition_overhead.py``.
+For the GP state of ``orthobench run``'s 32-point initial design (seed 0) on Hartmann6 and
+Levy16 and S in {32, 512} theta draws, times ``acqf(X).sum().backward()`` for a batch of 8
+candidates (one L-BFGS restart block) with the naive mean and with each estimator on the *same*
+draws (median [min, max] ms per call over 5 rounds of 20 calls), and reports the estimator's
+extra cost as a share of the call (medians); then the one-off seconds of the estimator's draw
+weights (:meth:`~orthobench.acquisition.MarginalLogEI.draw_weights`, computed when an acquisition
+first evaluates with that estimator). Run:
+``.venv/bin/python benchmarks/acquisition_overhead.py [--threads T]``.
 """
 
 from __future__ import annotations
 
-import time
+import argparse
+import functools
 import warnings
 
+import _states
 import torch
-from botorch.test_functions import Hartmann, Levy
-from torch.quasirandom import SobolEngine
+from _timing import time_call, timed
 
 from orthobench.optimizers.orthobo import OrthoBO
 
+TASKS = ("hartmann6", "levy16")
 ESTIMATORS = ("orth", "orth-shrink")
+SEED = 0
+N_INIT = 32
 
 
-def seconds_per_call(acqf, X: torch.Tensor, repeats: int = 20) -> float:
-    for _ in range(3):
+def gp_state(task: str, theta_samples: int) -> OrthoBO:
+    """OrthoBO with the naive mean on ``theta_samples`` draws, told the initial design."""
+    cell = _states.cell(
+        task, SEED, N_INIT, 0, "orthobo", theta_samples=theta_samples, estimator="mc"
+    )
+    return _states.run(cell).optimizer(0)
+
+
+def row(task: str, theta_samples: int) -> str:
+    """The printed row of one state: the naive mean's call, then each estimator's."""
+    optimizer = gp_state(task, theta_samples)
+    acqf = optimizer.acquisition()
+    X = torch.rand(
+        8,
+        1,
+        optimizer.dim,
+        dtype=torch.float64,
+        generator=torch.Generator().manual_seed(0),
+        requires_grad=True,
+    )
+
+    def call() -> None:
         acqf(X).sum().backward()
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            acqf(X).sum().backward()
-        best = min(best, (time.perf_counter() - start) / repeats)
-    return best
+
+    base = time_call(call)
+    parts = [f"{task:10s} S={theta_samples:4d} mc {base}"]
+    for estimator in ESTIMATORS:
+        _, once = timed(functools.partial(acqf.draw_weights, estimator))
+        acqf.estimator = estimator
+        t = time_call(call)
+        parts.append(
+            f"{estimator} {t} ({100 * (t.median - base.median) / t.median:+5.1f}%; "
+            f"weights once {1000 * once:5.2f} ms)"
+        )
+    return " | ".join(parts)
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
-    for name, function in (("hartmann6", Hartmann(dim=6)), ("levy16", Levy(dim=16))):
-        d = function.dim
-        low, high = function.bounds
-        x0 = SobolEngine(d, scramble=True, seed=0).draw(32).double()
-        y0 = function(low + (high - low) * x0).numpy()
+    print(f"threads {torch.get_num_threads()}; ms per call: median [min, max]")
+    for task in TASKS:
         for s in (32, 512):
-            opt = OrthoBO(d, seed=0, theta_samples=s, estimator="mc")
-            opt.tell(x0.numpy(), y0)
-            acqf = opt.acquisition()
-            X = torch.rand(
-                8,
-                1,
-                d,
-                dtype=torch.float64,
-                generator=torch.Generator().manual_seed(0),
-                requires_grad=True,
-            )
-            base = seconds_per_call(acqf, X)
-            parts = [f"{name:10s} S={s:4d} mc {1000 * base:7.2f} ms"]
-            for estimator in ESTIMATORS:
-                start = time.perf_counter()
-                acqf.draw_weights(estimator)
-                once = time.perf_counter() - start
-                acqf.estimator = estimator
-                t = seconds_per_call(acqf, X)
-                parts.append(
-                    f"{estimator} {1000 * t:7.2f} ms ({100 * (t - base) / t:+5.1f}%; "
-                    f"weights once {1000 * once:5.2f} ms)"
-                )
-            print(" | ".join(parts), flush=True)
+            print(row(task, s), flush=True)
 
 
 if __name__ == "__main__":

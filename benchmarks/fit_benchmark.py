@@ -1,19 +1,20 @@
 """MAP fit of a BO state: BoTorch's ``fit_gpytorch_mll`` vs the fast fit (issue 16).
 
-States: for each of 4 functions and N seeds, a scrambled Sobol design of ``n`` points (the
-initial design of a run) and the same design plus one point (the state of the next BO step),
-Matérn-5/2 ARD GP, for ``n = 32`` (``--seeds``, default 10: 40 designs, 80 states) and for
-``n = 64`` and ``n = 128`` (``--seeds-64``, ``--seeds-128``; fewer, the fits take longer). Per
-state and method: fit seconds, the final negative log posterior ``-ell``
+States: for each of 4 tasks and N seeds, two probe states (:mod:`orthobench.probe.states`): the
+shared initial design of ``n`` points that ``orthobench run`` evaluates for the seed, and the same
+plus the first BO step of the probe's state optimizer (the state of the next step); Matérn-5/2
+ARD GP, for ``n = 32`` (``--seeds``, default 10: 40 designs, 80 states) and for ``n = 64`` and
+``n = 128`` (``--seeds-64``, ``--seeds-128``; fewer, the fits take longer). Per state and
+method: fit seconds, the final negative log posterior ``-ell``
 (:func:`orthobench.surrogates.fit.neg_map_objective`, nats) and the stationarity check. The fast
 fit of the ``n + 1``-point state is warm-started from its fit of the ``n``-point state, as in a
 BO loop. Both fits of a state run one after the other, so a load on the machine hits them alike.
 
-Printed per ``n`` and function: the median seconds of each fit, the median speed-up (BoTorch
+Printed per ``n`` and task: the median seconds of each fit, the median speed-up (BoTorch
 seconds / fast seconds) on the cold (``n``) and warm (``n + 1``) states, the largest
 ``-ell(fast) - -ell(botorch)`` (negative: the fast fit is better), the states where the fast fit
-is worse by more than 1e-3 nats (listed below the table as ``function seed n``), the counts of
-non-stationary fits and of fast-fit fallbacks; then per ``n`` the same over all functions, and
+is worse by more than 1e-3 nats (listed below the table as ``task seed n``), the counts of
+non-stationary fits and of fast-fit fallbacks; then per ``n`` the same over all tasks, and
 the torch thread count. Run:
 ``.venv/bin/python benchmarks/fit_benchmark.py [--seeds N] [--seeds-64 N] [--seeds-128 N]
 [--threads T]``.
@@ -23,30 +24,31 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 import warnings
 
+import _states
 import torch
-from botorch.test_functions import Ackley, Hartmann, Levy, Michalewicz
-from torch.quasirandom import SobolEngine
+from _timing import timed
 
 from orthobench.surrogates.fit import STATIONARY_TOL, fit_model, neg_map_objective
 from orthobench.surrogates.theta_algebra import get_theta, theta_layout
 
-FUNCTIONS = {
-    "hartmann6": Hartmann(dim=6),
-    "ackley8": Ackley(dim=8),
-    "michalewicz10": Michalewicz(dim=10),
-    "levy16": Levy(dim=16),
-}
+TASKS = ("hartmann6", "ackley8", "michalewicz10", "levy16")
 N0 = 32
+
+
+def states(task: str, seed: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``n + 1``-point state (its first ``n`` points: the ``n``-point one), ``y`` negated:
+    BoTorch maximizes."""
+    x, y = _states.history(task, seed, n, steps=1)
+    return x, -y
 
 
 def _fit(x, y, fit: str, warm_start=None) -> tuple[float, float, dict]:
     """Seconds, ``-ell`` at the fitted theta and the fit info."""
-    start = time.perf_counter()
-    model, info = fit_model(x, y, "matern52-ard", fit=fit, warm_start=warm_start)
-    seconds = time.perf_counter() - start
+    (model, info), seconds = timed(
+        lambda: fit_model(x, y, "matern52-ard", fit=fit, warm_start=warm_start)
+    )
     theta = get_theta(model).unsqueeze(0)
     nlp = float(neg_map_objective(theta, theta_layout(model), x, model.train_targets))
     return seconds, nlp, {**info, "theta": get_theta(model)}
@@ -91,7 +93,7 @@ def main() -> None:
 
     print(f"threads {torch.get_num_threads()}, stationary: ||grad|| <= {STATIONARY_TOL:g}")
     header = (
-        "n | function", "states", "botorch s", "fast s", "speed-up cold", "speed-up warm",
+        "n | task", "states", "botorch s", "fast s", "speed-up cold", "speed-up warm",
         "min speed-up", "max NLP diff", "worse by > 1e-3", "non-stat. botorch", "non-stat. fast",
         "fallbacks",
     )  # fmt: skip
@@ -101,21 +103,18 @@ def main() -> None:
         if seeds == 0:
             continue
         all_states = []
-        for name, function in FUNCTIONS.items():
-            low, high = function.bounds.double()
-            states = []
+        for task in TASKS:
+            measured = []
             for seed in range(seeds):
-                design = SobolEngine(function.dim, scramble=True, seed=seed)
-                x = design.draw(n + 1, dtype=torch.float64)
-                y = -function(low + (high - low) * x)  # BoTorch maximizes
+                x, y = states(task, seed, n)
                 previous = None
                 for m in (n, n + 1):
                     tb, nlp_b, info_b = _fit(x[:m], y[:m], "botorch")
                     tf, nlp_f, info_f = _fit(x[:m], y[:m], "fast", warm_start=previous)
                     previous = info_f["theta"]
                     if nlp_f - nlp_b > 1e-3:
-                        worse.append(f"{name} seed {seed} n {m}: {nlp_f - nlp_b:+.3f} nats")
-                    states.append(
+                        worse.append(f"{task} seed {seed} n {m}: {nlp_f - nlp_b:+.3f} nats")
+                    measured.append(
                         {
                             "warm": m > n,
                             "botorch_s": tb,
@@ -127,8 +126,8 @@ def main() -> None:
                             "fallback": info_f["fallback"] is not None,
                         }
                     )
-            print(_row(f"{n} | {name}", states), flush=True)
-            all_states += states
+            print(_row(f"{n} | {task}", measured), flush=True)
+            all_states += measured
         print(_row(f"{n} | all", all_states), flush=True)
     for line in worse:
         print("fast fit worse:", line)

@@ -11,16 +11,18 @@ Procedures (OrthoBO, S = 512, fast fit), all on the same fit and theta draws of 
 
 Per state, each procedure's candidate is scored by the full acquisition (log-EI over all 512
 draws, rebuilt by ``acquisition()``), and its shortfall is its value minus the best of the four.
-States: scrambled Sobol designs of ``--n0`` points (default ``32,100``) per function and seed,
-and (``--along``, default 8) the states of the first BO steps of an ``all draws`` run from a
-``2 d``-point design, per function and seed. Printed per group of states: how many states each
-procedure ended more than 1e-3 below the best (and 1e-2), its worst shortfall, and its median
-acquisition seconds (``acq_seconds`` of ``ask``; ``reseeded``: ``optimize_acqf`` alone).
+States, as ``orthobench run`` makes them: the initial designs of ``--n0`` points (default
+``32,100``) per task and seed, and (``--along``, default 8) the states of the first BO steps of
+an ``all draws`` run from a ``2 d``-point initial design, per task and seed; each procedure is
+OrthoBO with its settings rebuilt on the state (the run's optimizer seed and saved state).
+Printed per group of states: how many states each procedure ended more than 1e-3 below the best
+(and 1e-2), its worst shortfall, and its median acquisition seconds (``acq_seconds`` of
+``ask``; ``reseeded``: ``optimize_acqf`` alone).
 
-Regret (``--steps``, default 15): paired BO runs of ``all draws`` and ``screen 64`` from the same
-``2 d``-point design per function and seed; printed per function: the final simple regret of
-each (median and range over seeds), how many seeds ended with identical histories, and the
-summed acquisition seconds. One torch thread. Run:
+Regret (``--steps``, default 15): paired BO runs (same initial design and optimizer seed) of
+``all draws`` and ``screen 64`` from the ``2 d``-point initial design per task and seed; printed
+per task: the final simple regret of each (median and range over seeds), how many seeds ended
+with identical histories, and the summed acquisition seconds. One torch thread. Run:
 ``.venv/bin/python benchmarks/maximize_benchmark.py [--seeds N] [--n0 32,100] [--along K]
 [--steps T]``.
 """
@@ -29,23 +31,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 import warnings
+from collections.abc import Mapping
+from typing import Any
 
+import _states
 import numpy as np
 import torch
+from _timing import timed
 from botorch.optim import optimize_acqf
-from botorch.test_functions import Ackley, Hartmann, Levy, Michalewicz
-from torch.quasirandom import SobolEngine
 
-from orthobench.optimizers.orthobo import OrthoBO
+from orthobench.registry import TASKS as TASK_REGISTRY
 
-FUNCTIONS = {
-    "hartmann6": Hartmann(dim=6),
-    "ackley8": Ackley(dim=8),
-    "michalewicz10": Michalewicz(dim=10),
-    "levy16": Levy(dim=16),
-}
+TASKS = ("hartmann6", "ackley8", "michalewicz10", "levy16")
 # OrthoBO settings of each procedure that runs through ``ask``.
 PROCEDURES = {
     "all draws": {"screen_theta_samples": None},
@@ -55,15 +53,16 @@ PROCEDURES = {
 RESEEDED = "reseeded"
 
 
-def _evaluate(function, u: torch.Tensor) -> np.ndarray:
-    """``function`` at unit-cube points ``u`` (``t x d``), on its own bounds."""
-    low, high = function.bounds.double()
-    return function(low + (high - low) * u).numpy()
+def bo_run(
+    task: str, seed: int, n_init: int, steps: int, settings: Mapping[str, Any] | None = None
+) -> _states.Run:
+    """OrthoBO (the default, or with ``settings``) run for ``steps`` BO steps from the initial
+    design of ``n_init`` points."""
+    return _states.run(_states.cell(task, seed, n_init, steps, "orthobo", **(settings or {})))
 
 
-def _design(function, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    u = SobolEngine(function.dim, scramble=True, seed=seed).draw(n, dtype=torch.float64)
-    return u.numpy(), _evaluate(function, u)
+def _dim(task: str) -> int:
+    return TASK_REGISTRY.create(task).space.dim
 
 
 def _value(acqf, x) -> float:
@@ -72,21 +71,20 @@ def _value(acqf, x) -> float:
         return float(acqf(x.reshape(1, 1, -1)))
 
 
-def _state(run: OrthoBO, seed: int, torch_seed: int) -> dict[str, tuple[float, float]]:
-    """``(value, seconds)`` of every procedure at ``run``'s state (its history and ask count)."""
+def _state(run: _states.Run, step: int, torch_seed: int) -> dict[str, tuple[float, float]]:
+    """``(value, seconds)`` of every procedure at ``run``'s state after ``step`` BO steps."""
     results = {}
     for label, settings in PROCEDURES.items():
-        optimizer = OrthoBO(run.dim, seed=seed, **settings)
-        optimizer.tell(run.train_x.cpu().numpy(), run.train_y.cpu().numpy())
-        optimizer.load_state_dict(run.state_dict())
+        optimizer = run.optimizer(step, settings)
         suggestion = optimizer.ask(1)
         results[label] = (suggestion.x, suggestion.acq_seconds)
     acqf = optimizer.acquisition()  # every procedure's fit and draws (same seed and state)
     torch.manual_seed(torch_seed)
-    bounds = torch.stack([torch.zeros(run.dim), torch.ones(run.dim)]).double()
-    start = time.perf_counter()
-    again, _ = optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=8, raw_samples=512)
-    results[RESEEDED] = (again, time.perf_counter() - start)
+    bounds = torch.stack([torch.zeros(optimizer.dim), torch.ones(optimizer.dim)]).double()
+    (again, _), seconds = timed(
+        lambda: optimize_acqf(acqf, bounds=bounds, q=1, num_restarts=8, raw_samples=512)
+    )
+    results[RESEEDED] = (again, seconds)
     return {label: (_value(acqf, x), seconds) for label, (x, seconds) in results.items()}
 
 
@@ -103,56 +101,43 @@ def _summary(group: str, states: list[dict[str, tuple[float, float]]]) -> None:
 
 def initial_designs(n0: int, seeds: int) -> None:
     states = []
-    for function in FUNCTIONS.values():
+    for task in TASKS:
         for seed in range(seeds):
-            run = OrthoBO(function.dim, seed=seed)
-            run.tell(*_design(function, n0, seed))
-            states.append(_state(run, seed, 10_000 + seed))
+            states.append(_state(bo_run(task, seed, n0, 0), 0, 10_000 + seed))
     _summary(f"initial designs, n0 = {n0}", states)
 
 
 def along_runs(steps: int, seeds: int) -> None:
-    for name, function in FUNCTIONS.items():
+    for task in TASKS:
         states = []
         for seed in range(seeds):
-            run = OrthoBO(function.dim, seed=seed, **PROCEDURES["all draws"])
-            run.tell(*_design(function, 2 * function.dim, seed))
+            # The states before each of the first `steps` steps: the last step is not needed.
+            run = bo_run(task, seed, 2 * _dim(task), steps - 1, PROCEDURES["all draws"])
             for step in range(steps):
-                states.append(_state(run, seed, 10_000 + 100 * seed + step))
-                u = torch.as_tensor(np.asarray(run.ask(1).x), dtype=torch.float64)
-                run.tell(u.numpy(), _evaluate(function, u))
-        _summary(f"along runs, {name}", states)
+                states.append(_state(run, step, 10_000 + 100 * seed + step))
+        _summary(f"along runs, {task}", states)
 
 
 def regret(steps: int, seeds: int) -> None:
     print(
-        f"regret after {steps} BO steps from 2d Sobol points: function | procedure | final "
-        "regret median [min, max] over seeds | identical histories | acquisition s"
+        f"regret after {steps} BO steps from the 2d-point initial design: task | procedure | "
+        "final regret median [min, max] over seeds | identical histories | acquisition s"
     )
     paired = ("all draws", "screen 64")
-    for name, function in FUNCTIONS.items():
+    for task in TASKS:
         finals = {label: [] for label in paired}
         seconds = dict.fromkeys(paired, 0.0)
         histories = {label: [] for label in paired}
         for seed in range(seeds):
-            x, y = _design(function, 2 * function.dim, seed)
             for label in paired:
-                optimizer = OrthoBO(function.dim, seed=seed, **PROCEDURES[label])
-                optimizer.tell(x, y)
-                ys = list(y)
-                for _ in range(steps):
-                    suggestion = optimizer.ask(1)
-                    seconds[label] += suggestion.acq_seconds
-                    u = torch.as_tensor(np.asarray(suggestion.x), dtype=torch.float64)
-                    value = _evaluate(function, u)
-                    optimizer.tell(u.numpy(), value)
-                    ys.extend(value.tolist())
-                finals[label].append(min(ys) - function.optimal_value)
-                histories[label].append(ys)
+                records = bo_run(task, seed, 2 * _dim(task), steps, PROCEDURES[label]).records
+                seconds[label] += sum(r.acq_seconds for r in records if r.phase == "bo")
+                finals[label].append(records[-1].regret)
+                histories[label].append([r.y for r in records])
         same = sum(a == b for a, b in zip(*histories.values(), strict=True))
         for label, values in finals.items():
             print(
-                f"{name} | {label} | {statistics.median(values):.3g} [{min(values):.3g}, "
+                f"{task} | {label} | {statistics.median(values):.3g} [{min(values):.3g}, "
                 f"{max(values):.3g}] | {same}/{seeds} | {seconds[label]:.1f}",
                 flush=True,
             )

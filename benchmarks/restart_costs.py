@@ -1,20 +1,20 @@
 """Where a default OrthoBO step's seconds go on the CPU, and what its two batched GEMMs alone cost.
 
-For Hartmann6 and Levy16 and ``--seeds`` seeds (default 5): a scrambled Sobol design of 32
-points and two default OrthoBO steps (S = 512, the raw samples screened on 64 draws), then the
-third step taken apart as ``ask`` runs it: the fit, the two acquisitions' construction (512 and 64
-draws), the screen of the raw samples (the step's seed), and ``optimize_acqf``'s restarts from
-the screened starting points, with a spy that records each evaluation's batch size ``b`` (the
-restarts still running; each evaluation is one forward and backward pass, but for the final
-forward-only scoring of the restarts' ends, counted as one too).
+For Hartmann6 and Levy16 and ``--seeds`` seeds (default 5): the cell ``orthobench run`` makes
+of the default OrthoBO (S = 512, the raw samples screened on 64 draws), its 32-point initial
+design and two BO steps, then the third step taken apart as ``ask`` runs it: the fit, the two
+acquisitions' construction (512 and 64 draws), the screen of the raw samples (the step's seed),
+and ``optimize_acqf``'s restarts from the screened starting points, with a spy that records each
+evaluation's batch size ``b`` (the restarts still running; each evaluation is one forward and
+backward pass, but for the final forward-only scoring of the restarts' ends, counted as one too).
 
 Then, on the same state, for each ``b`` seen: the seconds of one evaluation, and of the two
 batched GEMMs of the marginal moments alone: ``S`` products of a ``b x n`` block with the
-forward projection ``n x (n + 2)``, and with the backward one ``(n + 2) x n`` (best of 5 x 20
-calls each). Summed over the restarts' evaluations, the GEMMs give a lower bound on any
-implementation that keeps that form; the rest of an evaluation is elementwise passes over ``S b
-n`` entries (square roots and exponentials of Matern-5/2, its derivative), log-EI and the
-per-operation overhead of about a hundred torch operations.
+forward projection ``n x (n + 2)``, and with the backward one ``(n + 2) x n`` (each the median
+of 5 rounds of 20 calls, :func:`_timing.time_call`). Summed over the restarts' evaluations, the
+GEMMs give a lower bound on any implementation that keeps that form; the rest of an evaluation
+is elementwise passes over ``S b n`` entries (square roots and exponentials of Matern-5/2, its
+derivative), log-EI and the per-operation overhead of about a hundred torch operations.
 
 Printed per state, in milliseconds: fit, construction, screen, restarts (and evaluations),
 restarts priced at one evaluation per ``b``, and at the GEMMs alone. One torch thread. Run:
@@ -26,49 +26,26 @@ from __future__ import annotations
 import argparse
 import collections
 import statistics
-import time
 import warnings
 
-import numpy as np
+import _states
 import torch
+from _timing import time_call, timed
 from botorch.optim import optimize_acqf
 from botorch.optim.initializers import gen_batch_initial_conditions
-from botorch.test_functions import Hartmann, Levy
-from torch.quasirandom import SobolEngine
 
 from orthobench.acquisition import MarginalLogEI
 from orthobench.optimizers.orthobo import OrthoBO
 from orthobench.seeding import torch_seed
 
-FUNCTIONS = {"hartmann6": Hartmann(dim=6), "levy16": Levy(dim=16)}
+TASKS = ("hartmann6", "levy16")
+N_INIT = 32
+STEPS = 2
 
 
-def _best_seconds(call, repeats: int = 20) -> float:
-    call()
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            call()
-        best = min(best, (time.perf_counter() - start) / repeats)
-    return best
-
-
-def _state(function, seed: int) -> OrthoBO:
-    """The default OrthoBO after 32 Sobol points and two BO steps on ``function``."""
-    d = function.dim
-    low, high = function.bounds.double()
-
-    def evaluate(u: torch.Tensor) -> np.ndarray:
-        return function(low + (high - low) * u).numpy()
-
-    x = SobolEngine(d, scramble=True, seed=seed).draw(32, dtype=torch.float64)
-    optimizer = OrthoBO(d, seed=seed)
-    optimizer.tell(x.numpy(), evaluate(x))
-    for _ in range(2):
-        u = torch.as_tensor(np.asarray(optimizer.ask(1).x), dtype=torch.float64)
-        optimizer.tell(u.numpy(), evaluate(u))
-    return optimizer
+def gp_state(task: str, seed: int) -> OrthoBO:
+    """The default OrthoBO after its initial design and :data:`STEPS` BO steps on ``task``."""
+    return _states.run(_states.cell(task, seed, N_INIT, STEPS, "orthobo")).optimizer(STEPS)
 
 
 def _evaluation_seconds(acqf: MarginalLogEI, b: int) -> tuple[float, float]:
@@ -89,18 +66,19 @@ def _evaluation_seconds(acqf: MarginalLogEI, b: int) -> tuple[float, float]:
         torch.bmm(corr, forward_proj)
         torch.bmm(grad_proj, backward_proj)
 
-    return _best_seconds(evaluation), _best_seconds(gemms)
+    return time_call(evaluation).median, time_call(gemms).median
 
 
-def take_apart(function, seed: int) -> dict[str, float]:
+def take_apart(task: str, seed: int) -> dict[str, float]:
     """The third step's parts, in milliseconds (see the module notes)."""
-    optimizer = _state(function, seed)
-    start = time.perf_counter()
-    members = optimizer._fit()
-    fitted = time.perf_counter()
-    acqf = optimizer._build_acquisition(members)
-    screen = optimizer._build_acquisition(members, optimizer.screen_theta_samples)
-    built = time.perf_counter()
+    optimizer = gp_state(task, seed)
+    members, fit_s = timed(optimizer._fit)
+    (acqf, screen), build_s = timed(
+        lambda: (
+            optimizer._build_acquisition(members),
+            optimizer._build_acquisition(members, optimizer.screen_theta_samples),
+        )
+    )
     bounds = optimizer._unit_bounds()
     batch_sizes = []
     forward = MarginalLogEI.forward
@@ -111,35 +89,37 @@ def take_apart(function, seed: int) -> dict[str, float]:
         return forward(self, X)
 
     with torch_seed(optimizer._step_seed("acq")):
-        starts = gen_batch_initial_conditions(
-            screen,
-            bounds,
-            q=1,
-            num_restarts=optimizer.num_restarts,
-            raw_samples=optimizer.raw_samples,
-            options={"init_batch_limit": optimizer._raw_chunk(optimizer.screen_theta_samples)},
+        starts, screen_s = timed(
+            lambda: gen_batch_initial_conditions(
+                screen,
+                bounds,
+                q=1,
+                num_restarts=optimizer.num_restarts,
+                raw_samples=optimizer.raw_samples,
+                options={"init_batch_limit": optimizer._raw_chunk(optimizer.screen_theta_samples)},
+            )
         )
-        screened = time.perf_counter()
         MarginalLogEI.forward = spy
         try:
-            optimize_acqf(
-                acqf,
-                bounds=bounds,
-                q=1,
-                num_restarts=starts.shape[0],
-                raw_samples=None,
-                batch_initial_conditions=starts,
+            _, restarts_s = timed(
+                lambda: optimize_acqf(
+                    acqf,
+                    bounds=bounds,
+                    q=1,
+                    num_restarts=starts.shape[0],
+                    raw_samples=None,
+                    batch_initial_conditions=starts,
+                )
             )
         finally:
             MarginalLogEI.forward = forward
-        restarted = time.perf_counter()
     counts = collections.Counter(batch_sizes)
     priced = {b: _evaluation_seconds(acqf, b) for b in counts}
     return {
-        "fit": 1e3 * (fitted - start),
-        "build": 1e3 * (built - fitted),
-        "screen": 1e3 * (screened - built),
-        "restarts": 1e3 * (restarted - screened),
+        "fit": 1e3 * fit_s,
+        "build": 1e3 * build_s,
+        "screen": 1e3 * screen_s,
+        "restarts": 1e3 * restarts_s,
         "evaluations": len(batch_sizes),
         "per b": 1e3 * sum(k * priced[b][0] for b, k in counts.items()),
         "gemms": 1e3 * sum(k * priced[b][1] for b, k in counts.items()),
@@ -154,13 +134,13 @@ def main() -> None:
     warnings.simplefilter("ignore")
     columns = ["fit", "build", "screen", "restarts", "evaluations", "per b", "gemms"]
     print(f"threads {torch.get_num_threads()}; milliseconds of the third default OrthoBO step")
-    print("function | seed | " + " | ".join(columns))
-    for name, function in FUNCTIONS.items():
-        rows = [take_apart(function, seed) for seed in range(args.seeds)]
+    print("task | seed | " + " | ".join(columns))
+    for task in TASKS:
+        rows = [take_apart(task, seed) for seed in range(args.seeds)]
         for seed, row in enumerate(rows):
-            print(f"{name} | {seed} | " + " | ".join(f"{row[c]:.0f}" for c in columns))
+            print(f"{task} | {seed} | " + " | ".join(f"{row[c]:.0f}" for c in columns))
         medians = {c: statistics.median(row[c] for row in rows) for c in columns}
-        print(f"{name} | median | " + " | ".join(f"{medians[c]:.0f}" for c in columns), flush=True)
+        print(f"{task} | median | " + " | ".join(f"{medians[c]:.0f}" for c in columns), flush=True)
 
 
 if __name__ == "__main__":

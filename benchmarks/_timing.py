@@ -1,0 +1,69 @@
+"""Wall-clock timing shared by the benchmark scripts: a median with its range, and the threads.
+
+:func:`time_call` times a call that can be repeated (an acquisition evaluation); :func:`timed`
+times one call whose result is needed (a fit, whose warm start makes a repeat another call).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: the median and the range over ``rounds`` rounds, measured with
+    ``threads`` torch threads."""
+
+    median: float
+    low: float
+    high: float
+    rounds: int
+    threads: int
+
+    def __str__(self) -> str:
+        return f"{1e3 * self.median:.2f} ms [{1e3 * self.low:.2f}, {1e3 * self.high:.2f}]"
+
+
+def _synchronize(device: torch.device | str | None) -> None:
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(call: Callable[[], _T], device: torch.device | str | None = None) -> tuple[_T, float]:
+    """``call()``'s result and its wall seconds. On a CUDA ``device`` the kernels queued before
+    are waited for first and the call's own after, so the seconds are the call's."""
+    _synchronize(device)
+    start = time.perf_counter()
+    result = call()
+    _synchronize(device)
+    return result, time.perf_counter() - start
+
+
+def time_call(
+    call: Callable[[], object], *, rounds: int = 5, number: int = 20, warmup: int = 3
+) -> Timing:
+    """Seconds per call of ``call``: ``warmup`` untimed calls (first-call overheads and caches
+    are not what is measured), then ``rounds`` rounds of ``number`` calls, each round one sample.
+
+    The median, not the best round: a benchmark on a shared machine reports the typical call,
+    and the range shows how much the load moved it.
+    """
+
+    def repeat() -> None:
+        for _ in range(number):
+            call()
+
+    for _ in range(warmup):
+        call()
+    samples = [timed(repeat)[1] / number for _ in range(rounds)]
+    return Timing(
+        statistics.median(samples), min(samples), max(samples), rounds, torch.get_num_threads()
+    )

@@ -1,0 +1,107 @@
+"""The benchmark scripts measure the states ``orthobench run`` makes, and time alike.
+
+Each script's state builder, imported from its file, starts from the initial design that the
+package's loop evaluates for the cell's task and seed (whatever the optimizer: the design is
+shared). The shared timing helper reports a median, its range and the thread count.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from orthobench.loop import make_task, run_cell
+from orthobench.registry import TASKS
+from orthobench.suite import Cell, ComponentSpec
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _scripts_importable():
+    """The scripts import their shared modules (``_states``, ``_timing``) from their folder."""
+    sys.path.insert(0, str(BENCHMARKS))
+    yield
+    sys.path.remove(str(BENCHMARKS))
+
+
+def run_design(task: str, seed: int, n: int) -> np.ndarray:
+    """The unit-cube initial design the loop tells the optimizer of a cell of ``task`` and
+    ``seed``: here Sobol search's, an optimizer no script builds its states with."""
+    cell = Cell(
+        suite="reference",
+        task=ComponentSpec(name=task, label=task),
+        optimizer=ComponentSpec(name="sobol", label="sobol"),
+        seed=seed,
+        n_init=n,
+        budget=0,
+    )
+    space = make_task(cell).space
+    return space.to_unit(np.array([r.x for r in run_cell(cell)]))
+
+
+# Per script: (task, seed, n, the unit-cube points of the script's state for them), the first n
+# of which are its initial design.
+BUILDERS = {
+    "acquisition_overhead": (
+        "levy16", 0, 32, lambda m: m.gp_state("levy16", 32).train_x.numpy()
+    ),
+    "fit_benchmark": ("ackley8", 3, 8, lambda m: m.states("ackley8", 3, 8)[0].numpy()),
+    "fit_device_benchmark": (
+        "hartmann6", 1, 16, lambda m: m._states.history("hartmann6", 1, 16)[0].numpy()
+    ),
+    "maximize_benchmark": (
+        "michalewicz10", 2, 20,
+        lambda m: m.bo_run("michalewicz10", 2, 20, 0)
+        .optimizer(0, m.PROCEDURES["coarse 64"])
+        .train_x.numpy(),
+    ),
+    "restart_costs": ("hartmann6", 4, 32, lambda m: m.gp_state("hartmann6", 4).train_x.numpy()),
+    "step_benchmark": (
+        "levy16", 5, 8,
+        lambda m: TASKS.create("levy16").space.to_unit(
+            np.array([r.x for r in m.run("levy16", "orthobo fit=fast", 5, 0, 8)])
+        ),
+    ),
+}  # fmt: skip
+
+#: Builders that take BO steps past the design (with BoTorch's first-call costs: over 5 s).
+SLOW = {"fit_benchmark", "restart_costs"}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW else []) for name in BUILDERS],
+)
+def test_states_start_from_the_run_design(script):
+    task, seed, n, build = BUILDERS[script]
+    x = build(importlib.import_module(script))
+    np.testing.assert_array_equal(x[:n], run_design(task, seed, n))
+
+
+def test_rebuilt_optimizer_continues_the_run():
+    """A state's optimizer, rebuilt as the loop resumes a cell, asks what the run asked next."""
+    states = importlib.import_module("_states")
+    run = states.run(states.cell("hartmann6", 0, 4, 2, "sobol"))
+    x = run.optimizer(1).ask(1).x
+    assert TASKS.create("hartmann6").space.from_unit(x)[0].tolist() == run.records[5].x
+
+
+def test_time_call_gives_median_range_and_threads():
+    timing_module = importlib.import_module("_timing")
+    calls = []
+    timing = timing_module.time_call(lambda: calls.append(1), rounds=3, number=4, warmup=2)
+    assert len(calls) == 2 + 3 * 4
+    assert timing.rounds == 3 and timing.threads == torch.get_num_threads()
+    assert 0 <= timing.low <= timing.median <= timing.high
+    assert " ms [" in str(timing)
+
+
+def test_timed_returns_the_result():
+    result, seconds = importlib.import_module("_timing").timed(lambda: 42)
+    assert result == 42 and seconds >= 0
