@@ -1,45 +1,8 @@
-r"""OrthoBO's acquisition: the ensemble's marginal EI over fixed theta draws, outer log.
+r"""OrthoBO's acquisition: the ensemble's marginal EI over fixed theta draws, with an outer log.
 
-For members ``m = 1..M`` with weights ``pi_m``, fixed whitened draws ``z_{m,s}`` (``s = 1..S``)
-and per-draw log-EI ``l_{m,s}(x)`` (:meth:`ThetaSampledGP.log_ei
-<orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_ei>`), the acquisition is (paper Alg. 1)
-
-.. math::
-
-    \widehat{\mathrm{EI}}^{\mathrm{ens}}(x) = \sum_m \pi_m \widehat{\mathrm{EI}}_m(x)
-    \quad \text{(Eq. (22))}, \qquad
-    L(x) = \log \max\big(\widehat{\mathrm{EI}}^{\mathrm{ens}}(x),\
-        \alpha\, \widehat{\mathrm{EI}}^{\mathrm{ens,MC}}(x)\big)
-    \quad \text{(Eq. (24))},
-
-with ``hat EI_m`` the chosen estimator (:mod:`orthobench.estimators`; paper Eqs. (6), (17)) applied to
-``exp(l_{m,s})`` with the draws' ``z`` as controls (score ``g = -A^{-T} z``: the same control
-space, known mean 0 and covariance I), and ``hat EI^{ens,MC}`` the same ensemble with the naive
-mean. A member drawn from a point set (sr3, radial rules, ...; :mod:`orthobench.theta_estimators`)
-carries the rule's weights ``w_{m,s}`` instead, and ``hat EI_m = sum_s w_{m,s} exp(l_{m,s})``
-(:func:`~orthobench.estimators.weighted_mean`); its naive term is still the equal-weight mean of
-the same values, positive by construction (a rule's estimate can be negative: sr3's centre weight
-is).
-
-Stability. ``EI`` under a draw underflows far from the data, so each member
-works on ``exp(l - max_s l)`` (every estimator is linear in the values) and members are combined
-in log space: ``L = A + log max(sum_m exp(A_m - A) e_m, alpha sum_m exp(A_m - A) mc_m)`` with
-``A_m = log pi_m + max_s l_{m,s}`` and ``A = max_m A_m``. The naive term is at least ``1/S`` for
-the leading member, so ``L`` is finite wherever log-EI is (down to about ``-1e100`` in double;
-docs/design.md, "EI in log space").
-
-What ``alpha`` means. In the paper ``alpha`` is an absolute floor that only keeps the log defined.
-Far from the data every draw's EI is far below any fixed ``alpha`` (log-EI of -100 and less), and
-an absolute floor makes ``L`` flat there: no ranking, no gradient for ``optimize_acqf``. Here
-``alpha`` is *relative*: the floor is ``alpha`` times the naive estimate on the same draws, which
-is positive by construction. Where the orthogonal estimate is at least that, ``L`` is its log
-exactly; the floor binds only where the control-variate correction removes more than
-``1 - alpha`` of the naive estimate (the estimate can be zero or negative), and there ``L``
-still ranks candidates by the naive estimate. With the ``"mc"`` estimator ``L`` is the log of the
-naive estimate for any ``alpha <= 1``.
-
-EI is on each model's standardized outcome scale (:class:`ThetaSampledGP
-<orthobench.surrogates.theta_sampled_gp.ThetaSampledGP>`); members fitted on the same data share it.
+:class:`MarginalLogEI` is paper Alg. 1 with Eqs. (22) and (24), computed in log space
+(docs/design.md, "EI in log space") with the outer log's floor relative to the naive estimate
+(docs/design.md, "Relative outer-log floor").
 """
 
 from __future__ import annotations
@@ -59,8 +22,46 @@ from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 class MarginalLogEI(AcquisitionFunction):
     r"""``log max(EI_ens(x), alpha EI_ens^MC(x))`` over fixed hyperparameter draws.
 
+    For members ``m = 1..M`` with weights ``pi_m``, fixed whitened draws ``z_{m,s}``
+    (``s = 1..S``) and per-draw log-EI ``l_{m,s}(x)`` (:meth:`ThetaSampledGP.log_ei
+    <orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_ei>`), the acquisition is (paper
+    Alg. 1)
+
+    .. math::
+
+        \widehat{\mathrm{EI}}^{\mathrm{ens}}(x) = \sum_m \pi_m \widehat{\mathrm{EI}}_m(x)
+        \quad \text{(Eq. (22))}, \qquad
+        L(x) = \log \max\big(\widehat{\mathrm{EI}}^{\mathrm{ens}}(x),\
+            \alpha\, \widehat{\mathrm{EI}}^{\mathrm{ens,MC}}(x)\big)
+        \quad \text{(Eq. (24))},
+
+    with ``hat EI_m`` the chosen estimator (:mod:`orthobench.estimators`; paper Eqs. (6), (17))
+    applied to ``exp(l_{m,s})`` with the draws' ``z`` as controls (score ``g = -A^{-T} z``: the
+    same control space, known mean 0 and covariance I), and ``hat EI^{ens,MC}`` the same ensemble
+    with the naive mean. A member drawn from a point set (:mod:`orthobench.theta_estimators`)
+    carries the rule's weights ``w_{m,s}`` instead, ``hat EI_m = sum_s w_{m,s} exp(l_{m,s})``
+    (:func:`~orthobench.estimators.weighted_mean`); its naive term is still the equal-weight mean
+    of the same values, positive by construction (a rule's estimate can be negative: sr3's centre
+    weight is).
+
+    Stability: each member works on ``exp(l - max_s l)`` (every estimator is linear in the
+    values) and members are combined in log space, ``L = A + log max(sum_m exp(A_m - A) e_m,
+    alpha sum_m exp(A_m - A) mc_m)`` with ``A_m = log pi_m + max_s l_{m,s}`` and
+    ``A = max_m A_m``. The naive term is at least ``1/S`` for the leading member, so ``L`` is
+    finite wherever log-EI is (docs/design.md, "EI in log space").
+
+    ``alpha`` is *relative*: the floor is ``alpha`` times the naive estimate on the same draws.
+    Where the estimate is at least that, ``L`` is its log exactly; the floor binds only where
+    the control-variate correction removes more than ``1 - alpha`` of the naive estimate, and
+    there ``L`` still ranks candidates by the naive estimate (the paper's absolute floor makes
+    ``L`` flat far from the data: docs/design.md, "Relative outer-log floor"). With the ``"mc"``
+    estimator ``L`` is the log of the naive estimate for any ``alpha <= 1``.
+
     ``b x 1 x d`` -> ``b``. The draws are fixed at construction (drawn once per BO step), so the
-    acquisition is a deterministic, differentiable function of ``x`` for ``optimize_acqf``.
+    acquisition is a deterministic, differentiable function of ``x`` for ``optimize_acqf``. EI is
+    on each model's standardized outcome scale (:class:`ThetaSampledGP
+    <orthobench.surrogates.theta_sampled_gp.ThetaSampledGP>`); members fitted on the same data
+    share it.
 
     Args:
         model: A BoTorch model for BoTorch utilities that read ``acqf.model`` (device, dtype);
@@ -71,7 +72,7 @@ class MarginalLogEI(AcquisitionFunction):
         weights: ``M`` ensemble weights (positive; normalized here).
         estimator: Name in :data:`orthobench.estimators.ESTIMATORS`, for members drawn with equal
             weights.
-        alpha: Relative floor in ``(0, 1]`` (see the module notes).
+        alpha: Relative floor in ``(0, 1]`` (above).
         point_weights: Per member, ``S_m`` weights of the point set it was drawn from, or ``None``
             (equal weights: ``estimator`` applies). Members with weights use
             :func:`~orthobench.estimators.weighted_mean`, whatever ``estimator`` says.
@@ -205,7 +206,7 @@ class MarginalLogEI(AcquisitionFunction):
 
     @t_batch_mode_transform(expected_q=1)
     def forward(self, X: Tensor) -> Tensor:
-        """``L(x)`` for ``b x 1 x d`` candidates -> ``b`` (see the class notes)."""
+        """``L(x)`` for ``b x 1 x d`` candidates -> ``b`` (see the class docstring)."""
         batch_shape, log_eis = self._member_log_eis(X)
         value = _LogEnsembleEstimate.apply(
             self.alpha, self.draw_weights(), self.log_weights, *log_eis
@@ -219,7 +220,7 @@ def _factored_estimates(
     """``(log_scale, value, mc_value, scaled, rel)`` from the members' ``S_m x b`` log-EI.
 
     ``scaled[m] = exp(l_m - max_s l_m)`` (``S_m x b``) and ``rel`` (``M x b``,
-    ``exp(A_m - A)`` of the module notes; None for one member, where it is 1) are what the
+    ``exp(A_m - A)`` of :class:`MarginalLogEI`; None for one member, where it is 1) are what the
     gradient needs. Factoring the maximum out is exact: the estimates are weighted sums.
     """
     scaled, log_terms, estimates, naive = [], [], [], []
@@ -248,8 +249,8 @@ class _LogEnsembleEstimate(torch.autograd.Function):
     With ``D = max(value, alpha mc_value)`` and ``e_{m,s} = exp(l_{m,s} - max_s l_{m,s})``,
     ``dL / dl_{m,s} = rel_m c_{m,s} e_{m,s} / D``, where ``c_{m,s} = a_{m,s}`` (the draw weights)
     where the estimate is the larger and ``alpha / S_m`` where the floor is. Why by hand:
-    autograd records the two dozen operations of the factored form and replays them backward, a
-    tenth of an evaluation during the restarts.
+    autograd records the two dozen operations of the factored form and replays them backward
+    (docs/design.md, "EI in log space").
     """
 
     @staticmethod

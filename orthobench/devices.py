@@ -39,12 +39,10 @@ FIT_DEVICES: tuple[str, ...] = ("auto", "cpu", "device")
 #: ``fit_device: auto`` fits GPs on at most this many training points on the CPU. A fit is
 #: L-BFGS-B in scipy, so every objective evaluation (a few dozen tensor operations on ``n x n``
 #: matrices) ends in a host synchronization: on a GPU each operation costs a kernel launch
-#: whatever ``n``, on one CPU core the Cholesky and inverse cost about ``n^3`` flops. Measured on
-#: an H200 machine against one of its CPU cores (``benchmarks/fit_device_benchmark.py``,
-#: docs/benchmarks.md, "CUDA"): GPU seconds / CPU seconds of the fast fit 2.0 at n = 32, 1.46 at
-#: 128, 1.33 at 160, 0.93 at 192, 0.64 at 256, 0.11 at 512; of BoTorch's fit 1.39, 1.39, 1.15
-#: and 0.74 at 128-256. At 192 the CPU choice costs the fast fit 7% and saves BoTorch's 13%; the
-#: crossing moves with the CPU and the GPU.
+#: whatever ``n``, on one CPU core the Cholesky and inverse cost about ``n^3`` flops. The value
+#: is where the two crossed on one machine (``benchmarks/fit_device_benchmark.py``;
+#: docs/benchmarks.md, "CUDA: the CPU and the GPU of one machine"); the crossing moves with the
+#: CPU and the GPU.
 CPU_FIT_MAX_POINTS = 192
 
 
@@ -55,10 +53,9 @@ ACQ_DEVICES: tuple[str, ...] = FIT_DEVICES
 #: ``acq_device: auto`` maximizes qLogEI's and qUCB's acquisition on the CPU for GPs of at most
 #: this many points. Their acquisition is one GP posterior per candidate batch (OrthoBO's is S of
 #: them), maximized by ``optimize_acqf``'s L-BFGS-B, which waits on the host every iteration.
-#: Measured on an H200 machine against one of its CPU cores (``benchmarks/step_benchmark.py``,
-#: docs/benchmarks.md, "CUDA"), median acquisition seconds on the GPU over the CPU's, Hartmann6 /
-#: Levy16: 1.71 / 1.73 at n = 32, 1.50 / 1.69 at 100, 1.58 / 1.35 at 256. The GPU was slower at
-#: every size measured; 256 is the largest, and above it the rule takes the device unmeasured.
+#: The GPU was slower at every size measured, 256 the largest (``benchmarks/step_benchmark.py``;
+#: docs/benchmarks.md, "CUDA: the CPU and the GPU of one machine"); above it the rule takes the
+#: device, unmeasured.
 CPU_ACQ_MAX_POINTS = 256
 
 

@@ -1,64 +1,11 @@
 r"""Estimators of a marginal acquisition from ``S`` parameter draws: naive MC and control variates.
 
-Pure functions on tensors, no model code. ``values`` is ``S x N`` (``h(x_n; theta_s)`` for ``S``
-draws and ``N`` candidates) and ``controls`` is ``S x K`` (``c(theta_s)``, the same for every
-candidate) with a *known* mean ``mu_c``. Every estimate is ``N``.
-
-The orthogonalized estimate (paper Eqs. (4) and (6) with the plug-in coefficient of Sec. 4.1;
-Eq. (17) for the GP, Eqs. (20)-(21) for TPE) is
-
-.. math::
-
-    \hat h^{\mathrm{orth}} = \bar h - \hat\gamma^\top (\bar c - \mu_c), \qquad
-    \hat\gamma = \hat\Sigma_c^{-1} \widehat{\operatorname{Cov}}(c, h),
-
-the intercept of the least-squares regression of ``h`` on ``c`` evaluated at ``c = mu_c``.
-
-Properties shared by every estimator here:
-
-* **Linear in values per candidate.** ``est(a * values) = a * est(values)`` for a positive
-  per-candidate factor ``a`` (``1 x N``). Far from the data EI underflows, so callers pass
-  ``exp(log_ei - max_s log_ei)`` and add the maximum back in log space
-  (docs/design.md, "EI in log space"). More: each estimate is ``a^T values`` with draw weights
-  ``a`` that depend on the controls alone (:func:`estimator_weights`), so an acquisition computes
-  them once per set of draws.
-* **Differentiable in values.** Controls enter only through factorizations that need no gradient.
-* **The control mean must be known.** Centring controls by their own sample mean makes
-  ``bar c - mu_c`` zero and the estimate equal to :func:`mc_mean`. For TPE bootstrap statistics
-  estimate ``mu_c`` from independent draws (docs/design.md, "Controls need a known mean").
-
-Variants (all selectable by name through :data:`ESTIMATORS`):
-
-* ``"mc"``: :func:`mc_mean`, paper Eq. (3).
-* Weighted rules (not in :data:`ESTIMATORS`: they need the rule's weights, not controls):
-  :func:`weighted_mean`, ``sum_s w_s h_s`` for the points and weights of a
-  :class:`~orthobench.pointsets.PointSet` (sr3, radial rules, Owen-scrambled Sobol, ...).
-  :func:`mc_mean` is its equal-weight case. Names and draws: :mod:`orthobench.theta_estimators`.
-* ``"orth"``: :func:`orthogonal_mean`, the paper's plug-in with the sample covariance. With ``S``
-  at or below ``K`` the sample covariance is singular and ``gamma`` interpolates the noise: the
-  paper's own Table 7 shows 8x the MC variance at ``S = 8`` on Hartmann6
-  (docs/design.md, "Never worse than naive MC").
-* ``"orth-ridge"``: ridge-shrunk ``gamma`` in standardized control coordinates, ``K``
-  pseudo-samples pulling ``gamma`` to zero (MC).
-* ``"orth-crossfit"``: :func:`crossfit_mean`, 2-fold cross-fitting (paper footnote 2): ``gamma``
-  of one half corrects the other. Exactly unbiased when the halves are independent (iid draws,
-  or antithetic pairs kept within a half); it halves the data behind each ``gamma``.
-* ``"orth-quadratic"``: second-order controls, :func:`quadratic_controls` of whitened Gaussian
-  draws (degree-2 Hermite polynomials, known mean 0 and covariance I), ridge as ``orth-ridge``.
-* ``"orth-shrink"`` (:data:`DEFAULT_CONTROL_VARIATE`, the default of ``orthobo-tpe`` and
-  :class:`~orthobench.acquisition.MarginalLogEI`; ``orthobo``'s default is the theta estimator
-  :data:`~orthobench.config.names.DEFAULT_THETA_ESTIMATOR`): :func:`shrunk_mean`. Uses the
-  *known* control covariance (for the GP score ``Cov(g) = H``; identity in whitened coordinates)
-  instead of inverting a sample covariance, and shrinks ``gamma`` by
-  ``kappa = (S - 1) / (S - 1 + 4K)``, so naive MC is the limit ``S / K -> 0``. When the controls
-  carry no information (``h`` independent of ``c``) its variance is exactly
-  ``Var(mc) (1 + kappa^2 K / (S - 1))``, at most ``1/16`` above MC for every ``S`` and ``K``; any
-  nonzero correction adds variance in that case, so a bounded excess is what "never worse by
-  construction" can mean. Without a known covariance it falls back to ``orth-ridge`` with ``4K``
-  pseudo-samples.
-
-NOTE: linear controls are redundant with antithetic draws (``bar z = 0`` exactly, so every linear
-correction vanishes) and nearly so with scrambled-Sobol draws; quadratic controls are not.
+Pure functions on tensors, no model code: ``S x N`` values ``h(x_n; theta_s)`` (``S`` draws,
+``N`` candidates) and ``S x K`` controls ``c(theta_s)`` with a *known* mean give ``N``
+estimates. The control-variate estimate is the paper's Eqs. (4) and (6) with the plug-in
+coefficient of Sec. 4.1 (Eq. (17) for the GP, Eqs. (20)-(21) for TPE); the estimators by name are
+:data:`ESTIMATORS`, and the facts they rest on are in docs/design.md, "Estimators of the
+marginal EI".
 """
 
 from __future__ import annotations
@@ -158,8 +105,15 @@ def orthogonal_mean(
 ) -> Tensor:
     r"""Control-variate (orthogonalized) mean with the plug-in ``gamma``, paper Eqs. (4), (6).
 
-    ``est = mean(h) - gamma^T (mean(c) - mu_c)`` with ``gamma`` the least-squares coefficient of
-    ``h`` on ``c`` from the same draws (sample covariance; minimum-norm when ``S <= K``).
+    .. math::
+
+        \hat h^{\mathrm{orth}} = \bar h - \hat\gamma^\top (\bar c - \mu_c), \qquad
+        \hat\gamma = \hat\Sigma_c^{-1} \widehat{\operatorname{Cov}}(c, h),
+
+    the intercept of the least-squares regression of ``h`` on ``c`` from the same draws, evaluated
+    at ``c = mu_c`` (minimum-norm ``gamma`` when ``S <= K``). At or below ``S = K`` the sample
+    covariance is singular and ``gamma`` interpolates the noise (docs/design.md, "Never worse than
+    naive MC"): :func:`shrunk_mean` bounds that.
 
     Args:
         values: ``S x N`` values ``h(x_n; theta_s)`` (any positive per-candidate scaling).
@@ -201,7 +155,8 @@ def crossfit_mean(
     Draws ``[0, ceil(S/2))`` and ``[ceil(S/2), S)`` form two folds; ``gamma`` fitted on one fold
     (as in :func:`orthogonal_mean`) corrects the other:
     ``est = (|B| est_B(gamma_A) + |A| est_A(gamma_B)) / S``. Each fold's correction has mean zero
-    given the other fold, so the estimate is exactly unbiased when the folds are independent.
+    given the other fold, so the estimate is exactly unbiased when the folds are independent (iid
+    draws, or antithetic pairs kept within a fold); it halves the data behind each ``gamma``.
 
     Args:
         values: ``S x N`` values, ``S >= 4``.
@@ -233,7 +188,9 @@ def quadratic_controls(z: Tensor) -> Tensor:
     r"""Degree-1 and degree-2 Hermite features of whitened Gaussian draws.
 
     For ``z ~ N(0, I_K)`` the features ``[z_i, (z_i^2 - 1) / sqrt(2), z_i z_j (i < j)]`` have mean
-    zero and identity covariance, so they are controls with a known mean.
+    zero and identity covariance, so they are controls with a known mean. Linear controls are
+    redundant with antithetic draws (``bar z = 0`` exactly, so every linear correction vanishes)
+    and nearly so with scrambled-Sobol' draws; quadratic controls are not.
 
     Args:
         z: ``S x K`` whitened draws.
@@ -280,10 +237,14 @@ def shrunk_mean(
         \kappa = \frac{S - 1}{S - 1 + \lambda}, \quad \lambda = 4K.
 
     ``hat gamma`` is the paper's ``gamma = Sigma^{-1} Cov(c, h)`` (Eq. (4)) with the exact
-    ``Sigma`` (identity in whitened coordinates), so no sample covariance is inverted. The ridge
-    ``lambda`` bounds the excess variance when the controls are uninformative by
-    ``kappa^2 K / (S - 1) <= K / (4 lambda) = 1/16`` (see the module notes); the correction
-    weight is below ``1/5`` whenever ``S <= K``.
+    ``Sigma`` (for the GP score ``Cov(g) = H``; the identity in whitened coordinates), so no
+    sample covariance is inverted, and ``kappa`` shrinks it toward naive MC, the limit
+    ``S / K -> 0``. When the controls carry no information (``h`` independent of ``c``) the
+    variance is exactly ``Var(mc) (1 + kappa^2 K / (S - 1))``, and
+    ``kappa^2 K / (S - 1) <= K / (4 lambda) = 1/16`` for every ``S`` and ``K`` (as
+    ``(S - 1 + lambda)^2 >= 4 (S - 1) lambda``). Any nonzero correction adds variance in that
+    case, so a bounded excess is what "never worse than naive MC" can mean (docs/design.md,
+    "Never worse than naive MC"). The correction weight is below ``1/5`` whenever ``S <= K``.
 
     Args:
         values: ``S x N`` values.
@@ -376,7 +337,17 @@ def _orth_shrink(
 
 #: Estimators by name (the names are :data:`orthobench.config.names.ESTIMATORS`). Each maps
 #: ``(values S x N, controls S x K, control_mean K | None, control_cov K x K | None)`` to ``N``
-#: estimates; ``control_cov`` is used where stated.
+#: estimates; ``control_cov`` is used where stated. ``mc``: :func:`mc_mean`; ``orth``:
+#: :func:`orthogonal_mean`, the paper's plug-in; ``orth-ridge``: the same with ``K``
+#: pseudo-samples pulling ``gamma`` to zero in standardized control coordinates;
+#: ``orth-crossfit``: :func:`crossfit_mean`; ``orth-quadratic``: :func:`quadratic_controls` of the
+#: whitened draws, ridge as ``orth-ridge``; ``orth-shrink``: :func:`shrunk_mean` (without a known
+#: covariance, ``orth-ridge`` with ``4K`` pseudo-samples). Every estimator is linear in each
+#: candidate's values with draw weights that depend on the controls alone
+#: (:func:`estimator_weights`), so callers may pass ``exp(log_ei - max_s log_ei)`` and add the
+#: maximum back in log space (docs/design.md, "EI in log space"), and differentiable in the values
+#: (the controls enter only through factorizations that need no gradient). Weighted rules are not
+#: here: :func:`weighted_mean` takes a point set's weights, not controls.
 ESTIMATORS: dict[str, Estimator] = {
     "mc": _mc,
     "orth": _orth,
@@ -387,7 +358,7 @@ ESTIMATORS: dict[str, Estimator] = {
 }
 
 #: The reduction used when none is named: ``orthobo-tpe``'s and
-#: :class:`~orthobench.acquisition.MarginalLogEI`'s (see the module notes for why). Not
+#: :class:`~orthobench.acquisition.MarginalLogEI`'s (why: :func:`shrunk_mean`). Not
 #: ``orthobo``'s, which is the theta estimator
 #: :data:`~orthobench.config.names.DEFAULT_THETA_ESTIMATOR`.
 DEFAULT_CONTROL_VARIATE = names.DEFAULT_TPE_ESTIMATOR

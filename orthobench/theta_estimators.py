@@ -1,86 +1,11 @@
-r"""Estimators of the marginal acquisition ``E_q[EI(x; theta)]`` by name: draws, weights, and RB.
+r"""Estimators of the marginal EI ``E_q[EI(x; theta)]`` by name: draws, weights and ``+rb``.
 
-An estimator of the marginal EI (paper Eq. (3)) has three parts: how the whitened coordinates
-``z`` of the ``S`` hyperparameter draws are made, how the ``S x N`` per-draw values are reduced
-to ``N`` estimates, and whether the GP's constant mean is integrated out in closed form. One
-name says all three (the same names in suites, probes and ``orthobo``'s params; the grammar and
-its parser live in the torch-free :mod:`orthobench.config.names`)::
-
-    <base>[+rb][@<sampling>]
-
-* ``base`` a key of :data:`orthobench.estimators.ESTIMATORS` (``mc``, ``orth``, ``orth-shrink``,
-  ...): equal-weight draws reduced by that estimator, with the whitened draws as controls (known
-  mean 0, covariance I). ``@sampling`` picks the draws: ``iid`` (default), ``antithetic`` or
-  ``qmc`` (:meth:`LaplacePosterior.sample_whitened
-  <orthobench.surrogates.laplace.LaplacePosterior.sample_whitened>`).
-* ``base`` a key of :data:`orthobench.pointsets.POINT_SETS` (``sr3``, ``radial-cross``,
-  ``qmc-owen``, ``unscented``, ...): the rule's points, and the estimate is its weighted sum
-  :func:`orthobench.estimators.weighted_mean` ``sum_s w_s EI(x; theta_s)``. A rule fixes its own
-  points, so it takes no ``@sampling``. A rule uses the largest number of points ``S`` it allows
-  within the budget (:func:`orthobench.pointsets.point_count`): compare it with naive MC at that
-  ``S`` (the probe does), not at the budget. Whitened coordinates are ordered from the widest
-  direction of ``q`` (or of ``phi`` given ``m`` with RB) to the narrowest (eigenvalues of the
-  precision in ascending order), so ``qmc-owen-line`` integrates the widest direction out of
-  each draw.
-* ``+rb``: Rao-Blackwellization over the constant mean (below); the draws are then in ``p - 1``
-  whitened dimensions.
-
-Examples: ``orth`` (the paper's), ``orth-shrink@qmc``, ``mc+rb``, ``sr3``, ``radial-cross+rb``,
-``qmc-owen-line+rb``.
-
-**Rao-Blackwellization over the constant mean.** Write ``theta = (m, phi)`` with ``m`` the GP's
-constant mean (standardized outcome scale) and ``phi`` the other coordinates, and
-``q = N(theta_hat, H^{-1})``. Two facts:
-
-1. *The GP is affine in m.* With ``K_phi`` the noisy training covariance and
-   ``k_phi(x) = k_phi(x, X)``,
-
-   .. math::
-
-       \mu(x; m, \phi) = m + k_\phi(x)^\top K_\phi^{-1} (y - m \mathbf 1)
-                     = \mu_0(x; \phi) + m\, a(x; \phi), \qquad
-       a(x; \phi) = 1 - k_\phi(x)^\top K_\phi^{-1} \mathbf 1,
-
-   and :math:`\sigma^2(x; \phi) = k_\phi(x, x) - k_\phi(x)^\top K_\phi^{-1} k_\phi(x)` does not
-   involve ``m``.
-2. *Under q, m given phi is Gaussian* (the conditional of a Gaussian, read off the precision):
-
-   .. math::
-
-       m \mid \phi \sim \mathcal N\big(\bar m(\phi), v_c\big), \quad
-       \bar m(\phi) = \hat m - H_{mm}^{-1} H_{m\phi} (\phi - \hat\phi), \quad
-       v_c = H_{mm}^{-1}, \qquad
-       \phi \sim \mathcal N\big(\hat\phi, S_\phi^{-1}\big), \quad
-       S_\phi = H_{\phi\phi} - H_{\phi m} H_{mm}^{-1} H_{m\phi}.
-
-EI is an expectation over ``f(x)``: :math:`\mathrm{EI}(x; m, \phi) = \mathbb E[(f - f^*)_+ \mid
-m, \phi]` with :math:`f \mid m, \phi \sim \mathcal N(\mu_0 + m a, \sigma^2)`. Mixing the mean
-over :math:`m \sim \mathcal N(\bar m, v_c)` gives :math:`f \mid \phi \sim \mathcal N(\mu_0 + \bar
-m a, \sigma^2 + v_c a^2)` (``f = mu_0 + m a + sigma eps`` with ``eps ~ N(0, 1)``
-independent of ``m``), so by
-the tower rule
-
-.. math::
-
-    \mathrm{EI}_{\mathrm{RB}}(x; \phi) = \mathbb E_{m \mid \phi}[\mathrm{EI}(x; m, \phi)]
-    = s\, h\Big(\frac{\bar\mu - f^*}{s}\Big), \quad
-    \bar\mu = \mu(x; \bar m(\phi), \phi), \quad s^2 = \sigma^2(x; \phi) + v_c\, a(x; \phi)^2,
-
-with :math:`h(u) = u \Phi(u) + \varphi(u)`: EI of a Gaussian whose variance is inflated by the
-conditional variance of the mean shift ``(m - bar m) a``. Then
-:math:`\mathbb E_q[\mathrm{EI}] = \mathbb E_\phi[\mathrm{EI}_{\mathrm{RB}}(x; \phi)]` exactly, so
-an unbiased rule over ``phi`` stays unbiased, and
-:math:`\mathrm{Var}(\mathrm{EI}_{\mathrm{RB}}) = \mathrm{Var}(\mathrm{EI}) - \mathbb E[\mathrm{Var}
-(\mathrm{EI} \mid \phi)]` is never larger (Rao-Blackwell). It costs one more column in the
-batched GP algebra (``K^{-1} 1``), not more EI evaluations. The conditional is that of ``q``, so
-the target stays ``E_q[EI]`` (the exact posterior's ``m | phi`` is Gaussian too under the flat
-prior, but with a ``phi``-dependent variance: a different target).
-
-Draws: with ``z' ~ N(0, I_{p-1})`` and ``B = V Lambda^{-1/2}`` from ``S_phi = V Lambda V^T``,
-``phi = phi_hat + B z'`` and ``m = bar m(phi)``, i.e. ``theta = theta_hat + A_rb z'`` with the
-rows ``A_rb[phi] = B`` and ``A_rb[m] = -H_mphi B / H_mm`` (:func:`constant_mean_conditional`);
-``A_rb A_rb^T + v_c e_m e_m^T = H^{-1}``. :class:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP`
-with ``constant_mean_variance = v_c`` evaluates ``EI_RB`` (and its gradient in ``x``) batched.
+A name ``<base>[+rb][@<sampling>]`` (grammar and parser in the torch-free
+:mod:`orthobench.config.names`) says how the whitened draws of ``theta`` are made and how the
+``S x N`` per-draw values are reduced to ``N`` estimates of paper Eq. (3) (:func:`draw_thetas`,
+:func:`estimate`), and whether the GP's constant mean is integrated out in closed form
+(:func:`constant_mean_conditional`; docs/design.md, "Rao-Blackwellization over the constant
+mean").
 """
 
 from __future__ import annotations
@@ -117,9 +42,65 @@ __all__ = [
 def constant_mean_conditional(laplace: LaplacePosterior) -> tuple[Tensor, float]:
     r"""``(A_rb, v_c)``: ``theta = theta_hat + A_rb z'`` (``z'`` in ``p - 1`` dims), ``m | phi ~ N(., v_c)``.
 
-    ``A_rb`` (``p x (p-1)``) maps whitened draws of ``phi`` (all but the constant mean) to
-    ``theta`` with the constant mean at its conditional mean ``bar m(phi)``; ``v_c = 1 / H_mm`` is
-    the conditional variance. ``A_rb A_rb^T + v_c e_m e_m^T = H^{-1}`` (module notes).
+    Rao-Blackwellization over the constant mean. Write ``theta = (m, phi)`` with ``m`` the GP's
+    constant mean (standardized outcome scale) and ``phi`` the other coordinates, and
+    ``q = N(theta_hat, H^{-1})``. Two facts:
+
+    1. *The GP is affine in m.* With ``K_phi`` the noisy training covariance and
+       ``k_phi(x) = k_phi(x, X)``,
+
+       .. math::
+
+           \mu(x; m, \phi) = m + k_\phi(x)^\top K_\phi^{-1} (y - m \mathbf 1)
+                         = \mu_0(x; \phi) + m\, a(x; \phi), \qquad
+           a(x; \phi) = 1 - k_\phi(x)^\top K_\phi^{-1} \mathbf 1,
+
+       and :math:`\sigma^2(x; \phi) = k_\phi(x, x) - k_\phi(x)^\top K_\phi^{-1} k_\phi(x)` does
+       not involve ``m``.
+    2. *Under q, m given phi is Gaussian* (the conditional of a Gaussian, read off the precision):
+
+       .. math::
+
+           m \mid \phi \sim \mathcal N\big(\bar m(\phi), v_c\big), \quad
+           \bar m(\phi) = \hat m - H_{mm}^{-1} H_{m\phi} (\phi - \hat\phi), \quad
+           v_c = H_{mm}^{-1}, \qquad
+           \phi \sim \mathcal N\big(\hat\phi, S_\phi^{-1}\big), \quad
+           S_\phi = H_{\phi\phi} - H_{\phi m} H_{mm}^{-1} H_{m\phi}.
+
+    EI is an expectation over ``f(x)``: :math:`\mathrm{EI}(x; m, \phi) = \mathbb E[(f - f^*)_+
+    \mid m, \phi]` with :math:`f \mid m, \phi \sim \mathcal N(\mu_0 + m a, \sigma^2)`. Mixing the
+    mean over :math:`m \sim \mathcal N(\bar m, v_c)` gives :math:`f \mid \phi \sim \mathcal
+    N(\mu_0 + \bar m a, \sigma^2 + v_c a^2)` (``f = mu_0 + m a + sigma eps`` with
+    ``eps ~ N(0, 1)`` independent of ``m``), so by the tower rule
+
+    .. math::
+
+        \mathrm{EI}_{\mathrm{RB}}(x; \phi) = \mathbb E_{m \mid \phi}[\mathrm{EI}(x; m, \phi)]
+        = s\, h\Big(\frac{\bar\mu - f^*}{s}\Big), \quad
+        \bar\mu = \mu(x; \bar m(\phi), \phi), \quad s^2 = \sigma^2(x; \phi) + v_c\, a(x; \phi)^2,
+
+    with :math:`h(u) = u \Phi(u) + \varphi(u)`: EI of a Gaussian whose variance is inflated by the
+    conditional variance of the mean shift ``(m - bar m) a``. Then
+    :math:`\mathbb E_q[\mathrm{EI}] = \mathbb E_\phi[\mathrm{EI}_{\mathrm{RB}}(x; \phi)]` exactly,
+    so an unbiased rule over ``phi`` stays unbiased, and :math:`\mathrm{Var}(\mathrm{EI}_{\mathrm{RB}})
+    = \mathrm{Var}(\mathrm{EI}) - \mathbb E[\mathrm{Var}(\mathrm{EI} \mid \phi)]` is never larger
+    (Rao-Blackwell). It costs one more column in the batched GP algebra (``K^{-1} 1``), not more
+    EI evaluations. The conditional is that of ``q``, so the target stays ``E_q[EI]`` (the exact
+    posterior's ``m | phi`` is Gaussian too under the flat prior, but with a ``phi``-dependent
+    variance: a different target).
+
+    Draws: with ``z' ~ N(0, I_{p-1})`` and ``B = V Lambda^{-1/2}`` from ``S_phi = V Lambda V^T``
+    (eigenvalues ascending, so column 0 is the widest direction of ``phi``),
+    ``phi = phi_hat + B z'`` and ``m = bar m(phi)``, i.e. ``theta = theta_hat + A_rb z'`` with the
+    rows ``A_rb[phi] = B`` and ``A_rb[m] = -H_mphi B / H_mm``; ``A_rb A_rb^T + v_c e_m e_m^T =
+    H^{-1}``. :class:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP` with
+    ``constant_mean_variance = v_c`` evaluates ``EI_RB`` (and its gradient in ``x``) batched.
+
+    Args:
+        laplace: The Laplace posterior ``q``; its layout must have a constant mean.
+
+    Returns:
+        ``A_rb`` (``p x (p - 1)``) and ``v_c = 1 / H_mm``.
     """
     if "mean" not in laplace.layout.names:
         raise ValueError(f"The layout has no constant mean: {laplace.layout.names}.")
@@ -171,9 +152,18 @@ def draw_thetas(
 ) -> ThetaDraws:
     """Draw the hyperparameters of ``estimator`` within a budget of ``n_evaluations``.
 
-    Equal-weight samplings draw exactly ``n_evaluations`` (``sample_whitened``; with RB its first
-    ``p - 1`` coordinates, so RB and plain draws of one seed share them). Point sets draw
-    :func:`~orthobench.pointsets.point_set` with a generator seeded by ``seed``.
+    A base of :data:`orthobench.estimators.ESTIMATORS` draws exactly ``n_evaluations``
+    equal-weight whitened draws by its ``@sampling`` (``iid``, ``antithetic`` or ``qmc``:
+    :meth:`LaplacePosterior.sample_whitened
+    <orthobench.surrogates.laplace.LaplacePosterior.sample_whitened>`; with ``+rb`` their first
+    ``p - 1`` coordinates, so RB and plain draws of one seed share them). A base of
+    :data:`orthobench.pointsets.POINT_SETS` draws that rule with a generator seeded by ``seed``,
+    with the largest number of points it allows within the budget
+    (:func:`~orthobench.pointsets.point_count`): compare it with naive MC at that count, not at
+    the budget. With ``+rb`` the draws are of ``phi`` and the constant mean sits at its
+    conditional mean (:func:`constant_mean_conditional`). Whitened coordinates are ordered from
+    the widest direction of ``q`` (of ``phi`` given ``m`` with ``+rb``) to the narrowest, so
+    ``qmc-owen-line`` integrates the widest direction out of each draw.
 
     Args:
         laplace: The Laplace posterior ``q``.

@@ -5,29 +5,7 @@ configuration needs neither torch nor BoTorch (docs/design.md, "Layers and data 
 modules take their names from here (``KERNELS = names.KERNELS`` in
 :mod:`orthobench.surrogates.gp`); the keys of :data:`orthobench.estimators.ESTIMATORS` and
 :data:`orthobench.pointsets.POINT_SETS` are tested to equal :data:`ESTIMATORS` and
-:data:`POINT_SETS`.
-
-Estimators of the marginal EI ``E_q[EI(x; theta)]`` are named ``<base>[+rb][@<sampling>]``
-(:mod:`orthobench.theta_estimators` has the mathematics):
-
-* ``base`` in :data:`ESTIMATORS` (``mc``, ``orth``, ``orth-shrink``, ...): equal-weight draws
-  reduced by that estimator; ``@sampling`` in :data:`THETA_SAMPLING` picks the draws (default
-  ``iid``).
-* ``base`` in :data:`POINT_SETS` (``sr3``, ``radial-cross``, ``qmc-owen``, ...): the rule's
-  weighted sum. A rule fixes its own points, so it takes no ``@sampling``.
-* :data:`RB_SUFFIX` (``+rb``): the constant mean integrated out (docs/design.md,
-  "Rao-Blackwellization over the constant mean").
-
-The probe also accepts :data:`FUNCTION_SAMPLE_ESTIMATORS` and :data:`TPE_ESTIMATORS`, which take no
-suffix (:func:`parse_estimator`).
-
-Example:
-    >>> parse_theta_estimator("orth-shrink+rb@qmc")
-    ThetaEstimator(base='orth-shrink', sampling='qmc', rb=True)
-    >>> parse_theta_estimator("sr3").name
-    'sr3'
-    >>> parse_estimator("qlogei")
-    ThetaEstimator(base='qlogei', sampling='', rb=False)
+:data:`POINT_SETS`. Estimator names: :func:`parse_theta_estimator`, :func:`parse_estimator`.
 """
 
 from __future__ import annotations
@@ -145,7 +123,7 @@ def check_device(spec: Any, *, field: str = "device") -> str:
 
 
 class ThetaEstimator(NamedTuple):
-    """A parsed estimator name (see the module notes).
+    """A parsed estimator name (:func:`parse_theta_estimator`, :func:`parse_estimator`).
 
     Attributes:
         base: A name of :data:`ESTIMATORS` or :data:`POINT_SETS`; for the probe, also of
@@ -183,7 +161,23 @@ def check_kernel(name: str, *, field: str = "kernel") -> str:
 
 
 def parse_theta_estimator(name: str, *, field: str = "estimator") -> ThetaEstimator:
-    """Parse ``<base>[+rb][@<sampling>]`` (see the module notes).
+    """Parse an estimator of the marginal EI ``E_q[EI(x; theta)]``: ``<base>[+rb][@<sampling>]``.
+
+    What the parts mean (:mod:`orthobench.theta_estimators` draws and reduces by them):
+
+    * ``base`` in :data:`ESTIMATORS` (``mc``, ``orth``, ``orth-shrink``, ...): equal-weight draws
+      reduced by that estimator; ``@sampling`` in :data:`THETA_SAMPLING` picks the draws (default
+      ``iid``).
+    * ``base`` in :data:`POINT_SETS` (``sr3``, ``radial-cross``, ``qmc-owen``, ...): the rule's
+      weighted sum. A rule fixes its own points, so it takes no ``@sampling``.
+    * :data:`RB_SUFFIX` (``+rb``): the constant mean integrated out (docs/design.md,
+      "Rao-Blackwellization over the constant mean").
+
+    Example:
+        >>> parse_theta_estimator("orth-shrink+rb@qmc")
+        ThetaEstimator(base='orth-shrink', sampling='qmc', rb=True)
+        >>> parse_theta_estimator("sr3").name
+        'sr3'
 
     Raises:
         UnknownNameError: for an unknown base or sampling, naming the known ones, with ``field``.
@@ -225,7 +219,12 @@ def parse_estimator(name: str, *, field: str = "estimator") -> ThetaEstimator:
     """Parse a probe estimator name: ``"orth-shrink@qmc"`` -> ``("orth-shrink", "qmc", False)``.
 
     Theta estimators as :func:`parse_theta_estimator`; the names of
-    :data:`FUNCTION_SAMPLE_ESTIMATORS` and :data:`TPE_ESTIMATORS` parse to ``(name, "", False)``.
+    :data:`FUNCTION_SAMPLE_ESTIMATORS` and :data:`TPE_ESTIMATORS`, which the probe also accepts,
+    take no suffix and parse to ``(name, "", False)``.
+
+    Example:
+        >>> parse_estimator("qlogei")
+        ThetaEstimator(base='qlogei', sampling='', rb=False)
 
     Raises:
         UnknownNameError: for an unknown name, naming all the allowed ones, with ``field``.

@@ -1,4 +1,9 @@
-"""The PointSet container and geometric building blocks (rotations, polytopes, radial rules)."""
+"""The PointSet container and geometric building blocks (rotations, polytopes, radial rules).
+
+References:
+    .. [Mezzadri2007haar] F. Mezzadri. How to generate random matrices from the classical compact
+       groups. Notices of the AMS 54 (2007) 592-604.
+"""
 
 from __future__ import annotations
 
@@ -142,6 +147,7 @@ def random_rotation(
     :math:`Q \leftarrow Q\, \mathrm{diag}(\mathrm{sign}(R_{ii}))`. The sign fix makes the
     decomposition unique (``R`` with a positive diagonal), so ``Q`` inherits the rotation
     invariance of ``G``'s law: :math:`Q \overset{d}{=} O Q` for every fixed orthogonal ``O``.
+    Without the fix the law of ``Q`` depends on the QR implementation and is not Haar.
 
     Args:
         p: Dimension.

@@ -1,53 +1,11 @@
 r"""Screen a candidate control variate or proposal for the marginal EI before building it.
 
-A proxy ``g(theta)`` with known ``E_q[g]`` used as a control variate with the optimal coefficient
-leaves the variance
-
-.. math::
-
-    \operatorname{Var}(\mathrm{EI} - \beta^\star g) = (1 - \rho^2) \operatorname{Var}(\mathrm{EI}),
-    \qquad \rho = \operatorname{corr}_q(\mathrm{EI}(\theta), g(\theta)),
-
-per probe point, so a cut of ``c`` times needs ``rho^2 >= 1 - 1/c``: a 10x cut needs
-``rho ~ 0.95`` at the points that carry the estimator's MSE (the points of largest
-``Var_q(EI)``), 3x needs 0.82, 2x 0.71. The ratio ``E_q[g] / E_q[EI]`` says how far the proxy's
-scale is from EI's there (a proxy that overshoots by orders of magnitude is a poor proposal
-shape too). :func:`screen_proxy` measures both by Monte Carlo on a probe state's fitted GP and
-Laplace ``q(theta)``; it is cheap (one batch of draws, no rebuilds), so every candidate is
-screened before it is built (docs/negative-results.md, docs/estimators-screen.md).
-
-Two candidates need their own statistic:
-
-* **A direction integrated out in each draw** (:func:`screen_conditional`). With whitened draws
-  ``z ~ N(0, I_k)`` and a unit direction ``w``, write ``z = z_perp + t w`` with ``t = w^T z ~ N(0,
-  1)`` independent of ``z_perp``. An estimator that replaces ``EI(z)`` by the conditional mean
-
-  .. math::
-
-      g(z_\perp) = \mathbb E[\mathrm{EI} \mid z_\perp]
-                 = \int \mathrm{EI}(z_\perp + t w) \varphi(t)\, dt
-                 \approx \sum_{k=1}^{n} \omega_k\, \mathrm{EI}(z_\perp + t_k w)
-
-  (``n``-node Gauss-Hermite rule of ``N(0, 1)``) is unbiased, and since ``Cov(EI, g) = Var(g)``
-  the fraction of the variance it keeps is :math:`\rho^2 = \operatorname{Var}(g) /
-  \operatorname{Var}(\mathrm{EI}) = \operatorname{corr}(\mathrm{EI}, g)^2`: a cut of
-  ``1 / rho^2`` per outer draw, ``1 / (n rho^2)`` per EI evaluation when each node costs one.
-* **Importance sampling from a proposal** ``r`` (:func:`screen_proposal`): with ``w = q / r``
-  the estimate ``mean_s w(z_s) EI(z_s)``, ``z_s ~ r``, is unbiased and its variance relative to
-  plain Monte Carlo under ``q`` is
-
-  .. math::
-
-      \frac{\operatorname{Var}_r(w\, \mathrm{EI})}{\operatorname{Var}_q(\mathrm{EI})}
-      = \frac{\mathbb E_r[w^2 \mathrm{EI}^2] - \mu^2}{\mathbb E_r[w\, \mathrm{EI}^2] - \mu^2},
-      \qquad \mu = \mathbb E_r[w\, \mathrm{EI}] = \mathbb E_q[\mathrm{EI}],
-
-  all three moments estimated from the same draws of ``r`` (a defensive mixture
-  ``r = alpha q + (1 - alpha) r_wide`` keeps ``w <= 1 / alpha``).
-
-With ``rb=True`` every statistic is taken on the Rao-Blackwellized EI of
-:mod:`orthobench.theta_estimators` (constant mean integrated out, ``z`` in ``p - 1`` dimensions),
-so a candidate is screened on top of ``+rb``, which the default estimator already uses.
+Cheap Monte Carlo statistics on a probe state's fitted GP and Laplace ``q(theta)`` (one batch of
+draws, no rebuilds) that bound the variance cut a candidate can reach at the probe points that
+carry the estimator's MSE: a control variate (:func:`screen_proxy`), a direction integrated out
+in each draw (:func:`screen_conditional`), importance sampling from a proposal
+(:func:`screen_proposal`). The screen, its pass rule and its results:
+docs/estimators-screen.md.
 """
 
 from __future__ import annotations
@@ -103,7 +61,8 @@ def whitened_ei(
 
     ``theta = laplace.theta(z)``, or with ``rb`` the draws of ``phi`` mapped by
     :func:`~orthobench.theta_estimators.constant_mean_conditional` and the constant mean
-    integrated out.
+    integrated out: the Rao-Blackwellized EI of ``+rb``, so a candidate is screened on top of
+    it, as the default estimator uses it.
     """
     if rb:
         factor, variance = constant_mean_conditional(laplace)
@@ -140,10 +99,22 @@ def screen_proxy(
     rb: bool = False,
     seed: int,
 ) -> ScreenResult:
-    """Correlation of EI with ``proxy`` under ``q`` and ``E[proxy] / E[EI]`` at the top-variance points.
+    r"""Correlation of EI with ``proxy`` under ``q`` and ``E[proxy] / E[EI]`` at the top-variance points.
 
-    EI is the per-draw analytic EI on the model's standardized scale (:func:`whitened_ei`),
-    constant mean fixed, or integrated out with ``rb``.
+    A proxy ``g(theta)`` with known ``E_q[g]`` used as a control variate with the optimal
+    coefficient leaves the variance
+
+    .. math::
+
+        \operatorname{Var}(\mathrm{EI} - \beta^\star g) = (1 - \rho^2) \operatorname{Var}(\mathrm{EI}),
+        \qquad \rho = \operatorname{corr}_q(\mathrm{EI}(\theta), g(\theta)),
+
+    per probe point, so a cut of ``c`` times needs ``rho^2 >= 1 - 1/c``: a 10x cut needs
+    ``rho ~ 0.95`` at the points that carry the estimator's MSE (those of largest
+    ``Var_q(EI)``), 3x needs 0.82, 2x 0.71. The ratio ``E_q[g] / E_q[EI]`` says how far the
+    proxy's scale is from EI's there (a proxy that overshoots by orders of magnitude is a poor
+    proposal shape too). EI is the per-draw analytic EI on the model's standardized scale
+    (:func:`whitened_ei`), constant mean fixed, or integrated out with ``rb``.
 
     Args:
         model: The state's fitted GP.
@@ -210,8 +181,8 @@ class ConditionalScreen:
     """One whitened direction integrated out, at ``k`` screened points.
 
     Attributes:
-        kept_variance: ``k`` values ``rho^2 = Var(g) / Var(EI)`` (module notes): the variance a
-            draw keeps; ``1 / rho^2`` is the cut per outer draw.
+        kept_variance: ``k`` values ``rho^2 = Var(g) / Var(EI)`` (:func:`screen_conditional`):
+            the variance a draw keeps; ``1 / rho^2`` is the cut per outer draw.
         corr: ``k`` correlations ``corr_q(EI, g)`` (``corr^2`` estimates ``rho^2`` too).
         mean_ratio: ``k`` ratios ``E_q[g] / E_q[EI]``: 1 up to Monte Carlo and rule error.
     """
@@ -234,7 +205,21 @@ def screen_conditional(
 ) -> ConditionalScreen:
     r"""EI against its conditional mean ``g = E[EI | z_perp]`` along one whitened direction.
 
-    ``g`` by an ``n_nodes``-point Gauss-Hermite rule along the direction (module notes).
+    With whitened draws ``z ~ N(0, I_k)`` and a unit direction ``w``, write ``z = z_perp + t w``
+    with ``t = w^T z ~ N(0, 1)`` independent of ``z_perp``. An estimator that replaces ``EI(z)``
+    by the conditional mean
+
+    .. math::
+
+        g(z_\perp) = \mathbb E[\mathrm{EI} \mid z_\perp]
+                   = \int \mathrm{EI}(z_\perp + t w) \varphi(t)\, dt
+                   \approx \sum_{k=1}^{n} \omega_k\, \mathrm{EI}(z_\perp + t_k w)
+
+    (the ``n_nodes``-point Gauss-Hermite rule of ``N(0, 1)``, :func:`gauss_hermite`) is
+    unbiased, and since ``Cov(EI, g) = Var(g)`` the fraction of the variance it keeps is
+    :math:`\rho^2 = \operatorname{Var}(g) / \operatorname{Var}(\mathrm{EI}) =
+    \operatorname{corr}(\mathrm{EI}, g)^2`: a cut of ``1 / rho^2`` per outer draw,
+    ``1 / (n rho^2)`` per EI evaluation when each node costs one.
 
     Args:
         model: The state's fitted GP.
@@ -288,7 +273,8 @@ class ProposalScreen:
 
     Attributes:
         variance_factor: ``k`` ratios ``Var_q(EI) / Var_r(w EI)`` (> 1: the proposal cuts the
-            variance of one draw), both estimated from the proposal's draws (module notes).
+            variance of one draw), both estimated from the proposal's draws
+            (:func:`screen_proposal`).
         max_weight: The largest ``w = q / r`` among the proposal's draws.
     """
 
@@ -306,6 +292,18 @@ def screen_proposal(
     rb: bool = True,
 ) -> ProposalScreen:
     r"""Variance of importance sampling from ``r`` relative to plain Monte Carlo under ``q``.
+
+    With ``w = q / r`` the estimate ``mean_s w(z_s) EI(z_s)``, ``z_s ~ r``, is unbiased and the
+    variance of one draw relative to plain Monte Carlo under ``q`` is
+
+    .. math::
+
+        \frac{\operatorname{Var}_r(w\, \mathrm{EI})}{\operatorname{Var}_q(\mathrm{EI})}
+        = \frac{\mathbb E_r[w^2 \mathrm{EI}^2] - \mu^2}{\mathbb E_r[w\, \mathrm{EI}^2] - \mu^2},
+        \qquad \mu = \mathbb E_r[w\, \mathrm{EI}] = \mathbb E_q[\mathrm{EI}],
+
+    all three moments estimated from the same draws of ``r`` (a defensive mixture
+    ``r = alpha q + (1 - alpha) r_wide`` keeps ``w <= 1 / alpha``).
 
     Args:
         model: The state's fitted GP.

@@ -1,57 +1,11 @@
 r"""Probe summaries over BO states: the tables of the terminal, the report and docs/estimators.md.
 
-Ratios are heavy-tailed across BO states (a state where one estimator's variance is nearly zero
-gives an enormous ratio), and the rebuild CIs of one state do not cover the spread between states
-(docs/design.md, "Ratios: CIs and several states"). A *state* is one BO state of the probe (a
-``seed`` and ``state_iteration`` of a task and kernel). Per (task, kernel, S, estimator) and
-ratio column, :func:`summary_table` reports, over the :math:`n` states with a defined ratio
-:math:`\rho_i` (below):
-
-* the median over states, :math:`\exp(\operatorname{median}_i \log\rho_i)` (the geometric
-  midpoint of the two middle states for an even count), with the distribution-free
-  order-statistic interval :math:`[\rho_{(k)}, \rho_{(n+1-k)}]` (:func:`median_interval`). It
-  covers the median of the distribution the states are drawn from with probability
-  :math:`1 - 2 F_{n,1/2}(k-1)` (:math:`F_{n,1/2}` the Binomial(n, 1/2) CDF) whatever that
-  (continuous) distribution is; ``*_median_level`` gives that level: 0.95 or more from 6 states on, and for
-  :math:`n < 6` the interval is the range :math:`[\min, \max]` with its true level
-  :math:`1 - 2^{1-n}` (0.75 with 3 states, 0.9375 with 5);
-* the worst state (the smallest ratio), which state it is, and that state's rebuild CI;
-* the geometric mean over states with the Student-t interval of the log ratios,
-  :math:`\exp(\overline{\log\rho} \pm t_{0.975, n-1}\, s / \sqrt{n})`
-  (:func:`geometric_mean_interval`): 95% when the log ratios are normal (lognormal ratios).
-
-A ratio is *undefined* where it is NaN, not positive, infinite or beyond :data:`MAX_RATIO`
-either way (one estimator's variance is ~0 on that state: the ratio measures round-off, not a
-variance reduction). The statistics above are taken over the defined states only; ``states``
-counts all states and ``*_undefined`` the undefined ones, so a dropped state always shows. With
-one state there is no interval over states: the median and geometric mean keep that state's
-rebuild CI (if its ratio is defined), and ``ci_over`` says which interval a row shows. With several states of which fewer than two
-are defined, the intervals are NaN.
-
-**Cost and equal time.** Each row holds the wall seconds of one acquisition call
-(``seconds_per_call``; :func:`orthobench.probe.gp_probe.seconds_per_call`). At equal time the
-baseline to beat is :data:`TIME_BASELINE` with a larger ``S``: per state, :func:`equal_time_frame`
-finds the budget ``S'`` at which the baseline's call costs what the estimator's call costs, and
-its MSE there, both by linear interpolation in log-log coordinates between the baseline's probed
-budgets (extrapolated along the end segment outside them; with two budgets that is
-``cost ~ S^b`` and ``MSE ~ S^-a`` fitted through the two points of the state). The equal-time
-ratio ``MSE_baseline(S') / MSE_estimator(S)`` is > 1 where the estimator wins at equal time.
-
-Example:
-    Three defined states and one where the estimator's variance is ~0: the median of the three
-    with the range of the three, which covers the median over states with probability 0.75.
-
-    >>> import pandas as pd
-    >>> rows = pd.DataFrame({"suite": "s", "task": "t", "kernel": "k", "mc_samples": 8,
-    ...     "estimator": "e", "n_evaluations": 8, "seed": [0, 1, 2, 3], "state_iteration": 0,
-    ...     "mse_ratio": [0.5, 2.0, 8.0, 1e30]})
-    >>> row = summary_table(rows, columns=["mse_ratio"]).iloc[0]
-    >>> print(row["mse_ratio_median"], row["mse_ratio_median_low"], row["mse_ratio_median_high"])
-    2.0 0.5 8.0
-    >>> print(row["mse_ratio_median_level"], row["states"], row["mse_ratio_undefined"])
-    0.75 4 1
-    >>> print(row["mse_ratio_worst"], row["mse_ratio_worst_state"])
-    0.5 seed 0
+Ratios are heavy-tailed across BO states and the rebuild CIs of one state do not cover the spread
+between states (docs/design.md, "Ratios: CIs and several states"), so :func:`summary_table` gives
+each ratio's median over states with its order-statistic interval, the worst state and the
+geometric mean; :func:`equal_time_frame` and :func:`ranking_table` rank estimators at equal EI
+evaluations and at equal time, and :func:`default_rule_table` applies the rule that picks
+orthobo's default estimator.
 """
 
 from __future__ import annotations
@@ -64,12 +18,12 @@ import pandas as pd
 from scipy import stats
 
 from orthobench.config.names import DEFAULT_THETA_ESTIMATOR
+from orthobench.formatting import ci
 
 #: Confidence level of the intervals over states (the median's interval reaches it from 6 states).
 LEVEL = 0.95
-#: A ratio outside ``[1 / MAX_RATIO, MAX_RATIO]`` is undefined (module notes). The largest
-#: variance ratio in docs/reproduction/probe-ratios.csv is 534, its degenerate states give
-#: 1.4e27-1.2e33; even QMC's ``S^-3`` variance rate gives only ``S^2 ~ 1e6`` over MC at S = 1024.
+#: A ratio outside ``[1 / MAX_RATIO, MAX_RATIO]`` is undefined (:func:`defined_ratios`; why
+#: ``1e12``: docs/design.md, "Ratios: CIs and several states").
 MAX_RATIO = 1e12
 GROUP = ["suite", "task", "kernel", "mc_samples", "estimator"]
 #: The columns that identify one BO state within a (suite, task, kernel).
@@ -107,7 +61,12 @@ def _interval(*fields: np.ndarray) -> Interval:
 
 
 def defined_ratios(ratios: Sequence[float] | np.ndarray) -> np.ndarray:
-    """``ratios`` with NaN where a ratio is undefined (module notes): ``(b) x n -> (b) x n``."""
+    """``ratios`` with NaN where a ratio is undefined: ``(b) x n -> (b) x n``.
+
+    A ratio is undefined where it is NaN, not positive, infinite or beyond :data:`MAX_RATIO`
+    either way (one estimator's variance is ~0 on that state: the ratio measures round-off, not a
+    variance reduction). The statistics over states are taken over the defined ratios only.
+    """
     ratios = np.asarray(ratios, dtype=float)
     with np.errstate(invalid="ignore"):
         return np.where((ratios >= 1.0 / MAX_RATIO) & (ratios <= MAX_RATIO), ratios, np.nan)
@@ -122,7 +81,7 @@ def _order_statistic(ascending: np.ndarray, k: np.ndarray) -> np.ndarray:
 def geometric_mean_interval(ratios: Sequence[float] | np.ndarray, level: float = LEVEL) -> Interval:
     r"""Geometric mean over states of the defined ``ratios`` and its Student-t interval.
 
-    With :math:`y_i = \log\rho_i` over the :math:`n` defined ratios (module notes):
+    With :math:`y_i = \log\rho_i` over the :math:`n` defined ratios (:func:`defined_ratios`):
     :math:`\exp(\bar y)` and :math:`\exp(\bar y \pm t_{(1+\text{level})/2,\, n-1}\, s_y/\sqrt n)`
     (:func:`scipy.stats.t`), an exact ``level`` interval for lognormal ratios.
 
@@ -148,15 +107,16 @@ def geometric_mean_interval(ratios: Sequence[float] | np.ndarray, level: float =
 def median_interval(ratios: Sequence[float] | np.ndarray, level: float = LEVEL) -> Interval:
     r"""Median over states of the defined ``ratios`` and its order-statistic interval.
 
-    With :math:`\rho_{(1)} \le \dots \le \rho_{(n)}` the :math:`n` defined ratios (module
-    notes), the median is the geometric midpoint of :math:`\rho_{(\lceil n/2 \rceil)}` and
-    :math:`\rho_{(\lfloor n/2 \rfloor + 1)}`. The interval :math:`[\rho_{(k)}, \rho_{(n+1-k)}]`
+    With :math:`\rho_{(1)} \le \dots \le \rho_{(n)}` the :math:`n` defined ratios
+    (:func:`defined_ratios`), the median is the geometric midpoint of
+    :math:`\rho_{(\lceil n/2 \rceil)}` and :math:`\rho_{(\lfloor n/2 \rfloor + 1)}`. The interval :math:`[\rho_{(k)}, \rho_{(n+1-k)}]`
     misses the population median :math:`m` when at most :math:`k-1` states fall below :math:`m`
     or at most :math:`k-1` above it, each with probability :math:`F_{n,1/2}(k-1)`
     (:math:`F_{n,1/2}` the Binomial(n, 1/2) CDF), so it covers :math:`m` with probability
     :math:`1 - 2 F_{n,1/2}(k-1)` for any continuous distribution of the states. ``k`` is the largest order with that
     probability at least ``level`` (the narrowest such pair); when none exists (:math:`n < 6` at
-    95%), :math:`k = 1`, the range of the states, whose probability is below ``level``.
+    95%), :math:`k = 1`, the range of the states, whose probability :math:`1 - 2^{1-n}` is below
+    ``level`` (0.75 with 3 states, 0.9375 with 5).
 
     Args:
         ratios: ``(b) x n`` ratios, one per state (NaN for a missing one).
@@ -252,6 +212,14 @@ def _with_bias_share(frame: pd.DataFrame) -> pd.DataFrame:
 def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per (suite, task, kernel, S, estimator), aggregated over probe states.
 
+    A *state* is one BO state of the probe (a ``seed`` and ``state_iteration`` of a task and
+    kernel). Each ratio's statistics are over the states where it is defined
+    (:func:`defined_ratios`); ``states`` counts all states and ``*_undefined`` the undefined
+    ones, so a dropped state always shows. With one state there is no interval over states: the
+    median and geometric mean keep that state's rebuild CI (if its ratio is defined), and
+    ``ci_over`` says which interval a row shows. With several states of which fewer than two are
+    defined, the intervals are NaN.
+
     Args:
         frame: :class:`~orthobench.results.ProbeRecord` rows (one per state and S); a report
             passes its run sets in ``suite``.
@@ -261,7 +229,7 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
         The :data:`GROUP` columns, ``states``, ``n_evaluations`` (the largest EI count of the
         estimator over states; its ratios are against naive MC at that count), ``baseline``,
         ``ci_over`` (``states`` or ``rebuilds``) and, per ratio in :data:`RATIOS`, over the
-        states with a defined ratio (module notes): ``*_median`` with
+        states with a defined ratio: ``*_median`` with
         ``*_median_low``/``*_median_high`` (order-statistic interval over states,
         :func:`median_interval`) and ``*_median_level`` (its exact coverage; NaN unless the
         interval is over two or more states), ``*_worst`` (the smallest state's ratio) with
@@ -275,6 +243,22 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
         unbiased estimator with an exact reference) and ``bias_share_max`` over states,
         ``excess_bias_share_max`` (:func:`_with_bias_share`) over states; with
         ``seconds_per_call``, its median over states and ``threads``.
+
+    Example:
+        Three defined states and one where the estimator's variance is ~0: the median of the
+        three with the range of the three, which covers the median over states with probability
+        0.75.
+
+        >>> rows = pd.DataFrame({"suite": "s", "task": "t", "kernel": "k", "mc_samples": 8,
+        ...     "estimator": "e", "n_evaluations": 8, "seed": [0, 1, 2, 3], "state_iteration": 0,
+        ...     "mse_ratio": [0.5, 2.0, 8.0, 1e30]})
+        >>> row = summary_table(rows, columns=["mse_ratio"]).iloc[0]
+        >>> print(*row[["mse_ratio_median", "mse_ratio_median_low", "mse_ratio_median_high"]])
+        2.0 0.5 8.0
+        >>> print(row["mse_ratio_median_level"], row["states"], row["mse_ratio_undefined"])
+        0.75 4 1
+        >>> print(row["mse_ratio_worst"], row["mse_ratio_worst_state"])
+        0.5 seed 0
     """
     if frame.empty:
         return pd.DataFrame(columns=[*GROUP, "states"])
@@ -322,8 +306,16 @@ def _loglog(x: float, xs: np.ndarray, ys: np.ndarray) -> float:
 def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.DataFrame:
     """Per state and row, the baseline's budget at equal time and the equal-time MSE ratio.
 
+    Each row holds the wall seconds of one acquisition call (``seconds_per_call``;
+    :func:`orthobench.probe.gp_probe.seconds_per_call`). At equal time the baseline to beat is
+    ``baseline`` with a larger ``S``: per state, the budget ``S'`` at which the baseline's call
+    costs what the row's call costs, and the baseline's MSE there, both by linear interpolation in
+    log-log coordinates between the baseline's probed budgets (extrapolated along the end segment
+    outside them; with two budgets that is ``cost ~ S^b`` and ``MSE ~ S^-a`` fitted through the
+    two points of the state).
+
     For every row of ``frame`` with a ``seconds_per_call`` whose state has the ``baseline`` at
-    two or more budgets (module notes): ``time_budget`` (``S'``: the baseline's budget whose call
+    two or more budgets: ``time_budget`` (``S'``: the baseline's budget whose call
     costs the row's ``seconds_per_call``), ``time_extrapolated`` (``S'`` outside the baseline's
     probed budgets), ``time_mse_ratio`` (``MSE_baseline(S') / mse``; > 1: the row beats the
     baseline at equal time) and ``cost_vs_mc`` (the row's call seconds over naive ``mc``'s at the
@@ -370,7 +362,7 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
     and ``worst_mse_ratio_low`` (the smallest lower bound of it), ``worst_point_mse_ratio``,
     ``max_bias_share`` and ``max_excess_bias_share`` (over states), ``states`` (fewest per cell),
     ``undefined_states`` (states over all cells whose MSE ratio is undefined, left out of the
-    above; module notes), ``n_evaluations`` (range), and where the rows have a cost:
+    above; :func:`defined_ratios`), ``n_evaluations`` (range), and where the rows have a cost:
     ``seconds_per_call`` (median over cells), ``cost_vs_mc`` (median over states of the call's
     cost over naive MC's) and ``time_mse_ratio_median`` /
     ``time_mse_ratio_worst`` (median and smallest over states of the equal-time MSE ratio against
@@ -487,18 +479,13 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def _ci(value: float, low: float, high: float) -> str:
-    if not np.isfinite(low):
-        return f"{value:.3g}"
-    return f"{value:.3g} [{low:.3g}, {high:.3g}]"
-
-
 def format_summary(frame: pd.DataFrame) -> str:
     """Fixed-width text of :func:`summary_table`, :func:`ranking_table` and
     :func:`default_rule_table` (3 significant digits).
 
     ``n_ev``: EI evaluations behind one estimate (ratios are against naive MC at that count);
-    ``undef``: states whose MSE ratio is undefined, left out of its statistics (module notes);
+    ``undef``: states whose MSE ratio is undefined, left out of its statistics
+    (:func:`defined_ratios`);
     ``CI``: over ``states`` or ``rebuilds``; ``median``: median over states [order-statistic
     interval over states] and ``level``, that interval's exact coverage (0.75 with 3 states);
     ``worst state``: the smallest state's ratio [its rebuild CI] and which state;
@@ -522,9 +509,9 @@ def format_summary(frame: pd.DataFrame) -> str:
         lines.append(
             f"{r.task:<14} {r.kernel:<13} {r.mc_samples:>4} {r.estimator:<18} "
             f"{r.n_evaluations:>4} {r.states:>6} {r.mse_ratio_undefined:>5} {r.ci_over:<8} "
-            f"{_ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high):>28} "
+            f"{ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high):>28} "
             f"{r.mse_ratio_median_level:>5.3g} "
-            f"{_ci(r.mse_ratio_worst, r.mse_ratio_worst_low, r.mse_ratio_worst_high):>26} "
+            f"{ci(r.mse_ratio_worst, r.mse_ratio_worst_low, r.mse_ratio_worst_high):>26} "
             f"{r.mse_ratio_worst_state:<9} {r.mse_ratio:>7.3g} {r.var_ratio_median:>16.3g} "
             f"{r.var_ratio_worst:>9.3g} {r.bias_share:>8.3g} "
             f"{getattr(r, 'excess_bias_share_max', np.nan):>6.3g} "

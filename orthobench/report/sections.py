@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from orthobench.formatting import ci
 from orthobench.probe.tables import ranking_table, summary_table
 from orthobench.report import aggregate, compare, diagnostics, figures, tables
 from orthobench.report.data import ResultSet
@@ -62,12 +63,6 @@ class Section:
     @property
     def tables(self) -> list[Table]:
         return [b for b in self.blocks if isinstance(b, Table)]
-
-
-def _ci(mean: float, low: float, high: float, show: Callable[[float], str] = sig) -> str:
-    if not np.isfinite(low):
-        return show(mean)
-    return f"{show(mean)} [{show(low)}, {show(high)}]"
 
 
 def _percent(value: float) -> str:
@@ -295,7 +290,7 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
                 r.optimizer,
                 r.metric,
                 str(r.seeds),
-                _ci(r.mean, r.low, r.high),
+                ci(r.mean, r.low, r.high, sig),
                 sig(r.median),
                 "-" if not np.isfinite(r.rank) else f"{r.rank:g}",
                 test,
@@ -361,7 +356,7 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
                         r.task,
                         r.optimizer,
                         str(r.seeds),
-                        _ci(r.score, r.low, r.high, _percent),
+                        ci(r.score, r.low, r.high, _percent),
                     ]  # fmt: skip
                     for r in scores.itertuples()
                 ],
@@ -487,14 +482,14 @@ def _probe_rows(summary: pd.DataFrame, multi: bool) -> list[list[str]]:
             sig(r.probe_variance),
             sig(r.probe_variance_log),
             sig(r.bias_share),
-            _ci(r.var_ratio, r.var_ratio_low, r.var_ratio_high),
+            ci(r.var_ratio, r.var_ratio_low, r.var_ratio_high, sig),
             sig(r.var_ratio_worst),
-            _ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high),
+            ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high, sig),
             sig(r.mse_ratio_median_level),
             str(r.mse_ratio_undefined),
-            _ci(r.mse_ratio_worst, r.mse_ratio_worst_low, r.mse_ratio_worst_high),
+            ci(r.mse_ratio_worst, r.mse_ratio_worst_low, r.mse_ratio_worst_high, sig),
             r.mse_ratio_worst_state,
-            _ci(r.mse_ratio, r.mse_ratio_low, r.mse_ratio_high),
+            ci(r.mse_ratio, r.mse_ratio_low, r.mse_ratio_high, sig),
             sig(r.median_point_mse_ratio),
             sig(r.top1_agreement),
             sig(r.flip_rate),

@@ -1,32 +1,9 @@
 r"""The statistics behind every interval, test and rounded number of a report (scipy.stats).
 
-* Means over seeds carry a Student-t interval, ``mean +- t_{0.975, n-1} s / sqrt(n)``
-  (:func:`t_interval`). The normal quantile 1.96 would cover about 70% with two seeds.
-* Every optimizer of a seed starts from the same initial design, so two optimizers are compared
-  on their seed-matched final values: the two-sided Wilcoxon signed-rank test of the per-seed
-  differences (:func:`signed_rank_test`), with Holm's step-down correction over the comparisons
-  of one task (:func:`holm`). With ``n`` pairs the exact test cannot give a p-value below
-  ``2 / 2^n`` (:func:`min_signed_rank_p`): fewer than 6 pairs cannot reach p < 0.05, and such a
-  comparison is reported as untestable (NaN p) rather than as a large p-value.
-* Probe ratios are aggregated over BO states as geometric means with the Student-t interval of
-  the log ratios (:func:`orthobench.probe.tables.geometric_mean_interval`) and as medians with an
-  order-statistic interval whose exact level is shown beside it
-  (:func:`orthobench.probe.tables.median_interval`).
-
-Every figure a report prints goes through :func:`sig` (3 significant digits).
-
-Example:
-    >>> low, high = t_interval([1.0, 2.0, 3.0])
-    >>> print(sig(low), sig(high))
-    -0.484 4.48
-    >>> t_interval([1.0, 2.0, 3.0], bounds=metric_bounds("regret"))[0]
-    0.0
-    >>> holm([0.01, 0.04, 0.03]).round(3).tolist()
-    [0.03, 0.06, 0.06]
-    >>> signed_rank_test([-1.0, -2.0, -0.5, -3.0, -1.5, -2.5])  # lower on all 6 seeds
-    SignedRankTest(pairs=6, p_min=0.03125, p_value=0.03125)
-    >>> signed_rank_test([-1.0, -2.0, -0.5])  # 3 seeds: p >= 0.25 whatever the values
-    SignedRankTest(pairs=3, p_min=0.25, p_value=nan)
+Means over seeds carry a Student-t interval (:func:`t_interval`); two optimizers are compared on
+their seed-matched final values by the Wilcoxon signed-rank test (:func:`signed_rank_test`), with
+Holm's correction over the comparisons of one task (:func:`holm`); every figure a report prints
+goes through :func:`sig`. Probe ratios over BO states: :mod:`orthobench.probe.tables`.
 """
 
 from __future__ import annotations
@@ -58,7 +35,15 @@ def t_interval(
     The interval is intersected with ``bounds``, the range the mean cannot leave (``(0, inf)`` for
     a regret), which keeps its coverage. ``(nan, nan)`` with fewer than two finite values;
     ``(mean, mean)`` when they are all equal. With ``level`` and ``bounds`` bound
-    (``functools.partial``) it fits seaborn's ``errorbar=`` callable.
+    (``functools.partial``) it fits seaborn's ``errorbar=`` callable. The normal quantile 1.96
+    instead of ``t`` would cover about 70% with two seeds.
+
+    Example:
+        >>> low, high = t_interval([1.0, 2.0, 3.0])
+        >>> print(sig(low), sig(high))
+        -0.484 4.48
+        >>> t_interval([1.0, 2.0, 3.0], bounds=metric_bounds("regret"))[0]
+        0.0
     """
     values = _finite(values)
     if values.size < 2:
@@ -121,6 +106,16 @@ def signed_rank_test(
     The p-value is ``scipy.stats.wilcoxon``'s: the exact null distribution of the signed-rank
     sum, or, with tied ``|d|`` and ``m <= 13``, the exact permutation distribution over the
     :math:`2^m` sign flips (scipy >= 1.15; normal approximation above 13 tied differences).
+
+    Every optimizer of a seed starts from the same initial design, hence the pairing. Fewer than
+    6 pairs cannot reach p < 0.05, and such a comparison is reported as untestable (NaN p) rather
+    than as a large p-value.
+
+    Example:
+        >>> signed_rank_test([-1.0, -2.0, -0.5, -3.0, -1.5, -2.5])  # lower on all 6 seeds
+        SignedRankTest(pairs=6, p_min=0.03125, p_value=0.03125)
+        >>> signed_rank_test([-1.0, -2.0, -0.5])  # 3 seeds: p >= 0.25 whatever the values
+        SignedRankTest(pairs=3, p_min=0.25, p_value=nan)
     """
     differences = _finite(differences)
     nonzero = differences[differences != 0.0]
@@ -137,6 +132,10 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     With the ``m`` finite p-values sorted, :math:`p_{(1)} \le \dots \le p_{(m)}`, the adjusted
     value of the ``i``-th is :math:`\max_{j \le i} \min(1, (m - j + 1) p_{(j)})`; rejecting where
     it is below ``alpha`` controls the family-wise error rate at ``alpha``.
+
+    Example:
+        >>> holm([0.01, 0.04, 0.03]).round(3).tolist()
+        [0.03, 0.06, 0.06]
     """
     p = np.asarray(pvalues, dtype=float)
     out = np.full(p.shape, np.nan)

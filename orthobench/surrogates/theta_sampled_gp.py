@@ -277,12 +277,13 @@ class ThetaSampledGP:
     candidate and ensemble member.
 
     **Constant mean integrated out** (``constant_mean_variance = v_c > 0``; Rao-Blackwellization,
-    derived in :mod:`orthobench.theta_estimators`). The posterior mean is affine in the constant
-    mean, ``mu(x; m) = m a(x) + k(x, X) K^{-1} y`` with ``a(x) = 1 - k(x, X) K^{-1} 1``, and the
-    posterior variance does not depend on ``m``. If ``m ~ N(m_s, v_c)`` given the other
-    parameters, then ``f(x)`` given them is ``N(mu(x; m_s), sigma_s^2(x) + v_c a(x)^2)``: a sample's
-    ``theta`` then holds ``m_s`` (the conditional mean) in the constant-mean entry, and every output
-    (moments, log-EI, predictive density) is that of the marginal over ``m``.
+    derived at :func:`orthobench.theta_estimators.constant_mean_conditional`). The posterior mean
+    is affine in the constant mean, ``mu(x; m) = m a(x) + k(x, X) K^{-1} y`` with
+    ``a(x) = 1 - k(x, X) K^{-1} 1``, and the posterior variance does not depend on ``m``. If
+    ``m ~ N(m_s, v_c)`` given the other parameters, then ``f(x)`` given them is
+    ``N(mu(x; m_s), sigma_s^2(x) + v_c a(x)^2)``: a sample's ``theta`` then holds ``m_s`` (the
+    conditional mean) in the constant-mean entry, and every output (moments, log-EI, predictive
+    density) is that of the marginal over ``m``.
 
     Args:
         layout: Layout of ``theta``.

@@ -1,29 +1,9 @@
 r"""Bootstrap Parzen estimators: the TPE surrogate of OrthoBO's appendix ("TPE implementation").
 
-A TPE fit ``theta`` splits the history at the empirical ``gamma``-quantile ``y*`` of the objective
-(minimization: the best ``n_good = ceil(gamma t)`` points are "good") and fits one Parzen estimator
-(kernel density) to the good inputs, ``l_theta``, and one to the rest, ``g_theta`` [Bergstra2011tpe]_.
-The acquisition is the density ratio ``l_theta(x) / g_theta(x)``. The parameter distribution
-``q_t(theta)`` is the nonparametric bootstrap: each fit sees ``t`` points drawn with replacement
-from the ``t`` observed ones.
-
-Each Parzen estimator lives in the unit cube ``[0, 1]^d``:
-
-.. math::
-
-    p(x) = \frac{n}{n + w} \frac{1}{n} \sum_{i=1}^n \prod_{j=1}^d
-        \mathcal{TN}(x_j; c_{ij}, s_j, [0, 1]) + \frac{w}{n + w} \cdot 1,
-
-a product of Gaussian kernels truncated to ``[0, 1]`` and renormalized there (so densities are
-exact and samples never need clipping), mixed with the uniform density on the cube with prior
-weight ``w`` as in [Bergstra2011tpe]_ (this bounds ``g`` from below, hence ``l / g`` from above).
-Bandwidths are per dimension and shared by the kernels of one estimator, by Scott's rule
-``s_j = sigma_j n^{-1 / (d + 4)}`` [Scott1992]_ (``sigma_j`` the sample standard deviation of the
-``n`` resampled centers in dimension ``j``), clamped to ``[floor(n), 1]``. The floor matters: a
-bootstrap resample often repeats one good point, whose spread is then zero, and without a floor
-that grows as ``n`` shrinks the good density collapses onto the incumbent (proposals land ever
-closer to the good points, which shrinks their spread further). With ``magic_clip`` the floor is
-Optuna's "magic clip" ``1 / min(100, n + 2)`` [Watanabe2023tpe]_ (never below ``min_bandwidth``).
+A TPE fit splits the history at a quantile of the objective and fits one Parzen estimator to the
+good inputs and one to the rest [Bergstra2011tpe]_ (:func:`fit_tpe`, :class:`ParzenEstimators`);
+its acquisition is their density ratio. The parameter distribution ``q_t(theta)`` is the
+nonparametric bootstrap of the history (:func:`bootstrap_indices`).
 
 References:
     .. [Bergstra2011tpe] J. Bergstra, R. Bardenet, Y. Bengio, B. Kégl. Algorithms for
@@ -60,14 +40,20 @@ def split_sizes(t: int, gamma: float) -> tuple[int, int]:
 def bandwidth_floor(n: int, *, min_bandwidth: float, magic_clip: bool) -> float:
     """The smallest bandwidth of an estimator with ``n`` kernels (unit-cube units).
 
-    ``max(min_bandwidth, 1 / min(100, n + 2))`` with ``magic_clip`` (Optuna's rule, counting its
-    prior kernel), else ``min_bandwidth``.
+    ``max(min_bandwidth, 1 / min(100, n + 2))`` with ``magic_clip`` (Optuna's "magic clip",
+    counting its prior kernel [Watanabe2023tpe]_), else ``min_bandwidth``. The floor matters: a
+    bootstrap resample often repeats one good point, whose spread is then zero, and without a
+    floor that grows as ``n`` shrinks the good density collapses onto the incumbent (proposals
+    land ever closer to the good points, which shrinks their spread further).
     """
     return max(min_bandwidth, 1.0 / min(100.0, n + 2.0)) if magic_clip else min_bandwidth
 
 
 def scott_bandwidths(centers: Tensor, floor: float) -> Tensor:
     r"""Per-dimension Scott's-rule bandwidths ``sigma_j n^{-1/(d+4)}`` clamped to ``[floor, 1]``.
+
+    Scott's rule [Scott1992]_ with ``sigma_j`` the sample standard deviation of the ``n`` centers
+    in dimension ``j``; one bandwidth per dimension, shared by the kernels of an estimator.
 
     Args:
         centers: ``B x n x d`` kernel centers of ``B`` estimators.
@@ -84,7 +70,17 @@ def scott_bandwidths(centers: Tensor, floor: float) -> Tensor:
 
 @dataclass(frozen=True)
 class ParzenEstimators:
-    """A batch of ``B`` Parzen estimators on the unit cube (see the module docstring).
+    r"""A batch of ``B`` Parzen estimators on the unit cube ``[0, 1]^d``.
+
+    .. math::
+
+        p(x) = \frac{n}{n + w} \frac{1}{n} \sum_{i=1}^n \prod_{j=1}^d
+            \mathcal{TN}(x_j; c_{ij}, s_j, [0, 1]) + \frac{w}{n + w} \cdot 1,
+
+    a product of Gaussian kernels truncated to ``[0, 1]`` and renormalized there (so densities are
+    exact and samples never need clipping), mixed with the uniform density on the cube with prior
+    weight ``w`` as in [Bergstra2011tpe]_ (this bounds ``g`` from below, hence ``l / g`` from
+    above). Bandwidths: :func:`scott_bandwidths`.
 
     Args:
         centers: ``B x n x d`` kernel centers.
@@ -216,6 +212,13 @@ def fit_tpe(
     prior_weight: float,
 ) -> TPEFits:
     """Fit one TPE per row of ``indices`` on the resampled history (minimization).
+
+    A fit ``theta`` splits its resample at the empirical ``gamma``-quantile ``y*`` of the
+    objective (the best ``n_good = ceil(gamma t)`` points are "good", :func:`split_sizes`) and
+    fits one Parzen estimator to the good inputs, ``l_theta``, and one to the rest, ``g_theta``
+    [Bergstra2011tpe]_; the acquisition is ``l_theta(x) / g_theta(x)``. With
+    :func:`bootstrap_indices` each fit sees ``t`` points drawn with replacement from the ``t``
+    observed ones: a draw from ``q_t(theta)``.
 
     Args:
         x: ``t x d`` unit-cube inputs.

@@ -1,66 +1,8 @@
 r"""The CNN training task with outlier injection: Ament et al.'s benchmark [Ament2024rrp]_.
 
-One evaluation trains a small CNN for one epoch by SGD with a step learning-rate schedule and
-returns its test error ``y = 1 - accuracy`` on the dataset's fixed held-out split (no known
-optimum, so :attr:`CNNTask.optimal_value` is None and reports show the best-so-far ``y``).
-
-Search space: Ament et al.'s CNN benchmark [Ament2024rrp]_ is built on Ax's PyTorch CNN
-benchmark problem [AxCNN]_; its five parameters and their bounds are read from Ax's code:
-
-================  ================  ======  ====================================================
-parameter         bounds            scale   meaning
-================  ================  ======  ====================================================
-``lr``            [1e-6, 0.4]       log     SGD learning rate
-``momentum``      [0, 1]            linear  SGD momentum
-``weight_decay``  [0, 1]            linear  SGD weight decay (L2)
-``step_size``     {1, ..., 100}     int     StepLR period, in optimizer steps (batches)
-``gamma``         [0, 1]            linear  StepLR factor
-================  ================  ======  ====================================================
-
-Not settled: the scale of ``lr``. [AxCNN]_'s benchmark problem declares it linear, Ax's CNN
-tutorial searches the same range in log space; we use log, so the initial design also tries the
-small rates. Whether [Ament2024rrp]_ used log or linear is not checked against their code. For comparison, the OrthoBO paper's ViT variant of this space uses
-lr [1e-4, 1e-1], momentum [0, 1], weight decay [0, 1], step size [1, 100], gamma [0, 1].
-
-Network ([AxCNN]_'s ``CNN``, adapted to the input shape): a 5x5 convolution with 20 channels and
-no padding, ReLU, max-pooling (kernel = stride = ``pool``), a 64-unit hidden layer with ReLU, and
-one output per class; cross-entropy loss.
-
-============  ========  =========  ====  =============  =========================================
-dataset       input     conv out   pool  hidden in      change from [AxCNN]_
-============  ========  =========  ====  =============  =========================================
-digits        1x8x8     20x4x4     2     20x2x2 = 80    2x2 pooling: a 3x3 pool of a 4x4 map
-                                                        keeps a single cell
-mnist(-5k)    1x28x28   20x24x24   3     20x8x8 = 1280  none
-cifar10       3x32x32   20x28x28   3     20x9x9 = 1620  three input channels: the OrthoBO paper's
-                                                        "modified CNN"
-============  ========  =========  ====  =============  =========================================
-
-Training (as [AxCNN]_'s ``train_and_evaluate``): pixels scaled to ``[0, 1]`` (no normalization),
-``SGD(lr, momentum, weight_decay)`` and ``StepLR(step_size, gamma)``, the scheduler stepped after
-every batch, one epoch over the training split. Batches of ``batch_size`` images (default 1:
-[AxCNN]_ uses ``DataLoader``'s default batch of one); the loss is the batch mean ([AxCNN]_ sums,
-the same at batch size 1, and the mean keeps ``lr`` meaningful at larger batches).
-
-Outliers: with probability ``outlier_prob`` training stops early, after a number of training
-samples drawn uniformly from {100, ..., 1000}; the result is flagged
-:attr:`~orthobench.tasks.base.Evaluation.is_outlier` and ``info["train_samples"]`` says how many
-samples were seen. Such an error is typically far above what the same parameters reach with a
-full epoch: a sparse, large corruption of the labels, the setting of [Ament2024rrp]_.
-
-Randomness: everything comes from the evaluation's ``seed``, through keys of
-:func:`orthobench.seeding.derive_seed`: ``(seed, "init")`` the network's initialization (drawn on
-the CPU, so it is the same on every device), ``(seed, "order")`` the order of the training
-images, ``(seed, "outlier")`` the outlier draw. The same seed and point give the same ``y`` on the
-same device and torch thread count (docs/design.md, "Seeds and determinism"; "Thread counts");
-cuDNN runs in deterministic mode, without autotuning, during the evaluation. The model, the data
-and the training are on the ``device`` the loop passes; on the CPU the thread count is the
-executor's.
-
-Data: see :mod:`orthobench.tasks.datasets`. The constructor only checks that the dataset is
-present (:func:`~orthobench.tasks.datasets.store.locate`, file names only), so a missing one fails
-before any cell runs; the first evaluation reads it, and it stays cached in the process, once in
-host memory and once per device.
+One evaluation trains [AxCNN]_'s small CNN (:class:`SmallCNN`) for one epoch by SGD with a step
+learning-rate schedule, possibly stopped early as an outlier, and returns its test error
+(:class:`CNNTask`, search space :data:`CNN_SPACE`).
 
 References:
 
@@ -93,7 +35,7 @@ from orthobench.tasks.base import Evaluation, Task
 from orthobench.tasks.datasets.readers import ImageSplit, read_dataset
 from orthobench.tasks.datasets.store import locate
 
-#: The five parameters of [AxCNN]_ (see the module docstring for sources and scales).
+#: The five parameters of [AxCNN]_ (sources and scales: :class:`CNNTask`).
 CNN_SPACE = SearchSpace(
     (
         Parameter(name="lr", low=1e-6, high=0.4, kind="log"),
@@ -116,9 +58,21 @@ _TEST_CHUNK = 2048  # test images per forward pass
 class SmallCNN(nn.Module):
     """[AxCNN]_'s CNN for ``c x h x w`` inputs: conv 5x5 (20) -> ReLU -> max-pool -> 64 -> classes.
 
+    A 5x5 convolution with 20 channels and no padding, ReLU, max-pooling (kernel = stride =
+    ``pool``), a 64-unit hidden layer with ReLU, and one output per class (cross-entropy loss).
     ``pool`` is 3 (as [AxCNN]_) for inputs of side 28 or more and 2 below, where a 3x3 pool would
     leave too little of the ``(side - 4)``-wide convolution map. Maps ``n x c x h x w`` images to
-    ``n x n_classes`` logits.
+    ``n x n_classes`` logits. Per dataset:
+
+    ============  ========  =========  ====  =============  ====================================
+    dataset       input     conv out   pool  hidden in      change from [AxCNN]_
+    ============  ========  =========  ====  =============  ====================================
+    digits        1x8x8     20x4x4     2     20x2x2 = 80    2x2 pooling: a 3x3 pool of a 4x4 map
+                                                            keeps a single cell
+    mnist(-5k)    1x28x28   20x24x24   3     20x8x8 = 1280  none
+    cifar10       3x32x32   20x28x28   3     20x9x9 = 1620  three input channels: the OrthoBO
+                                                            paper's "modified CNN"
+    ============  ========  =========  ====  =============  ====================================
     """
 
     def __init__(self, channels: int, height: int, width: int, n_classes: int) -> None:
@@ -182,6 +136,56 @@ def _deterministic_cudnn() -> Iterator[None]:
 
 class CNNTask(Task):
     """Test error of a small CNN trained for one epoch, with injected outliers (Ament et al. 2024).
+
+    One evaluation trains :class:`SmallCNN` and returns its test error ``y = 1 - accuracy`` on the
+    dataset's fixed held-out split (no known optimum, so :attr:`optimal_value` is None and reports
+    show the best-so-far ``y``).
+
+    Search space: [Ament2024rrp]_'s CNN benchmark is built on Ax's PyTorch CNN benchmark problem
+    [AxCNN]_; its five parameters and their bounds are read from Ax's code:
+
+    ================  ================  ======  ===============================================
+    parameter         bounds            scale   meaning
+    ================  ================  ======  ===============================================
+    ``lr``            [1e-6, 0.4]       log     SGD learning rate
+    ``momentum``      [0, 1]            linear  SGD momentum
+    ``weight_decay``  [0, 1]            linear  SGD weight decay (L2)
+    ``step_size``     {1, ..., 100}     int     StepLR period, in optimizer steps (batches)
+    ``gamma``         [0, 1]            linear  StepLR factor
+    ================  ================  ======  ===============================================
+
+    Not settled: the scale of ``lr``. [AxCNN]_'s benchmark problem declares it linear, Ax's CNN
+    tutorial searches the same range in log space; we use log, so the initial design also tries
+    the small rates. Whether [Ament2024rrp]_ used log or linear is not checked against their code.
+    (The OrthoBO paper's ViT variant of this space, :mod:`orthobench.tasks.wafer_vit`, uses lr
+    [1e-4, 1e-1] and the same other ranges.)
+
+    Training (as [AxCNN]_'s ``train_and_evaluate``): pixels scaled to ``[0, 1]`` (no
+    normalization), ``SGD(lr, momentum, weight_decay)`` and ``StepLR(step_size, gamma)``, the
+    scheduler stepped after every batch, one epoch over the training split. Batches of
+    ``batch_size`` images (default 1: [AxCNN]_ uses ``DataLoader``'s default batch of one); the
+    loss is the batch mean ([AxCNN]_ sums, the same at batch size 1, and the mean keeps ``lr``
+    meaningful at larger batches).
+
+    Outliers: with probability ``outlier_prob`` training stops early, after a number of training
+    samples drawn uniformly from :data:`OUTLIER_SAMPLES`; the result is flagged
+    :attr:`~orthobench.tasks.base.Evaluation.is_outlier` and ``info["train_samples"]`` says how
+    many samples were seen. Such an error is typically far above what the same parameters reach
+    with a full epoch: a sparse, large corruption of the labels, the setting of [Ament2024rrp]_.
+
+    Randomness: everything comes from the evaluation's ``seed``, through keys of
+    :func:`orthobench.seeding.derive_seed`: ``(seed, "init")`` the network's initialization (drawn
+    on the CPU, so it is the same on every device), ``(seed, "order")`` the order of the training
+    images, ``(seed, "outlier")`` the outlier draw. The same seed and point give the same ``y`` on
+    the same device and torch thread count (docs/design.md, "Seeds and determinism"; "Thread
+    counts"); cuDNN runs in deterministic mode, without autotuning, during the evaluation. The
+    model, the data and the training are on the ``device`` the loop passes; on the CPU the thread
+    count is the executor's.
+
+    Data: see :mod:`orthobench.tasks.datasets`. The constructor only checks that the dataset is
+    present (:func:`~orthobench.tasks.datasets.store.locate`, file names only), so a missing one
+    fails before any cell runs; the first evaluation reads it, and it stays cached in the process,
+    once in host memory and once per device.
 
     Args:
         dataset: ``digits`` (scikit-learn, seconds per evaluation on a CPU), ``mnist-5k`` (the

@@ -1,66 +1,8 @@
 r"""Fine-tuning a frozen ViT's head on WM811K wafer maps: the OrthoBO paper's case study.
 
-One evaluation trains a linear classification head on top of a frozen ViT-B/16 [Dosovitskiy2021vit]_
-and returns ``y = 1 - macro F1`` of its predictions on the held-out 20% of the labelled WM811K
-maps (scikit-learn's ``f1_score(average="macro")``: the unweighted mean of the per-class F1
-scores, so the rare failure types count as much as ``none``). No known optimum:
-:attr:`WaferViTTask.optimal_value` is None and reports show the best-so-far ``y``.
-
-Search space (the paper's appendix, "Case study experiment"; it builds on the CNN task of
-:mod:`orthobench.tasks.cnn`):
-
-================  ================  ======  ====================================================
-parameter         bounds            scale   meaning
-================  ================  ======  ====================================================
-``lr``            [1e-4, 1e-1]      log     SGD learning rate
-``momentum``      [0, 1]            linear  SGD momentum
-``weight_decay``  [0, 1]            linear  SGD weight decay (L2)
-``step_size``     {1, ..., 100}     int     StepLR period, in optimizer steps (batches)
-``gamma``         [0, 1]            linear  StepLR factor
-================  ================  ======  ====================================================
-
-Data (:mod:`orthobench.tasks.datasets.wm811k`): the labelled maps of the public ``LSWMD.pkl``,
-converted once by ``orthobench data convert-wm811k PATH/LSWMD.pkl`` into ``48 x 48`` maps with a
-stratified 80/20 split; pixels ``v / 2`` then ImageNet-normalized, the one channel repeated
-three times. The ViT sees them at ``image_size`` (default: the model's own, 224 for ViT-B/16):
-the maps are upsampled by nearest-neighbour sampling (``"nearest-exact"``, which keeps each die a
-uniform block), or the ViT's position embeddings are interpolated when ``image_size`` differs
-from the model's (``image_size: 48`` gives a ViT-B/16 9 patches instead of 196: a far cheaper
-extraction, further from the pretraining resolution). The constructor checks the file's format
-from its array headers (:func:`~orthobench.tasks.datasets.wm811k.check_wm811k`), so a ``path``
-that is not a converted file fails before any cell runs, with one line; the first evaluation
-reads the arrays and verifies their checksum.
-
-Model: ``ViTModel`` of Hugging Face ``transformers`` (the ``vision`` extra), loaded from
-``model``: a hub id (default ``google/vit-base-patch16-224-in21k``, ImageNet-21k pretrained), or
-a local directory written by ``save_pretrained``. Offline: download once
-(``hf download google/vit-base-patch16-224-in21k``, ``huggingface_hub``'s CLI) and set ``HF_HUB_OFFLINE=1``,
-or pass the directory; the constructor refuses a hub id that is not in the local cache when
-``HF_HUB_OFFLINE`` is set. ``model: tiny-random`` builds a 2-layer, 32-wide ViT for 48 x 48
-inputs with weights drawn from a fixed seed (:func:`tiny_vit_config`): no download, for tests.
-The features are the ``[CLS]`` token of the last hidden state (after the final layer norm): ``h``
-numbers per map (768 for ViT-B).
-
-Frozen backbone, cached features: the backbone is frozen and the maps are not augmented, so
-its features are a pure function of the map. They are computed once per (model, dataset
-checksum, image size, device type, dtype), stored in ``<data directory>/cache/``
-(:mod:`orthobench.tasks.datasets.features`), and every evaluation trains the head on them:
-the same head and losses as training through the backbone (the tests check it), without a
-ViT forward pass over every map in every evaluation (ViT-B/16 at 224 px: about 17.6 G
-multiply-adds per map, 3 P for the 172,950 labelled maps). ``info`` reports both costs: ``feature_seconds`` (the one-off extraction,
-as measured when the features were computed) and ``head_seconds`` (this evaluation's training
-and prediction).
-
-Training (as the CNN task): a ``Linear(h, 9)`` head, ``SGD(lr, momentum, weight_decay)`` and
-``StepLR(step_size, gamma)`` stepped after every batch, ``epochs`` passes over the training part
-in batches of ``batch_size`` (the paper gives neither; defaults 1 and 64), and a cross-entropy
-loss weighted by inverse class frequency on the training part, ``w_c = n / (9 n_c)`` (the
-paper's "class-weighted cross-entropy"; scikit-learn's "balanced" weights).
-
-Randomness: from the evaluation's ``seed`` through :func:`orthobench.seeding.derive_seed`:
-``(seed, "init")`` the head's initialization (drawn on the CPU, the same on every device) and
-``(seed, "order")`` the batch order. The same seed and point give the same ``y`` on the same
-device (docs/design.md, "Seeds and determinism").
+One evaluation trains a linear classification head on the cached features of a frozen ViT-B/16
+[Dosovitskiy2021vit]_ and returns ``1 - macro F1`` on the held-out 20% of the labelled WM811K
+maps [Wu2015wafer]_ (:class:`WaferViTTask`, search space :data:`WAFER_VIT_SPACE`).
 
 References:
 
@@ -344,6 +286,70 @@ def macro_f1(labels: np.ndarray, predicted: np.ndarray) -> float:
 
 class WaferViTTask(Task):
     """1 - macro F1 of a linear head on a frozen ViT-B/16, on WM811K wafer maps (the OrthoBO paper's case study).
+
+    One evaluation trains a linear classification head on top of a frozen ViT-B/16
+    [Dosovitskiy2021vit]_ and returns ``y = 1 - macro F1`` of its predictions on the held-out 20%
+    of the labelled WM811K maps (scikit-learn's ``f1_score(average="macro")``: the unweighted mean
+    of the per-class F1 scores, so the rare failure types count as much as ``none``). No known
+    optimum: :attr:`optimal_value` is None and reports show the best-so-far ``y``.
+
+    Search space (the paper's appendix, "Case study experiment"; it builds on the CNN task of
+    :mod:`orthobench.tasks.cnn`):
+
+    ================  ================  ======  ===============================================
+    parameter         bounds            scale   meaning
+    ================  ================  ======  ===============================================
+    ``lr``            [1e-4, 1e-1]      log     SGD learning rate
+    ``momentum``      [0, 1]            linear  SGD momentum
+    ``weight_decay``  [0, 1]            linear  SGD weight decay (L2)
+    ``step_size``     {1, ..., 100}     int     StepLR period, in optimizer steps (batches)
+    ``gamma``         [0, 1]            linear  StepLR factor
+    ================  ================  ======  ===============================================
+
+    Data (:mod:`orthobench.tasks.datasets.wm811k`): the labelled maps of the public
+    ``LSWMD.pkl``, converted once by ``orthobench data convert-wm811k PATH/LSWMD.pkl`` into
+    ``48 x 48`` maps with a stratified 80/20 split; pixels ``v / 2`` then ImageNet-normalized, the
+    one channel repeated three times. The ViT sees them at ``image_size`` (default: the model's
+    own, 224 for ViT-B/16): the maps are upsampled by nearest-neighbour sampling
+    (``"nearest-exact"``, which keeps each die a uniform block), or the ViT's position embeddings
+    are interpolated when ``image_size`` differs from the model's (``image_size: 48`` gives a
+    ViT-B/16 9 patches instead of 196: a far cheaper extraction, further from the pretraining
+    resolution). The constructor checks the file's format from its array headers
+    (:func:`~orthobench.tasks.datasets.wm811k.check_wm811k`), so a ``path`` that is not a
+    converted file fails before any cell runs, with one line; the first evaluation reads the
+    arrays and verifies their checksum.
+
+    Model: ``ViTModel`` of Hugging Face ``transformers`` (the ``vision`` extra), loaded from
+    ``model``: a hub id (default :data:`DEFAULT_MODEL`, ImageNet-21k pretrained), or a local
+    directory written by ``save_pretrained``. Offline: download once
+    (``hf download google/vit-base-patch16-224-in21k``, ``huggingface_hub``'s CLI) and set
+    ``HF_HUB_OFFLINE=1``, or pass the directory; the constructor refuses a hub id that is not in
+    the local cache when ``HF_HUB_OFFLINE`` is set. ``model: tiny-random`` builds a 2-layer,
+    32-wide ViT for 48 x 48 inputs with weights drawn from a fixed seed (:func:`tiny_vit_config`):
+    no download, for tests. The features are the ``[CLS]`` token of the last hidden state (after
+    the final layer norm): ``h`` numbers per map (768 for ViT-B).
+
+    Frozen backbone, cached features: the backbone is frozen and the maps are not augmented, so
+    its features are a pure function of the map. They are computed once per (model, dataset
+    checksum, image size, device type, dtype), stored in ``<data directory>/cache/``
+    (:mod:`orthobench.tasks.datasets.features`), and every evaluation trains the head on them:
+    the same head and losses as training through the backbone (the tests check it), without a
+    ViT forward pass over every map in every evaluation (ViT-B/16 at 224 px: about 17.6 G
+    multiply-adds per map, 3 P for the 172,950 labelled maps). ``info`` reports both costs:
+    ``feature_seconds`` (the one-off extraction, as measured when the features were computed) and
+    ``head_seconds`` (this evaluation's training and prediction).
+
+    Training (as the CNN task): a ``Linear(h, 9)`` head, ``SGD(lr, momentum, weight_decay)`` and
+    ``StepLR(step_size, gamma)`` stepped after every batch, ``epochs`` passes over the training
+    part in batches of ``batch_size`` (the paper gives neither; defaults 1 and 64), and a
+    cross-entropy loss weighted by inverse class frequency on the training part,
+    ``w_c = n / (9 n_c)`` (the paper's "class-weighted cross-entropy"; scikit-learn's "balanced"
+    weights, :func:`class_weights`).
+
+    Randomness: from the evaluation's ``seed`` through :func:`orthobench.seeding.derive_seed`:
+    ``(seed, "init")`` the head's initialization (drawn on the CPU, the same on every device) and
+    ``(seed, "order")`` the batch order. The same seed and point give the same ``y`` on the same
+    device (docs/design.md, "Seeds and determinism").
 
     Args:
         model: Hugging Face hub id, a local ``save_pretrained`` directory, or ``tiny-random``

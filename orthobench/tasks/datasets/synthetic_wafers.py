@@ -1,35 +1,9 @@
 r"""Synthetic wafer maps with the WM811K failure-pattern shapes, and LSWMD-format pickles of them.
 
-A wafer map is a 2-D ``uint8`` array over a die grid: ``0`` off the wafer, ``1`` a passing die,
-``2`` a failing die, as in WM811K [Wu2015wafer]_. Each generator draws the failing dies of one of
-the nine WM811K classes on a disc of radius ``R`` (die coordinates relative to the wafer centre,
-``r`` the distance to it):
-
-- ``Center``: a blob around the centre, ``r < 0.3 R``;
-- ``Donut``: a ring inside the wafer, ``0.35 R < r < 0.65 R``;
-- ``Edge-Loc``: a cluster on the rim, ``r > 0.75 R`` within an angular sector of about 50 degrees;
-- ``Edge-Ring``: the whole rim, ``r > 0.8 R``;
-- ``Loc``: a blob of radius ``0.2 R`` away from the centre and the rim;
-- ``Near-full``: nearly every die fails (probability 0.9);
-- ``Random``: dies fail independently with probability 0.3 everywhere;
-- ``Scratch``: a line segment about one die wide across part of the wafer;
-- ``none``: no pattern.
-
-Every map also gets isolated failing dies (probability 0.02), as real maps have; inside a
-pattern a die fails with probability 0.85 (0.9 for Near-full, 0.3 for Random), so patterns
-have holes. Sizes vary per map, like the
-public file's maps (from about 6 x 21 to 300 x 202 dies).
-
-:func:`synthetic_lswmd` builds a DataFrame with the public ``LSWMD.pkl`` columns and their odd
-encodings (labels as nested ``[['Center']]`` arrays, unlabelled maps with empty ``[]`` arrays),
-so the converter (:mod:`orthobench.tasks.datasets.wm811k`) and the ``wafer_vit`` task can be
-tested end to end without the 2 GB file.
-
-Example:
-    >>> import numpy as np
-    >>> m = wafer_map("Edge-Ring", (30, 30), np.random.default_rng(0))
-    >>> m.shape, m.dtype, sorted(np.unique(m).tolist())
-    ((30, 30), dtype('uint8'), [0, 1, 2])
+For tests: :func:`wafer_map` draws a map of one of the nine WM811K classes [Wu2015wafer]_, and
+:func:`synthetic_lswmd` a DataFrame in the layout of the public ``LSWMD.pkl``, so the converter
+(:mod:`orthobench.tasks.datasets.wm811k`) and the ``wafer_vit`` task are tested end to end
+without the 2 GB file.
 
 References:
     .. [Wu2015wafer] M.-J. Wu, J.-S. R. Jang and J.-L. Chen, "Wafer Map Failure Pattern
@@ -109,6 +83,25 @@ def _pattern_mask(
 def wafer_map(pattern: str, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
     """One synthetic wafer map of a WM811K class.
 
+    A wafer map is a 2-D ``uint8`` array over a die grid: ``0`` off the wafer, ``1`` a passing
+    die, ``2`` a failing die, as in WM811K. The failing dies of ``pattern`` are drawn on a disc of
+    radius ``R`` (die coordinates relative to the wafer centre, ``r`` the distance to it):
+
+    - ``Center``: a blob around the centre, ``r < 0.3 R``;
+    - ``Donut``: a ring inside the wafer, ``0.35 R < r < 0.65 R``;
+    - ``Edge-Loc``: a cluster on the rim, ``r > 0.75 R`` within an angular sector of about 50
+      degrees;
+    - ``Edge-Ring``: the whole rim, ``r > 0.8 R``;
+    - ``Loc``: a blob of radius ``0.2 R`` away from the centre and the rim;
+    - ``Near-full``: nearly every die fails (probability 0.9);
+    - ``Random``: dies fail independently with probability 0.3 everywhere;
+    - ``Scratch``: a line segment about one die wide across part of the wafer;
+    - ``none``: no pattern.
+
+    Every map also gets isolated failing dies (probability 0.02), as real maps have; inside a
+    pattern a die fails with probability 0.85 (0.9 for Near-full, 0.3 for Random), so patterns
+    have holes.
+
     Args:
         pattern: One of :data:`WAFER_CLASSES`.
         shape: ``(rows, cols)`` of the die grid; the wafer is the inscribed ellipse.
@@ -116,6 +109,11 @@ def wafer_map(pattern: str, shape: tuple[int, int], rng: np.random.Generator) ->
 
     Returns:
         ``rows x cols`` ``uint8`` array: ``0`` off the wafer, ``1`` passing, ``2`` failing dies.
+
+    Example:
+        >>> m = wafer_map("Edge-Ring", (30, 30), np.random.default_rng(0))
+        >>> m.shape, m.dtype, sorted(np.unique(m).tolist())
+        ((30, 30), dtype('uint8'), [0, 1, 2])
     """
     rows, cols = shape
     if rows < 2 or cols < 2:
@@ -152,7 +150,8 @@ def synthetic_lswmd(
     Args:
         n_per_class: Labelled maps per class of :data:`WAFER_CLASSES`.
         n_unlabelled: Maps without a label (their pattern is drawn at random).
-        sizes: Die-grid shapes, cycled through.
+        sizes: Die-grid shapes, cycled through (the public file's maps vary from about
+            ``6 x 21`` to ``300 x 202`` dies).
         seed: Seed of every draw.
 
     Returns:

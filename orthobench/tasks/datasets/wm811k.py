@@ -1,34 +1,10 @@
 r"""WM811K wafer maps: convert the public ``LSWMD.pkl`` into a safe ``.npz``, and read it back.
 
-The public WM811K file [Wu2015wafer]_ [MIRWM811K]_ is a pandas pickle of 811,457 wafer maps, and
-unpickling runs code from the file. It is therefore read only by the explicit command
-``orthobench data convert-wm811k PATH/LSWMD.pkl`` (:func:`convert_wm811k`), with a warning, and
-converted into a NumPy ``.npz`` that every later run reads with ``allow_pickle=False``:
-
-- only labelled maps are kept (the public file labels 172,950 of its 811,457 maps: 25,519 with
-  one of the 8 failure types, 147,431 ``none``); the converter prints the counts it found;
-- each map (2-D, values ``{0, 1, 2}``: off-wafer, passing die, failing die; sizes vary from
-  file to file) is resized to ``48 x 48`` by nearest-neighbour sampling, which keeps the three
-  values (:func:`resize_nearest`);
-- labels are indices into :data:`WAFER_CLASSES` (the 8 failure types, then ``none``);
-- an 80/20 split stratified on the label, drawn from a stored seed (:func:`split_indices`);
-- the SHA-256 of the source file and of the converted arrays (the dataset checksum that keys the
-  feature cache, :mod:`orthobench.tasks.datasets.features`).
-
-The maps are stored as ``uint8`` (400 MB for the labelled public maps before compression);
-:meth:`WM811K.pixels` turns them into model inputs as in the paper's appendix: ``v / 2`` in
-``[0, 1]``, the single channel repeated three times, then normalized with the ImageNet mean and
-standard deviation (:data:`IMAGENET_MEAN`, :data:`IMAGENET_STD`, both stored in the file).
-
-Example:
-    >>> import numpy as np
-    >>> resize_nearest(np.array([[0, 1], [2, 1]], dtype=np.uint8), 4)
-    array([[0, 0, 1, 1],
-           [0, 0, 1, 1],
-           [2, 2, 1, 1],
-           [2, 2, 1, 1]], dtype=uint8)
-    >>> wafer_label(np.array([["Edge-Ring"]], dtype=object)), wafer_label(np.zeros((0, 0)))
-    ('Edge-Ring', None)
+The public WM811K file [Wu2015wafer]_ [MIRWM811K]_ is a pandas pickle, and unpickling runs code
+from the file. It is therefore read only by the explicit command
+``orthobench data convert-wm811k PATH/LSWMD.pkl`` (:func:`convert_lswmd`), with a warning, and
+converted into a NumPy ``.npz`` that every later run reads with ``allow_pickle=False``
+(:func:`load_wm811k`).
 
 References:
     .. [Wu2015wafer] M.-J. Wu, J.-S. R. Jang and J.-L. Chen, "Wafer Map Failure Pattern
@@ -226,6 +202,13 @@ def resize_nearest(wafer: np.ndarray, size: int = MAP_SIZE) -> np.ndarray:
 
     Returns:
         ``size x size`` array of ``wafer``'s dtype.
+
+    Example:
+        >>> resize_nearest(np.array([[0, 1], [2, 1]], dtype=np.uint8), 4)
+        array([[0, 0, 1, 1],
+               [0, 0, 1, 1],
+               [2, 2, 1, 1],
+               [2, 2, 1, 1]], dtype=uint8)
     """
     wafer = np.asarray(wafer)
     if wafer.ndim != 2 or min(wafer.shape) < 1:
@@ -240,6 +223,10 @@ def wafer_label(value: Any) -> str | None:
 
     The public file stores labels as nested arrays (``[['Center']]``) and leaves unlabelled maps
     with an empty array (``[]``); plain strings are accepted too.
+
+    Example:
+        >>> wafer_label(np.array([["Edge-Ring"]], dtype=object)), wafer_label(np.zeros((0, 0)))
+        ('Edge-Ring', None)
     """
     if value is None:
         return None
@@ -407,7 +394,21 @@ def convert_lswmd(
     """Convert ``LSWMD.pkl`` into the safe ``.npz`` that :func:`load_wm811k` reads.
 
     Warns (:class:`~orthobench.exceptions.OrthobenchWarning`) that unpickling runs code from the
-    file. The ``.npz`` holds ``maps`` (``N x 48 x 48`` ``uint8``, values ``{0, 1, 2}``),
+    file. What is kept:
+
+    - only labelled maps (the public file labels 172,950 of its 811,457 maps: 25,519 with one of
+      the 8 failure types, 147,431 ``none``; :meth:`ConversionSummary.lines` gives the counts
+      found);
+    - each map (2-D, values ``{0, 1, 2}``: off-wafer, passing die, failing die; sizes vary from
+      file to file) resized to ``48 x 48`` by nearest-neighbour sampling, which keeps the three
+      values (:func:`resize_nearest`), and stored as ``uint8`` (400 MB for the labelled public
+      maps before compression);
+    - labels as indices into :data:`WAFER_CLASSES` (the 8 failure types, then ``none``);
+    - an 80/20 split stratified on the label, drawn from a stored seed (:func:`split_indices`);
+    - the SHA-256 of the source file and of the converted arrays (the dataset checksum that keys
+      the feature cache, :mod:`orthobench.tasks.datasets.features`).
+
+    The ``.npz`` holds ``maps`` (``N x 48 x 48`` ``uint8``, values ``{0, 1, 2}``),
     ``labels`` (``N`` indices into ``classes``), ``train_index`` / ``test_index``,
     ``source_row`` (each map's row in the source), ``source_shape`` (``N x 2``, each map's
     original size), the split's ``seed`` and ``test_fraction``, the normalization constants,
@@ -506,6 +507,10 @@ def convert_lswmd(
 @dataclass(frozen=True, eq=False)
 class WM811K:
     """The converted WM811K maps with their labels and split.
+
+    :meth:`pixels` turns the maps into model inputs as in the paper's appendix: ``v / 2`` in
+    ``[0, 1]``, the single channel repeated three times, then normalized with the ImageNet mean and
+    standard deviation (:data:`IMAGENET_MEAN`, :data:`IMAGENET_STD`, both stored in the file).
 
     Attributes:
         maps: ``N x 48 x 48`` ``uint8`` maps, values ``{0, 1, 2}``.
