@@ -10,8 +10,12 @@ Task factories are called as ``factory(**params)``; optimizer factories as
 ``factory(dim, *, seed, device, dtype, **params)``. The ``params`` a factory accepts are read from
 its signature, so unknown or mistyped suite parameters are rejected before anything runs, and so
 are values outside a parameter's constrained type (``theta_samples: Annotated[Count, Ge(4)]``,
-``kernel: Kernel``; :mod:`orthobench.config.params`). An optimizer states how many observations
-it needs before its first ``ask`` in its ``min_observations`` attribute.
+``kernel: Kernel``; :mod:`orthobench.config.params`). Rules that tie several parameters together
+are the factory's ``check_params`` static method, if it has one
+(:meth:`orthobench.optimizers.base.Optimizer.check_params`): it gets every parameter, defaults
+filled, once each value has passed its type, and the constructor calls it too, so a bad
+combination is refused before anything runs by the rule the constructor uses. An optimizer states
+how many observations it needs before its first ``ask`` in its ``min_observations`` attribute.
 
 Trust model. A suite names code to import and run, as any plugin system does: only run suites
 you trust. What a name may resolve to is still restricted, so that a suite cannot call an
@@ -92,6 +96,12 @@ class Entry:
     def description(self) -> str:
         doc = inspect.getdoc(self.factory) or ""
         return doc.split("\n\n")[0].replace("\n", " ")
+
+    def with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` with the defaults of the parameters it leaves out (a required one stays
+        out)."""
+        defaults = {k: d for k, d in self.params.items() if d is not inspect.Parameter.empty}
+        return {**defaults, **params}
 
     @property
     def min_observations(self) -> int:
@@ -279,12 +289,14 @@ class Registry:
 
     def check_params(self, name: str, params: Mapping[str, Any]) -> Entry:
         """Resolve ``name`` and reject parameters its factory does not take, of the wrong type or
-        outside their constrained type (:mod:`orthobench.config.params`).
+        outside their constrained type (:mod:`orthobench.config.params`), and combinations its
+        factory's ``check_params`` refuses.
 
         Raises:
             RegistryError: as :meth:`resolve`, or for a parameter (field ``params.<key>``, or
-                ``params.<key>[i]`` for an item of a list) or missing required parameters (field
-                ``params``).
+                ``params.<key>[i]`` for an item of a list), missing required parameters (field
+                ``params``) or a combination (field ``params``, or ``params.<key>`` where the
+                rule blames one parameter).
         """
         entry = self.resolve(name)
         for key, value in params.items():
@@ -318,7 +330,24 @@ class Registry:
             raise RegistryError(
                 "params", f"{self.kind} {name!r} needs parameter(s): {', '.join(missing)}."
             )
+        self._check_rules(entry, params)
         return entry
+
+    def _check_rules(self, entry: Entry, params: Mapping[str, Any]) -> None:
+        """Run the factory's rules over several parameters on ``params`` with the defaults filled
+        (see the module's notes)."""
+        rules = getattr(entry.factory, "check_params", None)
+        if not callable(rules):
+            return
+        try:
+            rules(**entry.with_defaults(params))
+        except ConfigError as err:  # a rule that blames one parameter, its field relative
+            raise RegistryError(
+                f"params.{err.field}",
+                f"{self.kind} {entry.name!r} parameter {err.field!r}: {err.reason}",
+            ) from None
+        except ValueError as err:
+            raise RegistryError("params", f"{self.kind} {entry.name!r}: {err}") from None
 
     def create(self, name: str, *args: Any, **params: Any) -> Any:
         return self.resolve(name).factory(*args, **params)

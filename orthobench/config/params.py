@@ -12,8 +12,11 @@ so a bad value is a one-line error naming the parameter, not a failure of every 
 ``Annotated`` and ``Literal`` annotations are validated this way; a plain ``int`` or ``float`` is
 only checked to match the type of its default. A validator of ours inside an ``Annotated`` type
 raises a :class:`~orthobench.exceptions.ConfigError` whose field is relative to the parameter
-(``""``, or ``"[i]"`` for a list item). Rules that tie several parameters together stay in the
-constructors.
+(``""``, or ``"[i]"`` for a list item). Rules that tie several parameters together are the
+factory's ``check_params`` (:meth:`orthobench.optimizers.base.Optimizer.check_params`), which the
+registry runs on the resolved parameters once each value has passed its type;
+:func:`check_even_budgets` states one of them here, where the torch-free suite layer can use it
+too.
 
 Example:
     >>> from pydantic import TypeAdapter
@@ -23,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -43,6 +47,7 @@ __all__ = [
     "PositiveFloat",
     "Probability",
     "ThetaEstimatorName",
+    "check_even_budgets",
     "check_kernels",
     "check_value",
     "is_constrained",
@@ -133,3 +138,28 @@ def check_value(annotation: Any, value: Any, *, field: str) -> None:
             raise ConfigError(where + cause.field, cause.reason) from None
         rule = first["msg"].replace("Input should be", "must be", 1)
         raise ConfigError(where, f"{rule}, but got {show_value(value)}.") from None
+
+
+def check_even_budgets(estimator: names.ThetaEstimator, budgets: Mapping[str, int | None]) -> None:
+    """Every budget of ``budgets`` that draws for ``estimator`` (``None``: draws none) is even
+    if its equal-weight draws are antithetic: they come in pairs ``z, -z``. The ``antithetic``
+    point set needs none: it takes the largest even count within its budget.
+
+    Raises:
+        ConfigError: with the name of the first odd budget as the field.
+
+    Example:
+        >>> check_even_budgets(names.parse_theta_estimator("orth@antithetic"), {"S": 33})
+        Traceback (most recent call last):
+        ...
+        orthobench.exceptions.ConfigError: S: must be even: estimator 'orth@antithetic' draws antithetic pairs, but got 33.
+    """
+    if estimator.sampling != "antithetic" or estimator.point_set:
+        return
+    for field, budget in budgets.items():
+        if budget is not None and budget % 2:
+            raise ConfigError(
+                field,
+                f"must be even: estimator {estimator.name!r} draws antithetic pairs, but got "
+                f"{budget}.",
+            )

@@ -104,6 +104,24 @@ class Optimizer(ABC):
         self.train_y = torch.empty(0, device=self.device, dtype=dtype)
         self._asks = 0
 
+    @staticmethod  # noqa: B027 -- optional hook
+    def check_params(**params: Any) -> None:
+        """Check the rules that tie several constructor parameters together (none here).
+
+        The registry calls it with every keyword parameter of the constructor but ``dim``,
+        ``seed``, ``device`` and ``dtype``, defaults filled, when it loads a suite
+        (:meth:`orthobench.registry.Registry.check_params`), so a bad combination is an error
+        before anything runs; the constructor calls its own class's with the parameters those
+        rules take, so each rule is written once. An override takes its rules' parameters by
+        keyword and ignores the rest (``**_``); a subclass that adds rules calls its base's too.
+        One value's own range is its annotation's (:mod:`orthobench.config.params`).
+
+        Raises:
+            ValueError: on one line, naming the parameters and their values; a
+                :class:`~orthobench.exceptions.ConfigError` whose field is the one parameter it
+                blames.
+        """
+
     @property
     def max_batch(self) -> int | None:
         """The most points one :meth:`ask` may propose (None: no limit)."""

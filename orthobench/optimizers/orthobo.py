@@ -23,13 +23,20 @@ import torch
 from annotated_types import Ge, Interval
 
 from orthobench.acquisition import MarginalLogEI
-from orthobench.config.params import Count, KernelEnsemble, PositiveFloat, ThetaEstimatorName
+from orthobench.config.params import (
+    Count,
+    KernelEnsemble,
+    PositiveFloat,
+    ThetaEstimatorName,
+    check_even_budgets,
+    check_value,
+)
 from orthobench.devices import FIT_DEVICES
 from orthobench.diagnostics import OrthoBOStep
-from orthobench.optimizers.base import Suggestion, check_at_least
+from orthobench.optimizers.base import Suggestion
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
-from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble
+from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble, check_weight_floor
 from orthobench.surrogates.fit import FITS, WarmStarts
 from orthobench.surrogates.laplace import THETA_SAMPLING
 from orthobench.surrogates.theta_algebra import get_theta
@@ -46,6 +53,10 @@ from orthobench.theta_estimators import (
 # that stay in cache, so larger chunks only save per-call overhead; one 512 x 512 x n chunk
 # would need gigabytes at n = 100.
 _RAW_CHUNK_ENTRIES = 2**20
+
+#: A budget of theta draws per member and step: cross-fitting (``orth-crossfit``) needs 2 draws
+#: per fold. The registry checks a suite's value at load, the constructor one given in code.
+ThetaBudget = Annotated[Count, Ge(4)]
 
 # Coarse-stage results polished on all the draws (the best by the full acquisition); polishing
 # all 8 restarts instead missed the best basin about as often (docs/benchmarks.md,
@@ -125,7 +136,7 @@ class OrthoBO(GPOptimizer):
         dim: int,
         *,
         kernel: KernelEnsemble = "matern52-ard",
-        theta_samples: Annotated[Count, Ge(4)] = 512,
+        theta_samples: ThetaBudget = 512,
         estimator: ThetaEstimatorName = DEFAULT_THETA_ESTIMATOR,
         theta_sampling: Literal[THETA_SAMPLING] = "iid",
         rb: bool = False,
@@ -134,8 +145,8 @@ class OrthoBO(GPOptimizer):
         delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
-        screen_theta_samples: Annotated[Count, Ge(4)] | None = 64,
-        coarse_theta_samples: Annotated[Count, Ge(4)] | None = None,
+        screen_theta_samples: ThetaBudget | None = 64,
+        coarse_theta_samples: ThetaBudget | None = None,
         fit: Literal[FITS] = "fast",
         fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
@@ -151,39 +162,32 @@ class OrthoBO(GPOptimizer):
             device=device,
             dtype=dtype,
         )
-        check_at_least(1, theta_samples=theta_samples)
-        if theta_samples < 4:
-            raise ValueError(
-                f"`theta_samples` must be >= 4 (cross-fitting needs 2 draws per fold), but got {theta_samples=}."
-            )
+        check_value(ThetaBudget, theta_samples, field="theta_samples")
+        check_value(ThetaBudget | None, screen_theta_samples, field="screen_theta_samples")
+        check_value(ThetaBudget | None, coarse_theta_samples, field="coarse_theta_samples")
         if theta_sampling not in THETA_SAMPLING:
             raise ValueError(
                 f"`theta_sampling` must be one of {THETA_SAMPLING}, but got {theta_sampling!r}."
             )
-        self.theta_estimator = _resolve_estimator(estimator, theta_sampling, rb)
+        OrthoBO.check_params(
+            kernel=kernel,
+            theta_samples=theta_samples,
+            estimator=estimator,
+            theta_sampling=theta_sampling,
+            delta=delta,
+            screen_theta_samples=screen_theta_samples,
+            coarse_theta_samples=coarse_theta_samples,
+        )
+        spec = _resolve_estimator(estimator, theta_sampling)
+        self.theta_estimator = spec._replace(rb=spec.rb or rb)
         if not 0 < alpha <= 1:
             raise ValueError(
                 f"`alpha` is relative to the naive estimate and must be in (0, 1], but got {alpha=}."
             )
-        kernels = [kernel] if isinstance(kernel, str) else list(kernel)
-        self.ensemble = SurrogateEnsemble(kernels, tau=tau, delta=delta, fit=fit)
+        self.ensemble = SurrogateEnsemble(_kernels(kernel), tau=tau, delta=delta, fit=fit)
         self.fit = fit
         self._warm_starts = WarmStarts(fit)
         self.theta_samples = theta_samples
-        stage_budgets = {
-            "screen_theta_samples": screen_theta_samples,
-            "coarse_theta_samples": coarse_theta_samples,
-        }
-        for name, value in stage_budgets.items():
-            if value is not None and value < 4:
-                raise ValueError(f"`{name}` must be at least 4 or null, but got {value}.")
-        if self.theta_estimator.sampling == "antithetic":
-            # Every budget that draws, here rather than when the screen or coarse stage first draws.
-            for name, value in {"theta_samples": theta_samples, **stage_budgets}.items():
-                if value is not None and value % 2:
-                    raise ValueError(
-                        f"Antithetic draws need an even `{name}`, but got {name}={value}."
-                    )
         self.screen_theta_samples = screen_theta_samples
         self.coarse_theta_samples = coarse_theta_samples
         self.estimator = estimator
@@ -192,6 +196,33 @@ class OrthoBO(GPOptimizer):
         self.alpha = alpha
         # The previous step's members, kept to score the observation that follows them.
         self._previous: list[ThetaSampledGP] = []
+
+    @staticmethod
+    def check_params(
+        *,
+        kernel: str | list[str],
+        theta_samples: int,
+        estimator: str,
+        theta_sampling: str,
+        delta: float,
+        screen_theta_samples: int | None,
+        coarse_theta_samples: int | None,
+        **_: Any,
+    ) -> None:
+        """OrthoBO's rules over several parameters
+        (:meth:`~orthobench.optimizers.base.Optimizer.check_params`): ``estimator`` and
+        ``theta_sampling`` name one sampling (:func:`_resolve_estimator`); with antithetic draws
+        every budget that draws is even, checked here rather than when the screen or coarse
+        stage first draws (:func:`~orthobench.config.params.check_even_budgets`); the weight
+        floor ``delta`` suits the ensemble of ``kernel``
+        (:func:`~orthobench.surrogates.ensemble.check_weight_floor`)."""
+        budgets = {
+            "theta_samples": theta_samples,
+            "screen_theta_samples": screen_theta_samples,
+            "coarse_theta_samples": coarse_theta_samples,
+        }
+        check_even_budgets(_resolve_estimator(estimator, theta_sampling), budgets)
+        check_weight_floor(delta, len(_kernels(kernel)))
 
     def _on_tell(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Update the ensemble weights from the log predictive density of the new points under
@@ -369,8 +400,14 @@ class OrthoBO(GPOptimizer):
         return "; ".join(fallbacks) or None
 
 
-def _resolve_estimator(estimator: str, theta_sampling: str, rb: bool) -> ThetaEstimator:
-    """The estimator that ``estimator``, ``theta_sampling`` and ``rb`` name together."""
+def _kernels(kernel: str | list[str]) -> list[str]:
+    """The ensemble's kernels: one member per name."""
+    return [kernel] if isinstance(kernel, str) else list(kernel)
+
+
+def _resolve_estimator(estimator: str, theta_sampling: str) -> ThetaEstimator:
+    """The estimator that ``estimator`` and ``theta_sampling`` name together (its ``rb`` is the
+    name's own)."""
     spec = parse_theta_estimator(estimator)
     if spec.point_set and theta_sampling != "iid":
         raise ValueError(
@@ -383,8 +420,8 @@ def _resolve_estimator(estimator: str, theta_sampling: str, rb: bool) -> ThetaEs
             f"`estimator` {estimator!r} and `theta_sampling` {theta_sampling!r} name different samplings."
         )
     if not spec.point_set and "@" not in estimator:
-        spec = spec._replace(sampling=theta_sampling)
-    return spec._replace(rb=spec.rb or rb)
+        return spec._replace(sampling=theta_sampling)
+    return spec
 
 
 class MCEI(OrthoBO):
@@ -396,19 +433,27 @@ class MCEI(OrthoBO):
     Args as :class:`OrthoBO` without ``estimator``, ``rb`` and ``alpha``.
     """
 
+    #: The one estimator of MC-EI: the naive mean of the draws.
+    _ESTIMATOR = "mc"
+
+    @staticmethod
+    def check_params(**params: Any) -> None:
+        """OrthoBO's rules (:meth:`OrthoBO.check_params`) with MC-EI's estimator."""
+        OrthoBO.check_params(**params, estimator=MCEI._ESTIMATOR)
+
     def __init__(
         self,
         dim: int,
         *,
         kernel: KernelEnsemble = "matern52-ard",
-        theta_samples: Annotated[Count, Ge(4)] = 512,
+        theta_samples: ThetaBudget = 512,
         theta_sampling: Literal[THETA_SAMPLING] = "iid",
         tau: PositiveFloat = 1.0,
         delta: Annotated[float, Interval(ge=0.0, lt=1.0)] = 0.001,
         raw_samples: Count = 512,
         num_restarts: Count = 8,
-        screen_theta_samples: Annotated[Count, Ge(4)] | None = 64,
-        coarse_theta_samples: Annotated[Count, Ge(4)] | None = None,
+        screen_theta_samples: ThetaBudget | None = 64,
+        coarse_theta_samples: ThetaBudget | None = None,
         fit: Literal[FITS] = "fast",
         fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
@@ -419,7 +464,7 @@ class MCEI(OrthoBO):
             dim,
             kernel=kernel,
             theta_samples=theta_samples,
-            estimator="mc",
+            estimator=self._ESTIMATOR,
             theta_sampling=theta_sampling,
             alpha=1.0,
             tau=tau,

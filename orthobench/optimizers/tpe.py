@@ -1,32 +1,10 @@
 r"""Bootstrap TPE: MC-TPE (naive mean over bootstrap fits) and OrthoBO-TPE (control variates).
 
-Both follow OrthoBO's appendix ("TPE implementation"): ``q_t(theta)`` is the nonparametric
-bootstrap of the history, each of ``S`` resamples gives a TPE fit ``theta^(s)`` (good/bad Parzen
-estimators, :mod:`orthobench.surrogates.tpe`), and the acquisition of a candidate ``x`` is
-
-.. math::
-
-    h(x; \theta) = \frac{l_\theta(x)}{g_\theta(x)}
-    \quad \text{or, with ``acquisition="log-ratio"``,} \quad
-    h(x; \theta) = \log l_\theta(x) - \log g_\theta(x).
-
-MC-TPE estimates ``E_q[h(x; theta)]`` by the naive mean ``(1/S) sum_s h(x; theta^(s))``.
-OrthoBO-TPE subtracts ``gamma(x)^T (mean_s phi(theta^(s)) - E_q[phi])`` with the statistics
-``phi = [log s_good (d), log s_bad (d), y*]`` of the appendix. The appendix centers ``phi`` by its
-own sample mean, which makes the correction vanish identically
-(docs/design.md, "Controls need a known mean"); here ``E_q[phi]`` is estimated from
-``control_mean_draws`` *independent* bootstrap fits (they need no acquisition evaluation, so they
-are cheap).
-
-Candidates (``N = n_good_candidates + n_sobol_candidates``, 24 + 8 by default): draws from the
-good densities ``l_theta^(s)`` of uniformly chosen fits (where the ratio is large, as in
-[Bergstra2011tpe]_; 24 is Optuna's ``n_ei_candidates``, a small set keeps the argmax from being
-too greedy), plus scrambled Sobol points over the whole cube (so regions the good densities miss
-are still scored). The ``n`` best candidates by the estimated acquisition are proposed.
-
-Fits of both optimizers, their candidates and the Sobol points are keyed by the same seeds, so on
-the same history MC-TPE and OrthoBO-TPE score the same candidates under the same bootstrap fits
-(common random numbers): only the estimator differs.
+Both follow OrthoBO's appendix ("TPE implementation") on the bootstrap TPE surrogate of
+:mod:`orthobench.surrogates.tpe` [Bergstra2011tpe]_: :class:`MCTPE` estimates the acquisition
+``E_q[h(x; theta)]`` by the naive mean over bootstrap fits, :class:`OrthoBOTPE` with control
+variates centred by an independent estimate of their mean (docs/design.md, "Controls need a
+known mean").
 
 References:
     .. [Bergstra2011tpe] J. Bergstra, R. Bardenet, Y. Bengio, B. Kégl. Algorithms for
@@ -46,7 +24,7 @@ from torch.quasirandom import SobolEngine
 
 from orthobench.config.params import Count, NonNegativeCount, PositiveFloat
 from orthobench.estimators import DEFAULT_CONTROL_VARIATE, ESTIMATORS, get_estimator
-from orthobench.optimizers.base import Optimizer, Suggestion
+from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
 from orthobench.seeding import derive_seed, torch_generator
 from orthobench.surrogates.tpe import (
     TPEFits,
@@ -78,6 +56,27 @@ class BootstrapDraw:
 class MCTPE(Optimizer):
     r"""Bootstrap TPE with the naive Monte Carlo mean of ``l / g`` over ``S`` bootstrap fits.
 
+    ``q_t(theta)`` is the nonparametric bootstrap of the history; each of ``S`` resamples gives a
+    TPE fit ``theta^(s)`` (good and bad Parzen estimators,
+    :func:`~orthobench.surrogates.tpe.fit_tpe`), and the acquisition of a candidate ``x`` is
+
+    .. math::
+
+        h(x; \theta) = \frac{l_\theta(x)}{g_\theta(x)}
+        \quad \text{or, with ``acquisition="log-ratio"``,} \quad
+        h(x; \theta) = \log l_\theta(x) - \log g_\theta(x),
+
+    estimated by the naive mean ``(1/S) sum_s h(x; theta^(s))``.
+
+    Candidates (``N = n_good_candidates + n_sobol_candidates``, 24 + 8 by default): draws from
+    the good densities ``l_theta^(s)`` of uniformly chosen fits (where the ratio is large, as in
+    [Bergstra2011tpe]_; 24 is Optuna's ``n_ei_candidates``, a small set keeps the argmax from
+    being too greedy), plus scrambled Sobol' points over the whole cube (so regions the good
+    densities miss are still scored). The ``n`` best candidates by the estimated acquisition are
+    proposed. Fits, candidates and Sobol' points are keyed by the same seeds in every subclass,
+    so on the same history MC-TPE and OrthoBO-TPE score the same candidates under the same
+    bootstrap fits (common random numbers): only the estimator differs.
+
     Args:
         dim: Number of search dimensions ``d``.
         bootstrap_fits: Bootstrap fits ``S`` per step (paper: 32).
@@ -86,14 +85,14 @@ class MCTPE(Optimizer):
         min_bandwidth: Absolute floor of Scott's-rule bandwidths (unit-cube units): a resample
             that repeats one point has zero spread.
         magic_clip: Raise the floor to Optuna's ``1 / min(100, n + 2)`` for ``n`` kernels. Without
-            it the good density collapses onto the incumbent (proposals land ever closer to the
-            good points, shrinking their spread): on Hartmann6 (3 seeds, 20 + 40 evaluations)
-            the regret was 1.6-2.1 with the 0.01 floor alone, 0.2-1.2 with the clip.
+            it the good density collapses onto the incumbent
+            (:func:`~orthobench.surrogates.tpe.bandwidth_floor`; measured: docs/benchmarks.md,
+            "Bootstrap TPE: bandwidth floor and candidates").
         prior_weight: Weight of the uniform component of every Parzen estimator (Optuna's
             default, 1.0); positive, so ``g > 0`` and ``l / g`` stays finite.
         n_good_candidates: Candidates drawn from the good densities per step (Optuna's
-            ``n_ei_candidates``, 24). It sets how greedy the argmax of ``l / g`` is: on Hartmann6
-            (as above) 512 candidates gave a regret of 1.1-1.9.
+            ``n_ei_candidates``, 24). It sets how greedy the argmax of ``l / g`` is
+            (docs/benchmarks.md, "Bootstrap TPE: bandwidth floor and candidates").
         n_sobol_candidates: Scrambled Sobol candidates per step (8): they rarely win, but keep
             every region of the cube scorable.
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
@@ -136,14 +135,12 @@ class MCTPE(Optimizer):
             raise ValueError(f"`min_bandwidth` must lie in (0, 1], but got {min_bandwidth=}.")
         if not prior_weight > 0.0:
             raise ValueError(f"`prior_weight` must be positive, but got {prior_weight=}.")
-        if (
-            n_good_candidates < 0
-            or n_sobol_candidates < 0
-            or n_good_candidates + n_sobol_candidates < 1
-        ):
-            raise ValueError(
-                f"Candidate counts must be >= 0 with a positive sum, but got {n_good_candidates=}, {n_sobol_candidates=}."
-            )
+        check_at_least(
+            0, n_good_candidates=n_good_candidates, n_sobol_candidates=n_sobol_candidates
+        )
+        MCTPE.check_params(
+            n_good_candidates=n_good_candidates, n_sobol_candidates=n_sobol_candidates
+        )
         split_sizes(2, gamma)  # validates gamma
         self.bootstrap_fits = bootstrap_fits
         self.gamma = gamma
@@ -153,6 +150,17 @@ class MCTPE(Optimizer):
         self.prior_weight = prior_weight
         self.n_good_candidates = n_good_candidates
         self.n_sobol_candidates = n_sobol_candidates
+
+    @staticmethod
+    def check_params(*, n_good_candidates: int, n_sobol_candidates: int, **_: Any) -> None:
+        """MC-TPE's rule over several parameters
+        (:meth:`~orthobench.optimizers.base.Optimizer.check_params`): a step scores at least one
+        candidate."""
+        if n_good_candidates + n_sobol_candidates < 1:
+            raise ValueError(
+                "`n_good_candidates + n_sobol_candidates >= 1` must hold, but got "
+                f"({n_good_candidates=}, {n_sobol_candidates=})."
+            )
 
     def _fit(self, indices: Tensor) -> TPEFits:
         return fit_tpe(
@@ -264,7 +272,8 @@ class OrthoBOTPE(MCTPE):
             where the plain plug-in ``"orth"`` (the paper's) interpolates noise
             (docs/design.md, "Never worse than naive MC").
             ``"orth-quadratic"`` needs a known control covariance and is rejected.
-        control_mean_draws: Independent bootstrap fits that estimate ``E_q[phi]``.
+        control_mean_draws: Independent bootstrap fits that estimate ``E_q[phi]`` (they need no
+            acquisition evaluation, so they are cheap).
         centering: ``"independent"`` (the above) or ``"sample"``: ``bar phi`` is the mean over the
             same ``S`` fits, as in the paper's appendix. The correction is then exactly zero and
             the estimate equals MC-TPE's (docs/design.md, "Controls need a known mean";

@@ -170,10 +170,7 @@ class TuRBO(GPOptimizer):
             )
         if kernel not in TURBO_KERNELS:
             raise ValueError(f"`kernel` must be one of {TURBO_KERNELS}, but got {kernel=}.")
-        if not 0.0 < length_min < length_init <= length_max:
-            raise ValueError(
-                f"`0 < length_min < length_init <= length_max` must hold, but got ({length_min=}, {length_init=}, {length_max=})."
-            )
+        TuRBO.check_params(length_init=length_init, length_min=length_min, length_max=length_max)
         check_at_least(
             1,
             success_tolerance=success_tolerance,
@@ -202,6 +199,17 @@ class TuRBO(GPOptimizer):
         self._run_start = 0  # index in the history where the current run begins
         self._design_size = 0  # points of a restart design (set by the first tell)
         self._restart_design: SobolEngine | None = None
+
+    @staticmethod
+    def check_params(*, length_init: float, length_min: float, length_max: float, **_: Any) -> None:
+        """TuRBO's rule over several parameters
+        (:meth:`~orthobench.optimizers.base.Optimizer.check_params`): a run's region starts
+        above the length that collapses it and within the largest length."""
+        if not 0.0 < length_min < length_init <= length_max:
+            raise ValueError(
+                f"`0 < length_min < length_init <= length_max` must hold, but got ({length_min=}, "
+                f"{length_init=}, {length_max=})."
+            )
 
     def _new_state(self) -> TrustRegionState:
         return TrustRegionState(

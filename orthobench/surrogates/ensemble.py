@@ -40,6 +40,20 @@ from orthobench.surrogates.fit import FITS, fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 
 
+def check_weight_floor(delta: float, members: int) -> None:
+    """The weight floor of ``M = members`` weights is in ``[0, 1/M)``: it is a share of weights
+    that sum to one, and ``M`` floors of ``1/M`` or more would take all of it.
+
+    Raises:
+        ValueError: naming ``delta`` and ``M``.
+    """
+    if not 0 <= delta < 1.0 / members:
+        raise ValueError(
+            f"`0 <= delta < 1/M` must hold for the M ensemble members, but got ({delta=}, "
+            f"M={members})."
+        )
+
+
 def update_weights(
     weights: torch.Tensor, log_scores: torch.Tensor, *, tau: float, delta: float
 ) -> torch.Tensor:
@@ -58,10 +72,7 @@ def update_weights(
     """
     if not tau > 0:
         raise ValueError(f"`tau` must be positive, but got {tau=}.")
-    if not 0 <= delta < 1.0 / weights.shape[-1]:
-        raise ValueError(
-            f"`delta` must be in [0, 1/M) = [0, {1.0 / weights.shape[-1]:.3g}), but got {delta=}."
-        )
+    check_weight_floor(delta, weights.shape[-1])
     if weights.shape != log_scores.shape:
         raise ValueError(
             f"`weights` and `log_scores` must have the same shape, but got {tuple(weights.shape)} and {tuple(log_scores.shape)}."

@@ -13,7 +13,7 @@ from botorch.optim import optimize as botorch_optimize
 
 from orthobench.diagnostics import OrthoBOStep
 from orthobench.estimators import DEFAULT_CONTROL_VARIATE
-from orthobench.exceptions import NumericsWarning
+from orthobench.exceptions import ConfigError, NumericsWarning, RegistryError
 from orthobench.optimizers import gp_base
 from orthobench.optimizers.orthobo import MCEI, OrthoBO
 from orthobench.pointsets import point_count
@@ -148,29 +148,26 @@ def test_invalid_arguments_raise_with_values() -> None:
         OrthoBO(2, seed=0, estimator="nope")
     with pytest.raises(ValueError, match="'sobol'"):
         OrthoBO(2, seed=0, theta_sampling="sobol")
-    with pytest.raises(ValueError, match="'sr3' fixes its own points.*'qmc'"):
-        OrthoBO(2, seed=0, estimator="sr3", theta_sampling="qmc")
-    with pytest.raises(ValueError, match="'orth@qmc' and `theta_sampling` 'antithetic'"):
-        OrthoBO(2, seed=0, estimator="orth@qmc", theta_sampling="antithetic")
-    with pytest.raises(ValueError, match="theta_samples=15"):
-        OrthoBO(2, seed=0, theta_samples=15, estimator="orth", theta_sampling="antithetic")
-    for name in ("screen_theta_samples", "coarse_theta_samples"):
-        with pytest.raises(ValueError, match=f"even `{name}`, but got {name}=33"):
-            OrthoBO(2, seed=0, estimator="orth", theta_sampling="antithetic", **{name: 33})
     with pytest.raises(ValueError, match="alpha=2.0"):
         OrthoBO(2, seed=0, alpha=2.0)
     with pytest.raises(ValueError, match="'cosine'"):
         OrthoBO(2, seed=0, kernel=["rbf-iso", "cosine"])
-    with pytest.raises(ValueError, match="`coarse_theta_samples` must be at least 4 or null.* 2"):
-        OrthoBO(2, seed=0, coarse_theta_samples=2)
-    with pytest.raises(ValueError, match="`screen_theta_samples` must be at least 4 or null.* 3"):
-        OrthoBO(2, seed=0, screen_theta_samples=3)
     opt = OrthoBO(2, seed=0, **SMALL)
     with pytest.raises(ValueError, match="has 0"):
         opt.ask()
     opt.tell(np.random.default_rng(0).random((4, 2)), np.arange(4.0))
     with pytest.raises(ValueError, match="n=2"):
         opt.ask(2)
+
+
+@pytest.mark.parametrize("name", ["theta_samples", "screen_theta_samples", "coarse_theta_samples"])
+def test_a_draw_budget_has_one_minimum_at_load_and_in_code(name: str) -> None:
+    with pytest.raises(RegistryError) as loaded:
+        OPTIMIZERS.check_params("mc-ei", {name: 3})
+    with pytest.raises(ConfigError) as built:
+        MCEI(2, seed=0, **{name: 3})
+    assert built.value.reason == "must be greater than or equal to 4, but got int 3."
+    assert loaded.value.reason == f"optimizer 'mc-ei' parameter {name!r}: {built.value.reason}"
 
 
 def test_registry_exposes_the_suite_parameters() -> None:
