@@ -1,4 +1,4 @@
-"""Command line: ``orthobench run | report | list``.
+"""Command line: ``orthobench run | probe | check | report | list``.
 
 Errors a user can cause (a bad suite, an unknown name, a missing device) and the runner's own
 file-system errors (a full disk, a folder it cannot write) print one line, ``orthobench: error:
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -19,7 +18,6 @@ from typing import Any
 import click
 
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
-from orthobench.progress import Progress
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
@@ -84,7 +82,8 @@ def _load_suite(suite_file: str):
 
 
 def _check_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """A ``--cell-timeout`` bounded as the suite's ``timeout_s`` is (a finite number of seconds)."""
+    """A time limit (``--cell-timeout``, ``--timeout``) bounded as the suite's ``timeout_s`` is (a
+    finite number of seconds)."""
     from orthobench.suite import MAX_TIMEOUT_S
 
     if value is not None and not value <= MAX_TIMEOUT_S:
@@ -104,35 +103,96 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+def _executor_options(command):
+    """``--workers``, ``--executor``, ``--scheduler`` and ``--scheduler-timeout``, shared by the
+    commands that run units of work."""
+    options = [
+        click.option(
+            "--workers",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            help="Parallel worker processes.",
+        ),
+        click.option(
+            "--executor",
+            type=click.Choice(["inline", "process", "dask"]),
+            default=None,
+            help="[default: dask with --scheduler, process when --workers > 1, else inline].",
+        ),
+        click.option(
+            "--scheduler",
+            default=None,
+            help="Dask scheduler address (implies --executor dask); a LocalCluster otherwise.",
+        ),
+        click.option(
+            "--scheduler-timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=SCHEDULER_TIMEOUT_S,
+            show_default=True,
+            metavar="SECONDS",
+            help="How long to wait for the --scheduler to answer before giving up.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _executor(
+    executor: str | None,
+    workers: int,
+    scheduler: str | None,
+    scheduler_timeout: float,
+    timeout: float | None,
+):
+    """The executor the options name (its default as ``--executor``'s help says), with a
+    ``--scheduler`` checked before anything is written: one that is not there leaves no folder."""
+    from orthobench.executors import check_scheduler, make_executor
+
+    name = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
+    chosen = make_executor(
+        name,
+        workers=workers,
+        timeout=timeout,
+        scheduler=scheduler,
+        scheduler_timeout=scheduler_timeout,
+    )
+    if scheduler:
+        check_scheduler(scheduler, scheduler_timeout)
+    return chosen
+
+
+def _refuse_changed(store, units, out_dir: Path) -> None:
+    """Stop, listing them, when stored units have another configuration than they have now."""
+    changed = store.config_changes(units)
+    if changed:
+        for line in changed[:20]:
+            click.echo(line, err=True)
+        kind = units[0].kind
+        raise OrthobenchError(
+            f"{len(changed)} stored {kind}(s) in {out_dir} have another configuration than the "
+            "suite now gives them (listed above): rerun with --force to replace them, or write to "
+            "another folder with -o."
+        )
+
+
+def _workers_text(executor, scheduler: str | None, to_run: int | None) -> str:
+    """How many workers run the units, and why fewer than ``--workers`` (``to_run``: the units
+    to run, where known)."""
+    if scheduler:
+        return f"the workers of {scheduler}"
+    if to_run is not None and executor.workers > max(to_run, 1):
+        return (
+            f"{max(to_run, 1)} worker(s): --workers {executor.workers} capped at the cells to run"
+        )
+    return f"{executor.workers} worker(s)"
+
+
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
 @_suite_options
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Parallel worker processes.",
-)
-@click.option(
-    "--executor",
-    type=click.Choice(["inline", "process", "dask"]),
-    default=None,
-    help="[default: dask with --scheduler, process when --workers > 1, else inline].",
-)
-@click.option(
-    "--scheduler",
-    default=None,
-    help="Dask scheduler address (implies --executor dask); a LocalCluster otherwise.",
-)
-@click.option(
-    "--scheduler-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=SCHEDULER_TIMEOUT_S,
-    show_default=True,
-    metavar="SECONDS",
-    help="How long to wait for the --scheduler to answer before giving up.",
-)
+@_executor_options
 @click.option(
     "--threads-per-cell",
     type=click.IntRange(min=1),
@@ -173,7 +233,7 @@ def run(
     DIR`` shows every cell stored in DIR.
     """
     from orthobench.devices import resolve_device
-    from orthobench.execution import RunInterrupted, check_scheduler, run_suite
+    from orthobench.execution import RunInterrupted, run_suite
     from orthobench.report import build_report
     from orthobench.results import ResultStore, os_error_text
 
@@ -181,39 +241,26 @@ def run(
     resolved = resolve_device(device or suite.device)
     store = ResultStore(Path(output) if output else Path("results") / suite.name)
     out_dir = store.root  # absolute: a task that changes the working directory cannot move it
-    executor = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
-    if scheduler and executor != "dask":
-        raise OrthobenchError(f"--scheduler needs --executor dask, but got --executor {executor}.")
-    if scheduler:  # before anything is written: a scheduler that is not there leaves no folder
-        check_scheduler(scheduler, scheduler_timeout)
-    if cell_timeout is None:
-        cell_timeout = suite.timeout_s
+    runner = _executor(
+        executor,
+        workers,
+        scheduler,
+        scheduler_timeout,
+        suite.timeout_s if cell_timeout is None else cell_timeout,
+    )
     cells = suite.cells()
-    changed = [] if force else store.config_changes(cells)
-    if changed:
-        for line in changed[:20]:
-            click.echo(line, err=True)
-        raise OrthobenchError(
-            f"{len(changed)} stored cell(s) in {out_dir} have another configuration than the suite "
-            "now gives them (listed above): rerun with --force to replace them, or write to another "
-            "folder with -o."
-        )
+    if not force:
+        _refuse_changed(store, cells, out_dir)
     n_cells = len(cells)
     if force:
         to_run = n_cells
     else:
         stored = store.stored()
         to_run = sum(not store.is_stored(cell, stored) for cell in cells)
-    if scheduler:
-        workers_text = f"the workers of {scheduler}"
-    elif workers > max(to_run, 1):  # run_suite starts no more workers than cells to run
-        workers_text = f"{max(to_run, 1)} worker(s): --workers {workers} capped at the cells to run"
-        workers = max(to_run, 1)
-    else:
-        workers_text = f"{workers} worker(s)"
     click.echo(
-        f"suite {suite.name}: {n_cells} cells ({to_run} to run) on {resolved} ({executor}, "
-        f"{workers_text}, {threads_per_cell} thread(s) per cell) -> {out_dir}",
+        f"suite {suite.name}: {n_cells} cells ({to_run} to run) on {resolved} ({runner.name}, "
+        f"{_workers_text(runner, scheduler, to_run)}, {threads_per_cell} thread(s) per cell) "
+        f"-> {out_dir}",
         err=True,
     )
     try:
@@ -221,14 +268,10 @@ def run(
             suite,
             store,
             device=resolved,
-            executor=executor,
-            workers=workers,
+            executor=runner,
             force=force,
             show_progress=not quiet,
-            scheduler=scheduler,
-            scheduler_timeout=scheduler_timeout,
             threads_per_cell=threads_per_cell,
-            cell_timeout=cell_timeout,
             evaluation_timeout=suite.evaluation_timeout_s,
         )
     except RunInterrupted as stop:
@@ -266,10 +309,15 @@ def run(
             f"`orthobench report {out_dir}` shows every stored cell.",
             err=True,
         )
+    _exit_on_failures(summary, store.runs_journal.path)
+
+
+def _exit_on_failures(summary, journal: Path) -> None:
+    """List the failed units and exit 1, if any failed."""
     if summary.failed:
         for outcome in summary.failed:
-            click.echo(f"failed: {outcome.cell.id}: {outcome.error}", err=True)
-        click.echo(f"tracebacks are stored in {store.runs_journal.path}", err=True)
+            click.echo(f"failed: {outcome.unit.id}: {outcome.error}", err=True)
+        click.echo(f"tracebacks are stored in {journal}", err=True)
         sys.exit(1)
 
 
@@ -282,17 +330,55 @@ _threads_option = click.option(
 )
 
 
+_probe_timeout_option = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    callback=_check_timeout,
+    metavar="SECONDS",
+    help="Stop a probe state running longer and store it as failed (inline: states run in a "
+    "worker process) [default: none].",
+)
+
+
+def _probe_options(command):
+    """The options of the commands that run a suite's probe section."""
+    for option in (
+        _quiet_option,
+        click.option("--force", is_flag=True, help="Recompute stored probe states."),
+        _probe_timeout_option,
+        _threads_option,
+        _executor_options,
+        _suite_options,
+    ):
+        command = option(command)
+    return command
+
+
 def _probe_suite(
     suite_file: str,
     output: str | None,
     device: str | None,
+    workers: int,
+    executor: str | None,
+    scheduler: str | None,
+    scheduler_timeout: float,
     threads: int,
+    timeout: float | None,
     force: bool,
     quiet: bool,
 ):
-    """Load a suite with a probe section and run the probe; returns (suite, frame, out_dir)."""
+    """Load a suite with a probe section and run the probe; returns the rows, the run's summary
+    and the store, or exits 130 on Ctrl-C.
+
+    States with another configuration than they were stored with stop the command, listed, unless
+    ``force``; states that failed are listed, the others stored, and the caller exits 1 after its
+    output (:func:`_exit_on_failures`).
+    """
     from orthobench.devices import resolve_device
-    from orthobench.probe.runner import probe_states, run_probe
+    from orthobench.execution import RunInterrupted
+    from orthobench.probe.runner import probe_units, run_probe
+    from orthobench.results import ResultStore
 
     suite = _load_suite(suite_file)
     if suite.probe is None:
@@ -301,56 +387,64 @@ def _probe_suite(
         )
     resolved = resolve_device(device or suite.device)
     # Absolute now: a task that changes the working directory must not move the report.
-    out_dir = Path(os.path.abspath(output or Path("results") / suite.name))
-    states = probe_states(suite.name, suite.probe)
+    store = ResultStore(output or Path("results") / suite.name)
+    out_dir = store.root
+    runner = _executor(executor, workers, scheduler, scheduler_timeout, timeout)
+    units = probe_units(suite.name, suite.probe)
+    if not force:
+        _refuse_changed(store, units, out_dir)
     click.echo(
-        f"probe {suite.name}: {len(states)} state(s) on {resolved}, {threads} thread(s) "
-        f"-> {out_dir / 'probe'}",
+        f"probe {suite.name}: {len(units)} state(s) on {resolved} ({runner.name}, "
+        f"{_workers_text(runner, scheduler, None)}, {threads} thread(s)) -> {store.probe_dir}",
         err=True,
     )
-    progress = Progress(len(states), label=f"[{suite.name}]", unit="states", enabled=not quiet)
-
-    def on_state(state, status: str) -> None:
-        progress.advance(1)
-        progress.message(f"  {status:<6} {state.id}")
-
     try:
-        frame = run_probe(
+        frame, summary = run_probe(
             suite.name,
             suite.probe,
             out_dir,
             device=resolved,
+            executor=runner,
             threads=threads,
             force=force,
-            on_state=on_state,
+            show_progress=not quiet,
         )
-    finally:
-        progress.close()
-    return suite, frame, out_dir
+    except RunInterrupted as stop:
+        done = stop.summary
+        click.echo(
+            f"orthobench: interrupted: {done.count('ok') + done.count('skipped')} of "
+            f"{len(units)} probe states stored ({done.count('ok')} by this run); rerun the same "
+            "command to resume.",
+            err=True,
+        )
+        sys.exit(EXIT_INTERRUPTED)
+    click.echo(
+        f"probe {suite.name}: {summary.count('ok')} probed, {summary.count('skipped')} already "
+        f"stored, {summary.count('failed')} failed in {summary.seconds:.1f} s",
+        err=True,
+    )
+    return frame, summary, store
 
 
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
-@_suite_options
-@_threads_option
-@click.option("--force", is_flag=True, help="Recompute stored probe states.")
-@_quiet_option
-def probe(
-    suite_file: str,
-    output: str | None,
-    device: str | None,
-    threads: int,
-    force: bool,
-    quiet: bool,
-) -> None:
-    """Run the probe section of SUITE_FILE: acquisition variance, top-1 agreement, flip rate."""
+@_probe_options
+def probe(suite_file: str, **options: Any) -> None:
+    """Run the probe section of SUITE_FILE: acquisition variance, top-1 agreement, flip rate.
+
+    Probe states run as cells do: on any executor, each stored as it finishes, a rerun computing
+    only what is missing (a stored state's rows are kept when estimators or budgets are added).
+    Exit code 0 when every state is stored, 1 when a state failed (the others are stored), 2 for a
+    bad suite or setting, 130 on Ctrl-C.
+    """
     from orthobench.probe.tables import format_summary
     from orthobench.report import build_report
 
-    _, frame, out_dir = _probe_suite(suite_file, output, device, threads, force, quiet)
+    frame, summary, store = _probe_suite(suite_file, **options)
     click.echo(format_summary(frame))
-    report = build_report([out_dir], out_dir / "report.html")
-    click.echo(f"probe rows (with raw per-rebuild values): {out_dir / 'probe'}; report: {report}")
+    report = build_report([store.root], store.root / "report.html")
+    click.echo(f"probe rows (with raw per-rebuild values): {store.probe_dir}; report: {report}")
+    _exit_on_failures(summary, store.probe_journal.path)
 
 
 @cli.command()
@@ -362,20 +456,10 @@ def probe(
     default=None,
     help="Thresholds file [default: <suite stem>.thresholds.yaml beside the suite].",
 )
-@_suite_options
-@_threads_option
-@click.option("--force", is_flag=True, help="Recompute stored probe states.")
-@_quiet_option
-def check(
-    suite_file: str,
-    thresholds: str | None,
-    output: str | None,
-    device: str | None,
-    threads: int,
-    force: bool,
-    quiet: bool,
-) -> None:
-    """Run the probe of SUITE_FILE and exit 1 when a threshold fails (the CI regression gate)."""
+@_probe_options
+def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
+    """Run the probe of SUITE_FILE and exit 1 when a threshold fails or a state could not be
+    probed (the CI regression gate)."""
     from orthobench.check import evaluate, format_results, load_thresholds
 
     path = (
@@ -384,11 +468,12 @@ def check(
         else Path(suite_file).with_name(Path(suite_file).stem + ".thresholds.yaml")
     )
     rules = load_thresholds(path)
-    _, frame, _ = _probe_suite(suite_file, output, device, threads, force, quiet)
+    frame, summary, store = _probe_suite(suite_file, **options)
     results = evaluate(frame, rules)
     click.echo(format_results(results))
     failed = sum(not r.passed for r in results)
     click.echo(f"check: {len(results) - failed} passed, {failed} failed ({path})")
+    _exit_on_failures(summary, store.probe_journal.path)
     if failed:
         sys.exit(1)
 

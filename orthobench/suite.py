@@ -26,14 +26,14 @@ optimizer against its registry imports the module of its factory.
 
 from __future__ import annotations
 
-import hashlib
+import inspect
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import yaml
 from annotated_types import Gt, Interval, Le, MaxLen, MinLen
@@ -46,6 +46,7 @@ from orthobench.config.params import MAX_COUNT, Kernel
 from orthobench.config.schema import Shorthand, Unit, from_yaml, section, within
 from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
 from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry
+from orthobench.work import CELL, canonical, hash_config
 
 #: Longest suite name or label: a cell's file name holds a task and an optimizer label.
 MAX_LABEL = 64
@@ -252,6 +253,13 @@ def _check_observations(
             )
 
 
+def with_defaults(name: str, params: Mapping[str, Any], registry: Registry) -> dict[str, Any]:
+    """``params`` with the defaults of the factory ``name`` in ``registry`` filled in."""
+    entry = registry.resolve(name)
+    defaults = {k: d for k, d in entry.params.items() if d is not inspect.Parameter.empty}
+    return {**defaults, **params}
+
+
 # ----------------------------------------------------------------------------------------------
 # The sections
 
@@ -348,7 +356,8 @@ class ProbeSpec:
 
 @section
 class Cell:
-    """One (task, optimizer, seed) run: the unit of execution, storage and resume.
+    """One (task, optimizer, seed) run: a unit of execution, storage and resume
+    (:class:`~orthobench.work.WorkUnit`).
 
     Its values are checked here; the registry names and parameters of ``task`` and ``optimizer``
     are checked by the :class:`Suite` (or :class:`ProbeSpec`) that made the cell, once.
@@ -356,6 +365,8 @@ class Cell:
     Raises:
         ConfigError: naming the field and the bad value.
     """
+
+    kind: ClassVar[str] = CELL
 
     suite: Label = Field(description="the suite's name")
     task: ComponentSpec = Field(description="the task")
@@ -371,17 +382,29 @@ class Cell:
         return ID_SEPARATOR.join((self.task.label, self.optimizer.label, f"seed{self.seed}"))
 
     def config(self) -> dict[str, Any]:
-        """The resolved configuration (JSON-serializable) stored with the results."""
+        """The configuration as the suite gives it (JSON-serializable)."""
         cfg = asdict(self)
         cfg["task"] = self.task.config()
         cfg["optimizer"] = self.optimizer.config()
         return cfg
 
+    def resolved_config(self) -> dict[str, Any]:
+        """:meth:`config` with every default of the task and optimizer factories filled in.
+
+        The parameters the cell really runs with, as JSON values (tuples become lists, other
+        objects their ``str``): a default changed in the code changes it though the suite did not.
+        """
+        config = self.config()
+        for key, registry in (("task", TASKS), ("optimizer", OPTIMIZERS)):
+            config[key]["params"] = with_defaults(
+                config[key]["name"], config[key]["params"], registry
+            )
+        return json.loads(canonical(config))
+
     @property
     def config_hash(self) -> str:
-        """Hash of :meth:`config`: stored results are reused only when it matches."""
-        blob = json.dumps(self.config(), sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        """Hash of :meth:`resolved_config`: a stored cell is reused only when it matches."""
+        return hash_config(self.resolved_config())
 
 
 @section

@@ -3,7 +3,7 @@ r"""Golden values: how each number pinned in ``tests/golden_values.json`` is com
 The one implementation behind ``tests/test_golden.py`` (which compares) and
 ``tests/update_goldens.py`` (``make goldens``, which recomputes and rewrites). A case is a group of
 values computed together; :func:`compute` runs it with one torch thread (and one BLAS thread), as
-the runner runs a cell (:func:`orthobench.execution.thread_limits`), in float64, the default
+the runner runs a cell (:func:`orthobench.executors.thread_limits`), in float64, the default
 dtype of cells, optimizers and probes.
 
 Cases and what moves them:
@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 from torch.quasirandom import SobolEngine
 
-from orthobench.execution import thread_limits
+from orthobench.executors import thread_limits
 from orthobench.loop import run_cell
 from orthobench.optimizers.orthobo import OrthoBO
 from orthobench.probe.runner import probe_state

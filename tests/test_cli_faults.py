@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from orthobench import execution
 from orthobench.cli import cli
 from orthobench.exceptions import OrthobenchError
+from orthobench.executors import ProcessExecutor, execute, make_executor
 from orthobench.results import ResultStore
 from orthobench.suite import load_suite
 
@@ -137,12 +138,12 @@ def test_workers_are_capped_at_the_cells_to_run_and_the_first_line_says_so(
     """`--workers 100000` asked the pool for 100000 processes for 4 cells."""
     asked = []
 
-    def pool(jobs, workers, *rest):  # the pool, run inline: only the worker count matters here
-        asked.append(workers)
+    def pool(self, jobs, session):  # the pool, run inline: only the worker count matters here
+        asked.append(self.processes(len(jobs)))
         for job in jobs:
-            rest[-1](job.cell, execution._execute(job))
+            session.finish(job, execute(job))
 
-    monkeypatch.setattr(execution, "_run_pool", pool)
+    monkeypatch.setattr(ProcessExecutor, "run", pool)
     suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
     out = tmp_path / "out"
     result = invoke("run", str(suite), "-o", str(out), "-q", "--workers", "100000")
@@ -219,9 +220,7 @@ def test_a_scheduler_gone_after_its_check_stops_the_run_as_fast_and_as_the_check
             load_suite(suite),
             ResultStore(tmp_path / "out"),
             device=torch.device("cpu"),
-            executor="dask",
-            scheduler=address,
-            scheduler_timeout=1.0,
+            executor=make_executor("dask", scheduler=address, scheduler_timeout=1.0),
             show_progress=False,
         )
     seconds = time.perf_counter() - start

@@ -17,6 +17,8 @@ import torch
 
 from orthobench import execution
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning
+from orthobench.executors import EXECUTORS, make_executor
+from orthobench.optimizers.sobol import SobolSearch
 from orthobench.progress import Progress
 from orthobench.results import ResultStore, load_runs, read_metadata
 from orthobench.suite import load_suite
@@ -56,8 +58,7 @@ def _run(suite, root, executor: str, monkeypatch: pytest.MonkeyPatch):
         suite,
         ResultStore(root),
         device=torch.device("cpu"),
-        executor=executor,
-        workers=2,
+        executor=make_executor(executor, workers=2),
         show_progress=False,
     )
     (progress,) = made
@@ -85,9 +86,9 @@ def test_executor_stores_the_inline_values_records_failures_and_counts_progress(
     suite = load_suite(write_suite(SUITE.format(plugin=plugin)))
     summary, progress = _run(suite, tmp_path / executor, executor, monkeypatch)
 
-    ok = {o.cell.id for o in summary.outcomes if o.status == "ok"}
-    failed = {o.cell.id for o in summary.failed}
-    errors = {o.cell.id: o.error for o in summary.failed}
+    ok = {o.unit.id for o in summary.outcomes if o.status == "ok"}
+    failed = {o.unit.id for o in summary.failed}
+    errors = {o.unit.id: o.error for o in summary.failed}
     assert ok == {c.id for c in suite.cells() if c.task.label == "sphere"} and len(ok) == 2, errors
     assert failed == {c.id for c in suite.cells() if c.task.label == "crashy"} and len(failed) == 2
     assert {o.error for o in summary.failed} == {"RuntimeError: simulated training crash"}
@@ -195,16 +196,17 @@ def faulty(tmp_path, monkeypatch: pytest.MonkeyPatch):
 
 def _outcomes(summary: execution.RunSummary) -> dict[tuple[str, int], tuple[str, str | None]]:
     """``(task label, seed) -> (status, error)``."""
-    return {(o.cell.task.label, o.cell.seed): (o.status, o.error) for o in summary.outcomes}
+    return {(o.unit.task.label, o.unit.seed): (o.status, o.error) for o in summary.outcomes}
 
 
-def _quiet_run(suite, root, executor: str, **kwargs) -> execution.RunSummary:
-    kwargs = {"workers": 2, **kwargs}
+def _quiet_run(
+    suite, root, executor: str, workers: int = 2, cell_timeout: float | None = None, **kwargs
+) -> execution.RunSummary:
     return execution.run_suite(
         suite,
         ResultStore(root),
         device=torch.device("cpu"),
-        executor=executor,
+        executor=make_executor(executor, workers=workers, timeout=cell_timeout),
         show_progress=False,
         **kwargs,
     )
@@ -395,7 +397,7 @@ def test_run_takes_the_time_limits_from_the_suite_and_cell_timeout_overrides_it(
     suite = faulty("none", extra=suite_timeouts)
     result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(tmp_path / "out"), *options])
     assert result.exit_code == 130, result.output
-    assert (given["cell_timeout"], given["evaluation_timeout"]) == expected
+    assert (given["executor"].timeout, given["evaluation_timeout"]) == expected
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e8"])
@@ -473,7 +475,7 @@ def test_a_gp_optimizer_gives_identical_values_inline_in_a_pool_and_on_dask(
         )
     )
     frames = {}
-    for executor in execution.EXECUTORS:
+    for executor in EXECUTORS:
         summary = _quiet_run(suite, tmp_path / executor, executor)
         assert summary.count("ok") == 2, summary.failed
         frames[executor] = _stored(tmp_path / executor)
@@ -490,14 +492,24 @@ def test_run_suite_holds_the_results_directory(faulty, tmp_path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
+class LowHigh(SobolSearch):
+    """A plugin whose constructor refuses ``low > high`` and declares no ``check_params`` hook, so
+    the suite loads and only building it finds the rule (as with a plugin written before hooks)."""
+
+    def __init__(self, dim: int, *, low: int = 0, high: int = 1, **kwargs) -> None:
+        if low > high:
+            raise ValueError(f"`low <= high` must hold, but got ({low=}, {high=}).")
+        super().__init__(dim, **kwargs)
+
+
 def test_an_optimizer_whose_parameters_do_not_combine_stops_the_run_before_any_cell(
     write_suite, tmp_path
 ) -> None:
-    """OrthoBO's antithetic draws need an even screen budget: the constructor refuses 33. The run
-    raises that at ``optimizers.<label>`` before any cell runs (the sobol cells too)."""
+    """A constructor that refuses its parameters stops the run at ``optimizers.<label>`` before
+    any cell runs (the sobol cells too)."""
     suite = load_suite(
         write_suite(
-            """
+            f"""
             name: unbuildable
             seeds: 2
             n_init: 4
@@ -505,15 +517,14 @@ def test_an_optimizer_whose_parameters_do_not_combine_stops_the_run_before_any_c
             tasks: [hartmann6]
             optimizers:
               - sobol
-              - {name: orthobo, label: odd-screen, params: {estimator: orth,
-                 theta_sampling: antithetic, screen_theta_samples: 33}}
+              - {{name: "{__name__}:LowHigh", label: crossed, params: {{low: 2, high: 1}}}}
             """
         )
     )
     with pytest.raises(OrthobenchError) as err:
         _quiet_run(suite, tmp_path, "inline")
     assert str(err.value).startswith(
-        "optimizers.odd-screen: cannot be built for task 'hartmann6': Antithetic draws need an "
-        "even `screen_theta_samples`, but got screen_theta_samples=33."
+        "optimizers.crossed: cannot be built for task 'hartmann6': `low <= high` must hold, but "
+        "got (low=2, high=1)."
     )
     assert load_runs([tmp_path]).empty

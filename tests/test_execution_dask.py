@@ -182,17 +182,18 @@ def test_a_local_cluster_starts_no_more_workers_than_cells_to_run(
     import torch
 
     from orthobench import execution
+    from orthobench.executors import DaskExecutor, execute, make_executor
     from orthobench.results import ResultStore
     from orthobench.suite import load_suite
 
     asked = []
 
-    def local_cluster(jobs, device, workers, *rest):  # Dask, run inline: only the count matters
-        asked.append(workers)
+    def local_cluster(self, jobs, session):  # Dask, run inline: only the count matters
+        asked.append(self.processes(len(jobs)))
         for job in jobs:
-            rest[-1](job.cell, execution._execute(job))
+            session.finish(job, execute(job))
 
-    monkeypatch.setattr(execution, "_run_dask", local_cluster)
+    monkeypatch.setattr(DaskExecutor, "run", local_cluster)
     suite = load_suite(
         write_suite(
             "name: t\nseeds: 2\nn_init: 1\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n"
@@ -202,8 +203,7 @@ def test_a_local_cluster_starts_no_more_workers_than_cells_to_run(
         suite,
         ResultStore(tmp_path / "out"),
         device=torch.device("cpu"),
-        executor="dask",
-        workers=8,
+        executor=make_executor("dask", workers=8),
         show_progress=False,
     )
     assert summary.count("ok") == 2 and asked == [2]

@@ -21,10 +21,12 @@ import torch
 
 from orthobench import execution
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, describe_error
+from orthobench.executors import make_executor
+from orthobench.executors._pool import _kill_tree
 from orthobench.loop import check_buildable, run_cell
 from orthobench.optimizers.sobol import SobolSearch
 from orthobench.registry import task_factory
-from orthobench.results import ResultStore, load_runs, resolved_hash
+from orthobench.results import ResultStore, load_runs
 from orthobench.space import SearchSpace
 from orthobench.suite import Cell, ComponentSpec, load_suite
 from orthobench.tasks.base import Evaluation, Task
@@ -168,14 +170,13 @@ def run_inline(suite: Path, root: Path, **kwargs) -> execution.RunSummary:
         load_suite(suite),
         ResultStore(root),
         device=torch.device("cpu"),
-        executor="inline",
         show_progress=False,
         **kwargs,
     )
 
 
 def outcomes(summary: execution.RunSummary) -> dict[str, tuple[str, str | None]]:
-    return {o.cell.task.label: (o.status, o.error) for o in summary.outcomes}
+    return {o.unit.task.label: (o.status, o.error) for o in summary.outcomes}
 
 
 def alive(pid: int) -> bool:
@@ -383,7 +384,7 @@ def test_a_cell_left_running_by_a_dead_inline_run_is_journaled_as_failed_and_rer
     out.mkdir()
     marker = out / execution.RUNNING_MARKER
     marker.write_text(
-        json.dumps({"cell_id": spec.id, "config_hash": resolved_hash(spec), "pid": 4242})
+        json.dumps({"cell_id": spec.id, "config_hash": spec.config_hash, "pid": 4242})
     )
     with pytest.warns(
         OrthobenchWarning, match=rf"cell {re.escape(spec.id)} never finished: .*PID 4242"
@@ -394,7 +395,7 @@ def test_a_cell_left_running_by_a_dead_inline_run_is_journaled_as_failed_and_rer
     assert entries == ["failed", "ok"]
     # A finished run leaves no marker behind, so the next run has nothing to report.
     marker.write_text(
-        json.dumps({"cell_id": spec.id, "config_hash": resolved_hash(spec), "pid": 4242})
+        json.dumps({"cell_id": spec.id, "config_hash": spec.config_hash, "pid": 4242})
     )
     summary = run_inline(suite, out)  # stored after all: nothing is journaled
     assert summary.count("skipped") == 1 and not marker.exists()
@@ -485,7 +486,7 @@ time.sleep(60)
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
 def test_killing_a_pool_workers_group_also_kills_its_children_that_left_the_group() -> None:
-    """What :meth:`execution._Worker.kill_group` does to a worker stopped at the cell timeout: a
+    """What :meth:`orthobench.executors._pool._Worker.kill_group` does to a worker stopped at the cell timeout: a
     child that called ``setsid`` (out of reach of the group kill) dies too."""
     leader = subprocess.Popen(
         [sys.executable, "-c", SETSID_PARENT],
@@ -495,7 +496,7 @@ def test_killing_a_pool_workers_group_also_kills_its_children_that_left_the_grou
     )
     escaped = int(leader.stdout.readline())
     try:
-        execution._kill_tree(leader.pid)
+        _kill_tree(leader.pid)
         assert leader.wait(timeout=10) == -signal.SIGKILL
         assert all_dead([escaped])
     finally:
@@ -559,10 +560,8 @@ def run_spawners(
         load_suite(suite),
         ResultStore(tmp_path / "out"),
         device=torch.device("cpu"),
-        executor=executor,
-        workers=len(thens),
+        executor=make_executor(executor, workers=len(thens), timeout=cell_timeout),
         show_progress=False,
-        cell_timeout=cell_timeout,
     )
     return summary, [int(pid) for pid in log.read_text().split()]
 

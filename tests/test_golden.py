@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from orthobench.execution import thread_limits
+from orthobench.executors import thread_limits
 from tests import golden_cases
 from tests.golden_cases import CASES, changes, compute, format_changes, load_goldens
 

@@ -39,7 +39,6 @@ from orthobench.results import (
     load_probe,
     load_runs,
     read_metadata,
-    resolved_hash,
     run_metadata,
 )
 from tests.test_loop import cell
@@ -154,7 +153,7 @@ def test_write_then_read_round_trip_with_metadata(tmp_path):
     assert len(frame) == 5 and list(frame["iteration"]) == list(range(5))
     meta = read_metadata(path)
     assert meta["cell"]["optimizer"]["name"] == "sobol"
-    assert meta["config_hash"] == resolved_hash(spec) and meta["schema_version"] == SCHEMA_VERSION
+    assert meta["config_hash"] == spec.config_hash and meta["schema_version"] == SCHEMA_VERSION
     assert meta["device"] == "cpu" and meta["versions"]["torch"]
     assert store.is_stored(spec)
 
@@ -263,8 +262,20 @@ def test_torn_journal_line_is_skipped_and_failures_are_not_stored(tmp_path):
     store.record_failure(bad, "RuntimeError: boom", "Traceback ...", 0.2)
     with open(store.runs_journal.path, "a") as fh:
         fh.write('{"cell_id": "half-writ')
-    assert store.stored() == {ok.id: resolved_hash(ok)}
+    assert store.stored() == {ok.id: ok.config_hash}
     assert store.runs_journal.entries()[-1]["error"] == "RuntimeError: boom"
+
+
+def test_a_failure_after_a_stored_unit_leaves_it_stored(tmp_path):
+    """A failed attempt writes no file (a probe state whose added rows failed): what is stored
+    stays stored, and the same entry is read for the unit alone."""
+    store = ResultStore(tmp_path)
+    spec = cell(n_init=2, budget=0)
+    store.write_cell(spec, records_for(spec), {}, 0.1)
+    store.record_failure(spec, "RuntimeError: boom", "Traceback ...", 0.2)
+    assert store.stored() == {spec.id: spec.config_hash}
+    assert store.runs_journal.stored_entry(spec.id) == store.stored_entries("cell")[spec.id]
+    assert store.runs_journal.stored_entry("other") is None
 
 
 def test_an_entry_appended_after_a_torn_line_is_kept(tmp_path):
@@ -276,7 +287,7 @@ def test_an_entry_appended_after_a_torn_line_is_kept(tmp_path):
     with open(store.runs_journal.path, "a") as fh:
         fh.write('{"cell_id": "half-writ')
     store.write_cell(second, records_for(second), {}, 0.1)
-    assert store.stored() == {first.id: resolved_hash(first), second.id: resolved_hash(second)}
+    assert store.stored() == {first.id: first.config_hash, second.id: second.config_hash}
 
 
 def test_storing_a_cell_removes_its_evaluation_journal(tmp_path):
@@ -361,10 +372,10 @@ def test_a_damaged_cell_file_is_reported_in_one_line_and_not_stored(tmp_path, da
     path = store.cell_path(bad)
     damage(path)
     with pytest.warns(OrthobenchWarning) as caught:
-        assert store.stored() == {good.id: resolved_hash(good)}
+        assert store.stored() == {good.id: good.config_hash}
     (message,) = [str(w.message) for w in caught]
     assert message.startswith(f"cell {bad.id}: stored file is corrupt ({path}: ")
-    assert why.format(hash=resolved_hash(bad)) in message and message.endswith("); recomputing")
+    assert why.format(hash=bad.config_hash) in message and message.endswith("); recomputing")
     assert "\n" not in message
 
 
@@ -380,12 +391,12 @@ def test_resume_recomputes_only_the_cell_whose_file_is_damaged(tmp_path, write_s
     store = ResultStore(tmp_path / "out")
     first = run_suite(suite, store, device=torch.device("cpu"), show_progress=False)
     before = load_runs([store.root])
-    damaged = first.outcomes[1].cell
+    damaged = first.outcomes[1].unit
     _truncate(store.cell_path(damaged))
     with pytest.warns(OrthobenchWarning, match=f"cell {damaged.id}: stored file is corrupt"):
         again = run_suite(suite, store, device=torch.device("cpu"), show_progress=False)
-    assert {o.cell.id: o.status for o in again.outcomes} == {
-        first.outcomes[0].cell.id: "skipped",
+    assert {o.unit.id: o.status for o in again.outcomes} == {
+        first.outcomes[0].unit.id: "skipped",
         damaged.id: "ok",
     }
     after = load_runs([store.root])

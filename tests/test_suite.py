@@ -510,8 +510,6 @@ def test_time_limits_are_execution_settings_that_leave_the_cells_unchanged(write
     """``timeout_s`` and ``evaluation_timeout_s`` are read (an int is seconds too) but stay out of
     the cells: their ids, configurations and hashes, resolved ones included, are those of the
     suite without the limits, so stored cells stay valid when a limit changes."""
-    from orthobench.results import resolved_hash
-
     plain = load_suite(write_suite(GOOD, "plain.yaml"))
     limited = load_suite(
         write_suite(GOOD + "timeout_s: 600\nevaluation_timeout_s: 2.5\n", "limited.yaml")
@@ -520,10 +518,10 @@ def test_time_limits_are_execution_settings_that_leave_the_cells_unchanged(write
     assert (limited.timeout_s, limited.evaluation_timeout_s) == (600, 2.5)
     assert limited.cells() == plain.cells()
     for a, b in zip(limited.cells(), plain.cells(), strict=True):
-        assert (a.config(), a.config_hash, resolved_hash(a)) == (
+        assert (a.config(), a.resolved_config(), a.config_hash) == (
             b.config(),
+            b.resolved_config(),
             b.config_hash,
-            resolved_hash(b),
         )
     edge = write_suite(GOOD + f"timeout_s: {int(MAX_TIMEOUT_S)}\nevaluation_timeout_s: 0.001\n")
     assert load_suite(edge).timeout_s == MAX_TIMEOUT_S

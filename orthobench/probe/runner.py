@@ -30,6 +30,9 @@ extra naive draws, stored in ``baseline_values_ei``). Equal-weight estimators us
 
 Every metric is defined once, in :mod:`orthobench.probe.metrics`; each state's rows
 (:class:`orthobench.results.ProbeRecord`) are stored by :class:`orthobench.results.ResultStore`.
+States run as cells do (:func:`orthobench.execution.run_units`), on any executor, with the same
+resume and failure isolation; a stored state's rows are reused row by row
+(:class:`~orthobench.probe.states.ProbeUnit`).
 EI values are on the GP's standardized outcome scale; the log scale is the outer-log acquisition
 OrthoBO maximizes, ``log max(EI_hat, alpha * EI_hat_MC)``
 (:class:`orthobench.acquisition.MarginalLogEI`).
@@ -37,27 +40,35 @@ OrthoBO maximizes, ``log max(EI_hat, alpha * EI_hat_MC)``
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import json
-import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import pandas as pd
 import torch
 
 from orthobench.config.names import TPE_ESTIMATORS, parse_estimator
-from orthobench.execution import thread_limits
+from orthobench.execution import RunSummary, run_units
+from orthobench.executors import Executor, InlineExecutor, Job
+from orthobench.loop import ProgressCallback
 from orthobench.probe import metrics
 from orthobench.probe.gp_probe import gp_values
-from orthobench.probe.states import ProbeState, build_history, probe_points
+from orthobench.probe.states import (
+    ProbeState,
+    ProbeUnit,
+    build_history,
+    probe_points,
+    state_estimators,
+)
 from orthobench.probe.tpe_probe import tpe_values
-from orthobench.results import PROBE_SCHEMA, ProbeRecord, ResultStore, run_metadata
+from orthobench.results import PROBE_SCHEMA, ProbeRecord, ResultStore, code_version, read_metadata
 from orthobench.seeding import derive_seed
 from orthobench.suite import ProbeSpec
+from orthobench.work import PROBE_STATE, WorkUnit
 
 
 def _pointwise_mse(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -166,11 +177,9 @@ def probe_states(suite_name: str, spec: ProbeSpec) -> list[ProbeState]:
     ]
 
 
-def _config_hash(state: ProbeState, spec: ProbeSpec) -> str:
-    blob = json.dumps(
-        {"state": asdict(state), "spec": asdict(spec)}, sort_keys=True, default=str
-    ).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+def probe_units(suite_name: str, spec: ProbeSpec) -> list[ProbeUnit]:
+    """The states of :func:`probe_states` as units of work."""
+    return [ProbeUnit(state, spec) for state in probe_states(suite_name, spec)]
 
 
 def probe_state(
@@ -179,20 +188,67 @@ def probe_state(
     """Run the probe on one state; one record (with raw values) per (estimator, S)."""
     x, y, regret = build_history(state, spec, device, dtype)
     probes = probe_points(state, spec, x.shape[-1], dtype, device)
+    names = state_estimators(state, spec)
     if state.surrogate == "tpe":
-        names = ["mc-tpe", *[e for e in spec.estimators if e in TPE_ESTIMATORS and e != "mc-tpe"]]
         values, refs, info = tpe_values(spec, state, names, x, y, probes)
-        return _summaries(state, spec, values, refs, "mc-tpe", regret, info)
-    names = [
-        "mc",
-        *[
-            e
-            for e in spec.estimators
-            if parse_estimator(e).base not in TPE_ESTIMATORS and e not in ("mc", "mc@iid")
-        ],
-    ]
-    values, refs, info = gp_values(spec, state, names, x, y, probes)
-    return _summaries(state, spec, values, refs, "mc", regret, info)
+    else:
+        values, refs, info = gp_values(spec, state, names, x, y, probes)
+    return _summaries(state, spec, values, refs, names[0], regret, info)
+
+
+def probe_rows(
+    state: ProbeState, spec: ProbeSpec, rows: Sequence[tuple[str, int]], device: torch.device
+) -> list[ProbeRecord]:
+    """The ``(estimator, S)`` rows ``rows`` of a state (a subset of its
+    :meth:`~orthobench.probe.states.ProbeUnit.rows`).
+
+    :func:`probe_state` once per set of estimators wanted at the same budgets, with the section
+    narrowed to them. A row depends on the state, its estimator and ``S`` only, so the rows equal
+    those of one call for all; the state's fit, reference and baseline draws are made again, and
+    the ``cholesky_jitter`` in a row counts the draws of its own call.
+    """
+    wanted = set(rows)
+    budgets: dict[tuple[str, ...], list[int]] = {}
+    for s in spec.mc_samples:
+        names = tuple(n for n in state_estimators(state, spec) if (n, s) in wanted)
+        if names:
+            budgets.setdefault(names, []).append(s)
+    records = []
+    for names, samples in budgets.items():
+        part = dataclasses.replace(spec, estimators=names, mc_samples=tuple(samples))
+        computed = probe_state(state, part, device)
+        records.extend(r for r in computed if (r.estimator, r.mc_samples) in wanted)
+    return records
+
+
+@dataclass(frozen=True)
+class ProbeJob(Job):
+    """The rows ``rows`` of a probe state (:func:`probe_rows`; its progress: one state)."""
+
+    unit: ProbeUnit
+    device: str
+    threads: int
+    rows: tuple[tuple[str, int], ...]
+
+    progress_unit: ClassVar[str] = "states"
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    def run(self, on_progress: ProgressCallback | None) -> list[ProbeRecord]:
+        records = probe_rows(self.unit.state, self.unit.spec, self.rows, torch.device(self.device))
+        if on_progress is not None:
+            on_progress(self.size)
+        return records
+
+    def metadata(self) -> dict[str, Any]:
+        return {"threads": self.threads, "state": asdict(self.unit.state)}
+
+
+class ProbeRun(NamedTuple):
+    rows: pd.DataFrame  # the rows the section asks for of every stored state, as stored
+    summary: RunSummary
 
 
 def run_probe(
@@ -201,51 +257,113 @@ def run_probe(
     out_dir: str | Path,
     *,
     device: torch.device,
+    executor: Executor | None = None,
     threads: int = 1,
     force: bool = False,
-    on_state: Callable[[ProbeState, str], None] | None = None,
-) -> pd.DataFrame:
-    """Probe every state of ``spec``, storing each in the :class:`ResultStore` at ``out_dir``.
+    show_progress: bool = False,
+) -> ProbeRun:
+    """Probe every state of ``spec`` on ``executor``, storing each in the :class:`ResultStore` at
+    ``out_dir`` as it finishes (:func:`orthobench.execution.run_units`).
 
     Each state runs with ``threads`` torch threads (restored afterwards), recorded in its rows
     and metadata: its values depend on the count (BLAS reductions), and so does its cost per call.
     One thread is the default, as for ``orthobench run``'s cells: a probe state is many small
     GP operations, which two threads on two busy cores slow down rather than speed up.
 
-    States already stored with the same configuration are read back, not recomputed (``force``
-    recomputes them; so is a state whose stored file is damaged, with a warning). The directory
-    is held for this process while it runs (:meth:`ResultStore.open_for_writing`). Returns the
-    rows of all states (raw values included), as stored.
+    A state stored with its configuration now has only its missing rows computed (the rows of
+    estimators and budgets the section did not ask for before; none: it is not run), and its
+    stored rows are kept; ``force`` recomputes every row the section asks for, and a state whose
+    stored file is damaged is recomputed, with a warning. A state that raises, or runs past the
+    executor's ``timeout``, is journaled as failed and the others go on; a killed probe resumes
+    without recomputing a stored state.
+
+    Args:
+        executor: Where the states run (default: :class:`~orthobench.executors.InlineExecutor`);
+            its ``timeout`` is the time limit of one state.
+
+    Returns:
+        The rows the section asks for of every stored state (raw values included), in the order
+        of the states and their rows, and the run's summary (its ``failed`` outcomes are the
+        states that are not stored).
 
     Raises:
         OrthobenchError: before anything is computed, when ``out_dir`` is not writable or another
             run holds it.
+        RunInterrupted: on Ctrl-C, with the summary of the states finished so far.
     """
+    if threads < 1:
+        raise ValueError(f"`threads` must be >= 1, but got {threads=}.")
     store = ResultStore(out_dir)
+    units = probe_units(suite_name, spec)
+
+    def plan() -> tuple[list[Job], list[WorkUnit]]:
+        _adopt_earlier(store, units)
+        stored = store.stored(PROBE_STATE)
+        jobs: list[Job] = []
+        done: list[WorkUnit] = []
+        for unit in units:
+            stale = force or not store.is_stored(unit, stored)
+            have = set() if stale else set(_row_keys(store.read_probe_state(unit.id)))
+            missing = tuple(row for row in unit.rows() if row not in have)
+            if missing:
+                jobs.append(ProbeJob(unit, str(device), threads, missing))
+            else:
+                done.append(unit)
+        return jobs, done
+
+    summary = run_units(
+        store,
+        executor or InlineExecutor(),
+        plan,
+        device=device,
+        label=f"[{suite_name}]",
+        show_progress=show_progress,
+    )
+    return ProbeRun(_stored_rows(store, units), summary)
+
+
+def _row_keys(frame: pd.DataFrame) -> list[tuple[str, int]]:
+    """The ``(estimator, S)`` of each row of a state's frame."""
+    return list(zip(frame["estimator"], frame["mc_samples"], strict=True))
+
+
+def _stored_rows(store: ResultStore, units: Sequence[ProbeUnit]) -> pd.DataFrame:
+    """The stored rows of ``units`` that their sections ask for, in the order of :meth:`rows`."""
+    stored = store.stored(PROBE_STATE)
     frames = []
-    with store.open_for_writing():
-        stored = store.probe_journal.stored()
-        if threads < 1:
-            raise ValueError(f"`threads` must be >= 1, but got {threads=}.")
-        metadata = {**run_metadata(str(device)), "threads": threads}
-        for state in probe_states(suite_name, spec):
-            config_hash = _config_hash(state, spec)
-            status = "stored"
-            if force or stored.get(state.id) != config_hash:
-                start = time.perf_counter()
-                with thread_limits(threads):
-                    records = probe_state(state, spec, device)
-                store.write_probe_state(
-                    state.id,
-                    config_hash,
-                    records,
-                    {**metadata, "state": asdict(state), "probe": asdict(spec)},
-                    time.perf_counter() - start,
-                )
-                status = "done"
-            frames.append(store.read_probe_state(state.id))
-            if on_state:
-                on_state(state, status)
+    for unit in units:
+        if store.is_stored(unit, stored):
+            frame = store.read_probe_state(unit.id)
+            at = {key: i for i, key in enumerate(_row_keys(frame))}
+            frames.append(frame.iloc[[at[row] for row in unit.rows() if row in at]])
     if not frames:
         return PROBE_SCHEMA.empty_table().to_pandas()
     return pd.concat(frames, ignore_index=True)
+
+
+def _adopt_earlier(store: ResultStore, units: Sequence[ProbeUnit]) -> None:
+    """Store under its configuration now each state that orthobench stored before states had a
+    resolved configuration (its journal entry hashed the whole probe section) whose state and
+    probe settings, ``estimators`` and ``mc_samples`` aside, are those of its unit: its rows are
+    reused, as computed with the defaults of this code."""
+    entries = store.stored_entries(PROBE_STATE)
+    for unit in units:
+        entry = entries.get(unit.id)
+        if entry is None or "config" in entry:
+            continue
+        meta = read_metadata(store.probe_path(unit.id))
+        same_state = meta.get("state") == _as_json(asdict(unit.state))
+        if same_state and _settings(meta.get("probe", {})) == _settings(
+            _as_json(asdict(unit.spec))
+        ):
+            kept = {k: v for k, v in meta.items() if k not in ("probe", "seconds")}
+            store.adopt(unit, kept, entry.get("seconds"), code_version(meta))
+
+
+def _as_json(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _settings(probe: dict[str, Any]) -> dict[str, Any]:
+    """A probe section's JSON without the keys that rows are stored by."""
+    return {k: v for k, v in probe.items() if k not in ("estimators", "mc_samples")}

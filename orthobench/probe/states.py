@@ -5,20 +5,29 @@ produce for that seed: the shared Sobol initial design of ``n_init`` points, the
 ``state_iteration`` steps of the probe section's ``state_optimizer``
 (:data:`orthobench.suite.DEFAULT_STATE_OPTIMIZER`: ``mc-ei``), run with the state's GP kernel as
 its ``kernel`` parameter (``matern52-ard`` for a TPE state). Its probe
-points are ``n_probes`` scrambled-Sobol points seeded by the seed and the task.
+points are ``n_probes`` scrambled-Sobol points seeded by the seed and the task. A state probed
+with a probe section's settings is a unit of work, :class:`ProbeUnit`.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch.quasirandom import SobolEngine
 
+from orthobench.config.names import TPE_ESTIMATORS, parse_estimator
 from orthobench.loop import make_task, run_cell
 from orthobench.seeding import derive_seed
 from orthobench.suite import ID_SEPARATOR, Cell, ComponentSpec, ProbeSpec
+from orthobench.work import PROBE_STATE, canonical, hash_config
+
+#: The probe settings that every row of a state depends on: its probe points, rebuilds, ranking
+#: metric, reference and Laplace posterior (the others, estimators and budgets, key its rows).
+STATE_SETTINGS = ("n_probes", "rebuilds", "top_k", "reference_samples", "laplace")
 
 #: The GP kernel that builds the history of a TPE state (TPE has no kernel of its own).
 TPE_STATE_KERNEL = "matern52-ard"
@@ -44,6 +53,59 @@ class ProbeState:
     def kernel(self) -> str:
         """The GP kernel that builds the history: the surrogate's, or :data:`TPE_STATE_KERNEL`."""
         return TPE_STATE_KERNEL if self.surrogate == "tpe" else self.surrogate
+
+
+def state_estimators(state: ProbeState, spec: ProbeSpec) -> list[str]:
+    """The estimators a state's rows are for: naive MC first (``mc``, ``mc-tpe`` for TPE), the
+    baseline of every ratio, then the section's others of the state's surrogate."""
+    if state.surrogate == "tpe":
+        return ["mc-tpe", *[e for e in spec.estimators if e in TPE_ESTIMATORS and e != "mc-tpe"]]
+    return [
+        "mc",
+        *[
+            e
+            for e in spec.estimators
+            if parse_estimator(e).base not in TPE_ESTIMATORS and e not in ("mc", "mc@iid")
+        ],
+    ]
+
+
+@dataclass(frozen=True)
+class ProbeUnit:
+    """A probe state as a unit of work (:class:`~orthobench.work.WorkUnit`): the state and the
+    probe section it is probed with.
+
+    Its resolved configuration is what every row of the state depends on: the state's history
+    (its :func:`state_cell`, resolved: the task and the state optimizer with their defaults), the
+    surrogate and :data:`STATE_SETTINGS`. A row depends on that, its estimator and its budget
+    ``S`` only (draws are keyed by the state, ``S`` and the rebuild), so the section's
+    ``estimators`` and ``mc_samples`` are not in it: a stored state keeps its rows when
+    estimators or budgets are added, and only the new rows (:meth:`rows`) are computed.
+    """
+
+    kind: ClassVar[str] = PROBE_STATE
+
+    state: ProbeState
+    spec: ProbeSpec
+
+    @property
+    def id(self) -> str:
+        return self.state.id
+
+    def resolved_config(self) -> dict[str, Any]:
+        history = state_cell(self.state, self.spec, torch.float64).resolved_config()
+        settings = {key: getattr(self.spec, key) for key in STATE_SETTINGS}
+        config = {"state": history, "surrogate": self.state.surrogate, "probe": settings}
+        return json.loads(canonical(config))
+
+    @property
+    def config_hash(self) -> str:
+        return hash_config(self.resolved_config())
+
+    def rows(self) -> list[tuple[str, int]]:
+        """The ``(estimator, S)`` rows the section asks for, in the order they are computed."""
+        names = state_estimators(self.state, self.spec)
+        return [(name, s) for s in self.spec.mc_samples for name in names]
 
 
 def state_cell(state: ProbeState, spec: ProbeSpec, dtype: torch.dtype) -> Cell:

@@ -4,7 +4,6 @@ Re-exports only; the layout of a results directory is documented on :class:`Resu
 """
 
 from orthobench.results._base import BaseStore
-from orthobench.results._identity import resolved_hash
 from orthobench.results._io import os_error_text, write_atomic
 from orthobench.results._journal import EvaluationJournal
 from orthobench.results._parquet import load_probe, load_runs, read_metadata
@@ -34,7 +33,6 @@ __all__ = [
     "load_runs",
     "os_error_text",
     "read_metadata",
-    "resolved_hash",
     "run_metadata",
     "write_atomic",
 ]

@@ -105,28 +105,36 @@ class Journal:
         return _read_lines(self.path)
 
     def stored_entries(self) -> dict[str, dict[str, Any]]:
-        """``id -> last entry`` of the stored units: the entry is ``ok`` at the current schema
-        version and the unit's file agrees with it (:func:`_file_problem`).
+        """``id -> last ok entry`` of the stored units: the entry is at the current schema version
+        and the unit's file agrees with it (:func:`_file_problem`).
 
-        A unit whose file does not is left out (so it is recomputed), with an
+        A failure journaled after it does not undo it: a failed attempt writes no file, so the
+        one stored stays what the entry says (a probe state whose added rows failed keeps its
+        rows). A unit whose file does not agree is left out (so it is recomputed), with an
         :class:`~orthobench.exceptions.OrthobenchWarning`:
         ``cell <id>: stored file is corrupt (<path>: <why>); recomputing``.
         """
-        last = {entry[self.key]: entry for entry in self.entries()}
-        stored = {}
-        for uid, entry in last.items():
-            if entry.get("status") != "ok" or entry.get("schema_version") != SCHEMA_VERSION:
-                continue
-            problem = _file_problem(self.directory / f"{uid}.parquet", entry)
-            if problem is None:
-                stored[uid] = entry
-            else:
-                warnings.warn(
-                    f"{self.unit} {uid}: stored file is {problem}; recomputing",
-                    OrthobenchWarning,
-                    stacklevel=1,
-                )
-        return stored
+        last = {e[self.key]: e for e in self.entries() if e.get("status") == "ok"}
+        return {uid: entry for uid, entry in last.items() if self._agrees(uid, entry)}
+
+    def stored_entry(self, uid: str) -> dict[str, Any] | None:
+        """The entry of unit ``uid`` in :meth:`stored_entries` (None: not stored), read alone."""
+        ok = [e for e in self.entries() if e.get(self.key) == uid and e.get("status") == "ok"]
+        return ok[-1] if ok and self._agrees(uid, ok[-1]) else None
+
+    def _agrees(self, uid: str, entry: dict[str, Any]) -> bool:
+        """Whether the ok ``entry`` is at the current schema version and the unit's file agrees
+        with it (else it is warned about)."""
+        if entry.get("schema_version") != SCHEMA_VERSION:
+            return False
+        problem = _file_problem(self.directory / f"{uid}.parquet", entry)
+        if problem is not None:
+            warnings.warn(
+                f"{self.unit} {uid}: stored file is {problem}; recomputing",
+                OrthobenchWarning,
+                stacklevel=1,
+            )
+        return problem is None
 
     def stored(self) -> dict[str, str]:
         """``id -> config hash`` of the stored units (:meth:`stored_entries`)."""

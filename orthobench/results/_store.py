@@ -1,7 +1,7 @@
 """The results store of one suite: a directory of Parquet files and journals, held by one process.
 
 :class:`ResultStore` writes each unit's records (:mod:`._parquet`), journals it (:mod:`._journal`)
-and says which stored cells are current, differ in configuration, or come from which code version.
+and says which stored units are current, differ in configuration, or come from which code version.
 It implements the runner's :class:`~orthobench.results._base.BaseStore`.
 """
 
@@ -14,16 +14,16 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, ResultsError
 from orthobench.results._base import BaseStore
-from orthobench.results._identity import _hash, _leaves, resolved_config, resolved_hash
 from orthobench.results._journal import EvaluationJournal, Journal
 from orthobench.results._parquet import read_metadata, read_records, write_parquet_atomic
 from orthobench.results._provenance import code_version
@@ -35,6 +35,7 @@ from orthobench.results._records import (
     RunRecord,
 )
 from orthobench.suite import Cell
+from orthobench.work import CELL, ID_FIELDS, PROBE_STATE, WorkUnit
 
 
 class ResultStore(BaseStore):
@@ -50,7 +51,9 @@ class ResultStore(BaseStore):
 
     A unit's file is written atomically and journaled only after it is in place; the unit is
     stored when its journal entry and file agree (:meth:`Journal.stored_entries`), else it is
-    reported and recomputed.
+    reported and recomputed. A probe state's file holds one row per (estimator, S): a state
+    stored again under the same configuration keeps the rows it does not recompute
+    (:meth:`write`), so adding an estimator computes only its rows.
 
     Args:
         root: The directory; made absolute against the working directory at creation, so every
@@ -63,9 +66,9 @@ class ResultStore(BaseStore):
         self.root = Path(os.path.abspath(root))
         self.runs_dir = self.root / "runs"
         self.probe_dir = self.root / "probe"
-        self.runs_journal = Journal(self.root / "runs.jsonl", "cell_id", self.runs_dir, "cell")
+        self.runs_journal = Journal(self.root / "runs.jsonl", ID_FIELDS[CELL], self.runs_dir, CELL)
         self.probe_journal = Journal(
-            self.root / "probe.jsonl", "state_id", self.probe_dir, "probe state"
+            self.root / "probe.jsonl", ID_FIELDS[PROBE_STATE], self.probe_dir, PROBE_STATE
         )
         self.lock_path = self.root / ".lock"
 
@@ -124,48 +127,22 @@ class ResultStore(BaseStore):
         return self.runs_dir / f"{cell.id}.parquet"
 
     def evaluation_journal(self, cell: Cell) -> EvaluationJournal:
-        return EvaluationJournal(self.root / "partial" / f"{cell.id}.jsonl", resolved_hash(cell))
+        return EvaluationJournal(self.root / "partial" / f"{cell.id}.jsonl", cell.config_hash)
 
     def probe_path(self, state_id: str) -> Path:
         return self.probe_dir / f"{state_id}.parquet"
 
-    def stored(self) -> dict[str, str]:
-        """``cell id -> config hash`` (:func:`resolved_hash`) of the stored cells.
+    def journal(self, kind: str) -> Journal:
+        """The journal of the units of ``kind`` (:data:`~orthobench.work.CELL`, ``PROBE_STATE``)."""
+        return {CELL: self.runs_journal, PROBE_STATE: self.probe_journal}[kind]
 
-        A cell whose file is missing or does not match its journal entry is not stored (it is
+    def stored_entries(self, kind: str) -> dict[str, dict[str, Any]]:
+        """The journal entries of the stored units of ``kind``.
+
+        A unit whose file is missing or does not match its journal entry is not stored (it is
         reported and recomputed: :meth:`Journal.stored_entries`).
         """
-        return self.runs_journal.stored()
-
-    def config_changes(self, cells: Iterable[Cell]) -> list[str]:
-        """One line per cell stored with another resolved configuration than it has now.
-
-        Such a cell is not reused (:meth:`is_stored`); the caller says so and lets the user
-        recompute it or choose another directory. Each line names the values that differ::
-
-            cell hartmann6__qlogei__seed0: stored with another configuration:
-            optimizer.params.function_samples 64 (stored) -> 128 (now)
-
-        (one line). Cells journaled without their resolved configuration (by orthobench before it
-        stored one) are not listed: they are recomputed once.
-        """
-        stored = self.runs_journal.stored_entries()
-        lines = []
-        for cell in cells:
-            entry = stored.get(cell.id)
-            if entry is None or "config" not in entry:
-                continue
-            now = resolved_config(cell)
-            if _hash(now) == entry["config_hash"]:
-                continue
-            before, after = _leaves(entry["config"]), _leaves(now)
-            changes = [
-                f"{key} {before.get(key, '(unset)')} (stored) -> {after.get(key, '(unset)')} (now)"
-                for key in sorted(before.keys() | after.keys())
-                if before.get(key) != after.get(key)
-            ]
-            lines.append(f"cell {cell.id}: stored with another configuration: {'; '.join(changes)}")
-        return lines
+        return self.journal(kind).stored_entries()
 
     def code_versions(self) -> dict[str, list[str]]:
         """``code version -> cell ids`` of the cell files under ``runs/`` (:func:`code_version`).
@@ -194,11 +171,15 @@ class ResultStore(BaseStore):
         metadata: dict[str, Any],
         seconds: float,
         entry: dict[str, Any],
+        kept: pa.Table | None = None,
     ) -> Path:
-        """Write the records with the schema of ``record_type`` atomically, then journal them
-        (``entry`` holds the journal fields beyond the common ones)."""
+        """Write the ``kept`` rows, then the records, with the schema of ``record_type``
+        atomically, then journal them (``entry`` holds the journal fields beyond the common
+        ones)."""
         schema = _SCHEMAS[record_type]
         table = pa.Table.from_pylist([dataclasses.asdict(r) for r in records], schema=schema)
+        if kept is not None:
+            table = pa.concat_tables([kept, table])
         # Arrow does not enforce `nullable=False` when building a table: check it here.
         nulls = [f.name for f in schema if not f.nullable and table.column(f.name).null_count]
         if nulls:
@@ -218,11 +199,71 @@ class ResultStore(BaseStore):
                 "status": "ok",
                 "schema_version": SCHEMA_VERSION,
                 "seconds": seconds,
-                "rows": len(records),
+                "rows": table.num_rows,
                 **entry,
             }
         )
         return path
+
+    def write(
+        self,
+        unit: WorkUnit,
+        records: Sequence[RunRecord] | Sequence[ProbeRecord],
+        metadata: dict[str, Any],
+        seconds: float,
+    ) -> Path:
+        """Store a finished unit under its configuration now (:meth:`write_cell`, or a probe
+        state's rows after those of its stored file under the same configuration that
+        ``records`` do not recompute).
+
+        The file's metadata and the journal entry hold the unit's resolved configuration, its
+        hash and the :func:`code_version` that computed it.
+        """
+        if unit.kind == CELL:
+            return self.write_cell(unit, records, metadata, seconds)
+        kept = None
+        stored = self.probe_journal.stored_entry(unit.id)
+        if stored is not None and stored["config_hash"] == unit.config_hash:
+            kept = self._probe_table(unit.id)
+            new = {(r.estimator, r.mc_samples) for r in records}
+            keys = zip(kept["estimator"].to_pylist(), kept["mc_samples"].to_pylist(), strict=True)
+            kept = kept.filter(pa.array([key not in new for key in keys]))
+        return self._write_state(unit, records, metadata, seconds, kept, code_version())
+
+    def adopt(
+        self, unit: WorkUnit, metadata: dict[str, Any], seconds: float | None, version: str
+    ) -> Path:
+        """Store the rows of ``unit``'s probe state file, unchanged, under its configuration now.
+
+        For a state journaled without its resolved configuration (by orthobench before probe
+        states had one) that the caller found to be this unit; ``metadata``, ``seconds`` and the
+        code ``version`` are those it was computed with.
+        """
+        table = self._probe_table(unit.id)
+        return self._write_state(unit, [], metadata, seconds, table, version)
+
+    def _probe_table(self, state_id: str) -> pa.Table:
+        return pq.read_table(self.probe_path(state_id), schema=_SCHEMAS[ProbeRecord])
+
+    def _write_state(
+        self,
+        unit: WorkUnit,
+        records: Sequence[ProbeRecord],
+        metadata: dict[str, Any],
+        seconds: float | None,
+        kept: pa.Table | None,
+        version: str,
+    ) -> Path:
+        config = unit.resolved_config()
+        return self.write_probe_state(
+            unit.id,
+            unit.config_hash,
+            records,
+            {**metadata, "config": config, "code_version": version},
+            seconds,
+            kept=kept,
+            entry={"config": config, "code_version": version},
+        )
 
     def write_cell(
         self, cell: Cell, records: Sequence[RunRecord], metadata: dict[str, Any], seconds: float
@@ -230,15 +271,15 @@ class ResultStore(BaseStore):
         """Store a finished cell atomically, journal it, and remove its evaluation journal.
 
         The file's metadata and the journal entry hold the cell's resolved configuration
-        (:func:`resolved_config`), its hash and the :func:`code_version` that computed it.
+        (:meth:`Cell.resolved_config`), its hash and the :func:`code_version` that computed it.
         """
-        config = resolved_config(cell)
+        config = cell.resolved_config()
         version = code_version()
         path = self._write(
             self.cell_path(cell),
             self.runs_journal,
             cell.id,
-            _hash(config),
+            cell.config_hash,
             records,
             RunRecord,
             {**metadata, "cell": config, "code_version": version, "seconds": seconds},
@@ -250,15 +291,17 @@ class ResultStore(BaseStore):
 
     def journal_failure(
         self,
-        cell_id: str,
+        kind: str,
+        uid: str,
         config_hash: str,
         error: str,
         traceback_text: str,
         seconds: float | None,
     ) -> None:
-        self.runs_journal.append(
+        journal = self.journal(kind)
+        journal.append(
             {
-                "cell_id": cell_id,
+                journal.key: uid,
                 "config_hash": config_hash,
                 "status": "failed",
                 "seconds": seconds,
@@ -273,9 +316,13 @@ class ResultStore(BaseStore):
         config_hash: str,
         records: Sequence[ProbeRecord],
         metadata: dict[str, Any],
-        seconds: float,
+        seconds: float | None,
+        *,
+        kept: pa.Table | None = None,
+        entry: dict[str, Any] | None = None,
     ) -> Path:
-        """Store the rows of a probed state atomically, then journal it."""
+        """Store the rows of a probed state (after its ``kept`` rows) atomically, then journal it
+        (``entry``: journal fields beyond the common ones)."""
         return self._write(
             self.probe_path(state_id),
             self.probe_journal,
@@ -285,7 +332,8 @@ class ResultStore(BaseStore):
             ProbeRecord,
             {**metadata, "seconds": seconds},
             seconds,
-            {},
+            entry or {},
+            kept,
         )
 
     def read_probe_state(self, state_id: str) -> pd.DataFrame:

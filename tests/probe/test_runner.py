@@ -35,7 +35,7 @@ SPEC = ProbeSpec(
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory):
     out = tmp_path_factory.mktemp("probe")
-    return out, run_probe("t", SPEC, out, device=torch.device("cpu"))
+    return out, run_probe("t", SPEC, out, device=torch.device("cpu")).rows
 
 
 def test_rows_cover_every_estimator_with_raw_values(probed):
@@ -64,14 +64,11 @@ def test_estimators_of_a_rebuild_share_their_theta_draws(probed):
 
 def test_same_spec_gives_the_same_numbers_and_stored_states_are_reused(probed, tmp_path):
     out, frame = probed
-    again = run_probe("t", SPEC, tmp_path, device=torch.device("cpu"))
+    again = run_probe("t", SPEC, tmp_path, device=torch.device("cpu")).rows
     cols = ["estimator", "kernel", "probe_variance", "top1_agreement", "flip_rate"]
     assert again[cols].equals(frame[cols])
-    seen = []
-    run_probe(
-        "t", SPEC, out, device=torch.device("cpu"), on_state=lambda s, status: seen.append(status)
-    )
-    assert seen == ["stored", "stored"]
+    summary = run_probe("t", SPEC, out, device=torch.device("cpu")).summary
+    assert [o.status for o in summary.outcomes] == ["skipped", "skipped"]
     assert len(load_probe([out])) == len(frame)
 
 
@@ -138,7 +135,9 @@ RULES = ProbeSpec(
 @pytest.fixture(scope="module")
 def probed_rules(tmp_path_factory):
     with pytest.warns(OrthobenchWarning, match="needs 19 points for one rule"):
-        return run_probe("t", RULES, tmp_path_factory.mktemp("rules"), device=torch.device("cpu"))
+        return run_probe(
+            "t", RULES, tmp_path_factory.mktemp("rules"), device=torch.device("cpu")
+        ).rows
 
 
 def test_point_set_rows_record_their_evaluation_count_and_a_naive_baseline_at_it(probed_rules):
@@ -197,19 +196,12 @@ def test_a_damaged_state_file_is_reported_and_only_that_state_recomputed(probed,
     run_probe("t", SPEC, tmp_path, device=torch.device("cpu"))
     damaged = sorted((tmp_path / "probe").glob("*.parquet"))[0]
     damaged.write_bytes(damaged.read_bytes()[:100])
-    seen = []
     with pytest.warns(
         OrthobenchWarning, match=f"probe state {damaged.stem}: stored file is corrupt"
     ):
-        again = run_probe(
-            "t",
-            SPEC,
-            tmp_path,
-            device=torch.device("cpu"),
-            on_state=lambda state, status: seen.append((state.id, status)),
-        )
-    assert sorted(seen) == sorted(
-        (path.stem, "done" if path == damaged else "stored")
+        again, summary = run_probe("t", SPEC, tmp_path, device=torch.device("cpu"))
+    assert sorted((o.unit.id, o.status) for o in summary.outcomes) == sorted(
+        (path.stem, "ok" if path == damaged else "skipped")
         for path in (tmp_path / "probe").glob("*.parquet")
     )
     cols = ["estimator", "kernel", "probe_variance", "top1_agreement", "flip_rate"]
@@ -339,7 +331,7 @@ def test_each_state_runs_with_the_asked_thread_count_recorded_and_restored(monke
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        frame = run_probe("t", spec, tmp_path, device=torch.device("cpu"), threads=1)
+        frame = run_probe("t", spec, tmp_path, device=torch.device("cpu"), threads=1).rows
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

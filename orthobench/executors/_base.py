@@ -1,0 +1,162 @@
+"""Jobs, their results, and the executor interface (as Syne Tune's ``TrialBackend``).
+
+A :class:`Job` is one unit of work (:class:`~orthobench.work.WorkUnit`) with its execution
+settings; it pickles to pool and Dask workers. An :class:`Executor` runs jobs and hands each
+result to the :class:`Session` that asked, which stores it; neither knows what a job computes.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar, NamedTuple, Protocol
+
+import torch
+from threadpoolctl import threadpool_limits
+
+from orthobench.exceptions import describe_error
+from orthobench.loop import ProgressCallback
+from orthobench.progress import Progress
+from orthobench.work import WorkUnit
+
+
+@contextlib.contextmanager
+def thread_limits(threads: int) -> Iterator[None]:
+    """Run the block with ``threads`` threads in torch and in every other pool that threadpoolctl
+    finds (scipy's OpenBLAS, OpenMP); the previous counts are restored.
+
+    torch's count decides the BLAS reductions that determinism depends on (docs/design.md,
+    "Thread counts"). The other pools only cost time: scipy's L-BFGS-B, in BoTorch's and the fast
+    fit's optimizers, calls OpenBLAS, whose default pool of one thread per core oversubscribes a
+    machine that runs one cell per core.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class Job(abc.ABC):
+    """One unit's work and its execution settings (subclasses are frozen dataclasses).
+
+    Attributes:
+        unit: The unit of work.
+        device: Where it computes (``cpu``, ``cuda:0``).
+        threads: Torch threads while it runs (:func:`thread_limits`).
+    """
+
+    unit: WorkUnit
+    device: str
+    threads: int
+
+    #: What progress counts for jobs of this kind.
+    progress_unit: ClassVar[str]
+
+    @property
+    @abc.abstractmethod
+    def size(self) -> int:
+        """Progress units of the whole job (a cell's evaluations, one state)."""
+
+    @abc.abstractmethod
+    def run(self, on_progress: ProgressCallback | None) -> list[Any]:
+        """Compute the unit's records, calling ``on_progress`` as parts of it finish."""
+
+    @abc.abstractmethod
+    def metadata(self) -> dict[str, Any]:
+        """The settings stored with the unit's records (thread count, time limits)."""
+
+
+class JobResult(NamedTuple):
+    records: list[Any] | None  # None when the job failed
+    error: str | None
+    traceback: str
+    seconds: float
+
+
+def failed(reason: str, seconds: float) -> JobResult:
+    """The result of a job that the executor ended (a timeout, a dead worker)."""
+    return JobResult(None, reason, reason + "\n", seconds)
+
+
+def execute(
+    job: Job,
+    on_progress: ProgressCallback | None = None,
+    user_interrupt: threading.Event | None = None,
+) -> JobResult:
+    """Run a job with its thread count; any exception it raises is returned as its failure.
+
+    Except when ``user_interrupt`` is set (the user pressed Ctrl-C): the job ended because of it,
+    and ``KeyboardInterrupt`` is raised to end the run.
+    """
+    start = time.perf_counter()
+    try:
+        with thread_limits(job.threads):
+            records = job.run(on_progress)
+    except BaseException as err:  # noqa: BLE001 -- SystemExit/KeyboardInterrupt of a unit's code are its failure
+        if user_interrupt is not None and user_interrupt.is_set():
+            raise KeyboardInterrupt from err
+        return JobResult(
+            None, describe_error(err), traceback.format_exc(), time.perf_counter() - start
+        )
+    return JobResult(records, None, "", time.perf_counter() - start)
+
+
+class Session(Protocol):
+    """The run an executor runs jobs for (:class:`orthobench.execution.Run`)."""
+
+    progress: Progress
+
+    def running(self, job: Job) -> contextlib.AbstractContextManager[None]:
+        """Mark ``job`` as running in this process while the block runs it (inline executors)."""
+        ...
+
+    def finish(self, job: Job, result: JobResult) -> None:
+        """Store the job's result (records, or its failure)."""
+        ...
+
+
+class Executor(abc.ABC):
+    """Runs jobs, handing each result to the session as it finishes, failed or not.
+
+    A job that raises, times out or loses its process fails alone; the others run. Executors are
+    settings only (no state between runs), so one may serve several runs.
+
+    Args:
+        workers: Processes that run jobs at once (never more than there are jobs).
+        timeout: Seconds a job may run before it is stopped and failed (None: no limit).
+    """
+
+    #: The name ``--executor`` gives it.
+    name: ClassVar[str]
+    #: Whether an evaluation's time limit can be enforced (it needs a process's main thread).
+    enforces_evaluation_timeout: ClassVar[bool] = True
+
+    def __init__(self, *, workers: int = 1, timeout: float | None = None) -> None:
+        if workers < 1:
+            raise ValueError(f"`workers` must be >= 1, but got {workers=}.")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"`timeout` must be > 0 seconds, but got {timeout=}.")
+        self.workers = workers
+        self.timeout = timeout
+
+    @property
+    def shares_files(self) -> bool:
+        """Whether jobs run where this process's files are (else cells keep no evaluation
+        journal)."""
+        return True
+
+    def processes(self, jobs: int) -> int:
+        """Processes of this machine that run ``jobs`` jobs at once."""
+        return max(min(self.workers, jobs), 1)
+
+    @abc.abstractmethod
+    def run(self, jobs: Sequence[Job], session: Session) -> None:
+        """Run ``jobs``, calling ``session.finish`` once per job; Ctrl-C ends the run
+        (``KeyboardInterrupt``) with the workers stopped."""

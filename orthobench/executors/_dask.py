@@ -1,0 +1,326 @@
+"""The Dask executor: jobs on a Dask cluster, a private ``LocalCluster`` unless given a scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+import traceback
+import warnings
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning, describe_error
+from orthobench.executors._base import Executor, Job, JobResult, Session, execute, failed
+from orthobench.loop import _kill_descendants
+
+#: Address schemes of a Dask scheduler in another process: ``SCHEME://HOST:PORT``.
+_SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+
+
+def _scheduler_host_port(address: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of a Dask scheduler address (``tcp://`` when it has no scheme).
+
+    Raises:
+        OrthobenchError: naming the address when it is not ``SCHEME://HOST:PORT``.
+    """
+    scheme, _, location = address.rpartition("://")
+    scheme = scheme or "tcp"
+    host, _, port = location.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [IPv6]
+    expected = f"SCHEME://HOST:PORT with SCHEME one of {', '.join(_SCHEDULER_SCHEMES)}"
+    if scheme not in _SCHEDULER_SCHEMES:
+        raise OrthobenchError(
+            f"a Dask scheduler address must be {expected}, but got {address!r} (scheme {scheme!r})."
+        )
+    if not host or any(c.isspace() or c in "/[]" for c in host):
+        raise OrthobenchError(
+            f"a Dask scheduler address must be {expected}, but got {address!r} (no valid host)."
+        )
+    if not (port.isdigit() and 1 <= int(port) <= 65535):
+        raise OrthobenchError(
+            f"a Dask scheduler address must be {expected}, but got {address!r} (port must be "
+            f"1-65535, but got {port!r})."
+        )
+    return scheme, host, int(port)
+
+
+def _unanswered(address: str, timeout: float, err: BaseException) -> OrthobenchError:
+    """The one line for a Dask scheduler that did not answer at ``address`` within ``timeout``
+    seconds, ``err`` saying how."""
+    reason = describe_error(err) if str(err) else "no answer"  # asyncio's timeout has no text
+    return OrthobenchError(
+        f"no Dask scheduler answered at {address} within {timeout:g} s ({reason}); start it, or "
+        "check --scheduler."
+    )
+
+
+def _connect(scheduler: str, timeout: float | None):  # noqa: ANN202 -- a distributed.Client
+    """A Dask client of the scheduler at ``scheduler`` (checked by :func:`check_scheduler`), or
+    one line saying why there is none after ``timeout`` seconds (None: Dask's connect timeout).
+
+    The timeout the check was given, so a scheduler gone since the check fails as fast, with the
+    same line, as one the check found missing: not after Dask's 30 s.
+    """
+    import dask
+    from dask.distributed import Client
+    from dask.utils import parse_timedelta
+
+    if timeout is None:
+        timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    try:
+        return Client(scheduler, timeout=timeout)
+    except (OSError, TimeoutError) as err:
+        raise _unanswered(scheduler, timeout, err) from None
+
+
+async def _server_type(address: str, timeout: float) -> str:
+    """What the Dask server at ``address`` says it is (``Scheduler``, ``Worker``, ...)."""
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    # The client's connection arguments, as `Client(address)` would use (TLS from the config).
+    comm = await connect(address, timeout=timeout, **Security().get_connection_args("client"))
+    try:
+        await comm.write({"op": "identity"})
+        return str((await comm.read()).get("type"))
+    finally:
+        await comm.close()
+
+
+def check_scheduler(address: str, timeout: float) -> None:
+    """Check that a Dask scheduler answers at ``address`` within ``timeout`` seconds.
+
+    The address must be ``SCHEME://HOST:PORT`` (``HOST:PORT`` means ``tcp://``). Where nothing
+    listens on the port (a refused TCP connection), this says so at once, without waiting out
+    the ``timeout`` as Dask's connection retries would; a server that accepts the connection but
+    does not answer as a Dask scheduler is given up after ``timeout`` (Dask's own handshake would
+    wait for ever). Nothing is written: the CLI calls it before it creates the results directory.
+
+    Raises:
+        OrthobenchError: one line naming the address, for a malformed one, one where nothing
+            listens, one that does not answer within ``timeout``, or one where a Dask worker
+            (not the scheduler) answers; also when the ``dask`` extra is not installed.
+    """
+    if not timeout > 0:
+        raise ValueError(f"`timeout` must be > 0 seconds, but got {timeout=}.")
+    scheme, host, port = _scheduler_host_port(address)
+    try:
+        import dask.distributed  # noqa: F401 -- only whether it is installed
+    except ImportError as err:
+        raise OrthobenchError(
+            "--executor dask needs the dask extra: pip install 'orthobench[dask]'."
+        ) from err
+    fix = "start it, or check --scheduler."
+    if scheme != "ucx":  # every other scheme runs over TCP: a refused connection is final
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+        except OSError as err:
+            reason = err.strerror or describe_error(err)  # socket.timeout has no strerror
+            raise OrthobenchError(
+                f"no Dask scheduler answers at {address} ({host}:{port}: {reason}); {fix}"
+            ) from None
+    try:
+        found = asyncio.run(asyncio.wait_for(_server_type(address, timeout), timeout))
+    except (OSError, asyncio.TimeoutError) as err:
+        raise _unanswered(address, timeout, err) from None
+    if found != "Scheduler":
+        raise OrthobenchError(
+            f"a Dask {found} answers at {address}, not a scheduler; give the scheduler's address "
+            "to --scheduler."
+        )
+
+
+def _dask_result(future) -> JobResult:  # noqa: ANN001 -- a distributed.Future
+    """The future's :class:`JobResult`; a lost worker or a task Dask could not run fails the job."""
+    from distributed.scheduler import KilledWorker
+
+    try:
+        return future.result()
+    except KilledWorker as err:
+        return JobResult(None, "worker process died (Dask KilledWorker)", str(err) + "\n", 0.0)
+    except Exception as err:  # noqa: BLE001 -- e.g. the worker cannot import the task: the job fails
+        return JobResult(None, describe_error(err), traceback.format_exc(), 0.0)
+
+
+class DaskExecutor(Executor):
+    """Submits every job to Dask; this process (the client) hands each result to the session.
+
+    At most as many jobs are in flight as the cluster has worker threads, so a worker holds one
+    job at a time. On the private ``LocalCluster`` (``workers`` processes, one thread each, the
+    jobs' modules imported as they start) a worker that dies fails its job at once
+    (``allowed-failures: 0``); on an external cluster after its allowed retries (``KilledWorker``).
+    A killed client loses the jobs in flight and nothing stored (on a ``LocalCluster``, the
+    evaluations of the cells in flight are journaled too: an external cluster's workers may not
+    see the results directory, so there resume is per unit). CUDA jobs ask for one ``GPU`` worker
+    resource each, so start GPU workers with ``--resources GPU=1`` (per GPU). Dask runs jobs in
+    worker threads, where no evaluation time limit can be set.
+
+    With a ``timeout``, a job's clock starts when the scheduler first reports it processing on a
+    worker (polled each second); an expired job is cancelled, the processes its worker started
+    are killed and the worker is restarted (:func:`_expired`; this needs a nanny: a worker started
+    with ``--no-nanny`` keeps running the job and its processes, with a warning).
+
+    Args:
+        scheduler: Address of an existing Dask scheduler (None: a ``LocalCluster``).
+        scheduler_timeout: Seconds to wait for ``scheduler`` to answer (None: Dask's connect
+            timeout); give the one :func:`check_scheduler` was given.
+    """
+
+    name = "dask"
+    enforces_evaluation_timeout = False
+
+    def __init__(
+        self,
+        *,
+        workers: int = 1,
+        timeout: float | None = None,
+        scheduler: str | None = None,
+        scheduler_timeout: float | None = None,
+    ) -> None:
+        super().__init__(workers=workers, timeout=timeout)
+        self.scheduler = scheduler
+        self.scheduler_timeout = scheduler_timeout
+
+    @property
+    def shares_files(self) -> bool:
+        return self.scheduler is None
+
+    def processes(self, jobs: int) -> int:
+        # An external cluster's workers run elsewhere: only the client runs here.
+        return super().processes(jobs) if self.scheduler is None else 1
+
+    def run(self, jobs: Sequence[Job], session: Session) -> None:
+        try:
+            import dask
+            from dask.distributed import Client, LocalCluster
+        except ImportError as err:
+            raise OrthobenchError(
+                "--executor dask needs the dask extra: pip install 'orthobench[dask]'."
+            ) from err
+        resources = {"GPU": 1} if any(j.device.startswith("cuda") for j in jobs) else None
+        cluster = None
+        if self.scheduler is None:
+            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+                cluster = LocalCluster(
+                    n_workers=self.processes(len(jobs)),
+                    threads_per_worker=1,
+                    processes=True,
+                    resources=resources,
+                    dashboard_address=None,
+                    # A job's timeout clock starts at submission: workers import its module
+                    # (torch, BoTorch: seconds) when they start, not inside the first job's time.
+                    preload=sorted({type(job).__module__ for job in jobs}),
+                )
+        client = (
+            Client(cluster)
+            if cluster is not None
+            else _connect(self.scheduler, self.scheduler_timeout)
+        )
+        try:
+            self._run(client, jobs, session, resources)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+    def _run(
+        self,
+        client,  # noqa: ANN001 -- a distributed.Client
+        jobs: Sequence[Job],
+        session: Session,
+        resources: dict[str, int] | None,
+    ) -> None:
+        from dask.distributed import wait
+
+        queue = deque(jobs)
+        futures: dict[Any, Job] = {}  # distributed.Future -> its job
+        pending: set[Any] = set()
+        started: dict[str, float] = {}
+        while queue or pending:
+            # No more jobs in flight than worker threads: a worker that dies takes its own job
+            # only, and a job's timeout clock starts when it does.
+            while queue and len(pending) < max(1, sum(client.nthreads().values())):
+                job = queue.popleft()
+                future = client.submit(
+                    execute,
+                    job,
+                    key=f"orthobench-{job.unit.id}-{job.unit.config_hash}",
+                    pure=False,
+                    resources=resources,
+                )
+                futures[future] = job
+                pending.add(future)
+            try:
+                done, pending = wait(pending, timeout=1.0, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            for future in done:
+                job = futures[future]
+                session.progress.advance(job.size)
+                session.finish(job, _dask_result(future))
+            if self.timeout is not None:
+                for future in _expired(client, pending, started, self.timeout):
+                    pending.discard(future)
+                    job = futures[future]
+                    session.progress.advance(job.size)
+                    session.finish(
+                        job,
+                        failed(
+                            f"timed out: still running after the {job.unit.kind} timeout of "
+                            f"{self.timeout:g} s",
+                            self.timeout,
+                        ),
+                    )
+
+
+def _expired(client, pending: set, started: dict[str, float], timeout: float) -> list:  # noqa: ANN001
+    """The pending futures processing for longer than ``timeout``: cancelled, workers restarted."""
+    now = time.monotonic()
+    by_key = {future.key: future for future in pending}
+    where = {}
+    for address, keys in client.processing().items():
+        for key in keys:
+            if key in by_key:
+                started.setdefault(key, now)
+                where[key] = address
+    expired = [by_key[k] for k, t in started.items() if k in where and now - t >= timeout]
+    for future in expired:
+        future.cancel()
+        address = where[future.key]
+        try:
+            # The restart ends the worker process only: its children would outlive it, out of
+            # reach once reparented. So they are killed first, from here and in this order, not
+            # by a timer in the task: the task's clock starts later (its worker may still be
+            # importing orthobench) and the restart could beat it. The nanny kills them: it
+            # answers while the job holds the worker's interpreter. A worker without a nanny
+            # cannot be restarted either, which the restart's error says.
+            found = client.run(_kill_worker_descendants, workers=[address], nanny=True)
+            client.restart_workers([address])
+        except Exception as err:  # noqa: BLE001 -- the job is failed either way; say what still runs
+            warnings.warn(
+                f"job {future.key} timed out, but its Dask worker {address} could not be "
+                f"restarted ({describe_error(err)}); it keeps running the job and the processes "
+                "it started.",
+                OrthobenchWarning,
+                stacklevel=2,
+            )
+            continue
+        if found.get(address) is False:
+            warnings.warn(
+                f"job {future.key} timed out and its Dask worker {address} was restarted, but "
+                "the processes the job started are not stopped: there is no /proc on its host "
+                "to find them in.",
+                OrthobenchWarning,
+                stacklevel=2,
+            )
+    return expired
+
+
+def _kill_worker_descendants(dask_worker) -> bool:  # noqa: ANN001 -- a distributed.Nanny
+    """Run on a Dask worker's nanny (``Client.run(nanny=True)``): SIGKILL the descendants of its
+    worker process, what the worker's jobs started (:func:`orthobench.loop._kill_descendants`).
+    False where there is no ``/proc`` to find them in."""
+    pid = dask_worker.pid  # None while no worker process runs: then nothing to kill, not our own
+    return pid is None or _kill_descendants(pid)
