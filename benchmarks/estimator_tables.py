@@ -71,13 +71,27 @@ def _markdown(header: list[str], rows: list[list[str]], right: set[int] = frozen
 
 def _default_rule(states: pd.DataFrame) -> str:
     table = default_rule_table(states)
-    header = ["estimator", "state-budgets", "worst state MSE ratio", "where",
-              "smallest upper CI bound", "where", "excess bias/MSE median, max", "eligible"]  # fmt: skip
+    header = [
+        "estimator",
+        "state-budgets",
+        "worst state MSE ratio",
+        "where",
+        "smallest upper CI bound",
+        "where",
+        "excess bias/MSE median, max",
+        "eligible",
+    ]
     rows = [
-        [f"`{r.estimator}`", str(r.states), _g(r.worst_state_mse_ratio), r.worst_state,
-         _g(r.min_upper_bound), r.min_upper_state,
-         f"{_g(r.median_excess_bias_share)}, {_g(r.max_excess_bias_share)}",
-         "yes" if r.eligible else "no"]  # fmt: skip
+        [
+            f"`{r.estimator}`",
+            str(r.states),
+            _g(r.worst_state_mse_ratio),
+            r.worst_state,
+            _g(r.min_upper_bound),
+            r.min_upper_state,
+            f"{_g(r.median_excess_bias_share)}, {_g(r.max_excess_bias_share)}",
+            "yes" if r.eligible else "no",
+        ]
         for r in table.itertuples()
     ]
     return _markdown(header, rows, right={1, 2, 4})
@@ -86,15 +100,31 @@ def _default_rule(states: pd.DataFrame) -> str:
 def _ranking(states: pd.DataFrame, s: int) -> str:
     table = ranking_table(states)
     table = table[table["mc_samples"] == s]
-    header = ["estimator", "EI evals", "worst state (upper rebuild CI)", "where",
-              "median of cell medians", "worst cell median", "max excess bias/MSE", "ms/call",
-              "cost / mc", f"equal time vs {DEFAULT}: median, worst"]  # fmt: skip
+    header = [
+        "estimator",
+        "EI evals",
+        "worst state (upper rebuild CI)",
+        "where",
+        "median of cell medians",
+        "worst cell median",
+        "max excess bias/MSE",
+        "ms/call",
+        "cost / mc",
+        f"equal time vs {DEFAULT}: median, worst",
+    ]
     rows = [
-        [f"`{r.estimator}`", r.n_evaluations,
-         f"{_g(r.worst_state_mse_ratio)} ({_g(r.worst_state_high)})", r.worst_state,
-         _g(r.median_mse_ratio), f"{_g(r.worst_median_mse_ratio)} ({r.worst_cell})",
-         _g(r.max_excess_bias_share), _g(1000 * r.seconds_per_call), f"{r.cost_vs_mc:.2f}",
-         f"{_g(r.time_mse_ratio_median)}, {_g(r.time_mse_ratio_worst)}"]  # fmt: skip
+        [
+            f"`{r.estimator}`",
+            r.n_evaluations,
+            f"{_g(r.worst_state_mse_ratio)} ({_g(r.worst_state_high)})",
+            r.worst_state,
+            _g(r.median_mse_ratio),
+            f"{_g(r.worst_median_mse_ratio)} ({r.worst_cell})",
+            _g(r.max_excess_bias_share),
+            _g(1000 * r.seconds_per_call),
+            f"{r.cost_vs_mc:.2f}",
+            f"{_g(r.time_mse_ratio_median)}, {_g(r.time_mse_ratio_worst)}",
+        ]
         for r in table.itertuples()
     ]
     return _markdown(header, rows, right={1, 4, 6, 7, 8})
@@ -129,7 +159,9 @@ def _default_over_states(states: pd.DataFrame, kernel: str) -> str:
         row = [str(s)]
         for task in tasks:
             values = ratios.get_group(task)
-            row.append(f"{_g(values.min())} / {_g(np.exp(np.log(values).median()))} / {_g(values.max())}")
+            row.append(
+                f"{_g(values.min())} / {_g(np.exp(np.log(values).median()))} / {_g(values.max())}"
+            )
         rows.append(row)
     return _markdown(["S", *tasks], rows)
 

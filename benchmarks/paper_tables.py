@@ -313,8 +313,11 @@ def state_tests(rows: pd.DataFrame, probe: pd.DataFrame) -> pd.DataFrame:
             else None
         )
         tests.append(
-            {"p_min": one.p_min, "p_vs_1": one.p_value,
-             "p_vs_paper": paper.p_value if paper else np.nan}  # fmt: skip
+            {
+                "p_min": one.p_min,
+                "p_vs_1": one.p_value,
+                "p_vs_paper": paper.p_value if paper else np.nan,
+            }  # fmt: skip
         )
     rows = pd.concat([rows.reset_index(drop=True), pd.DataFrame(tests)], axis=1)
     family = ["suite", "kernel", "mc_samples", "estimator"]

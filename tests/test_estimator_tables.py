@@ -25,7 +25,9 @@ RTOL = 1e-3
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("estimator_tables", ROOT / "benchmarks" / "estimator_tables.py")
+    spec = importlib.util.spec_from_file_location(
+        "estimator_tables", ROOT / "benchmarks" / "estimator_tables.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

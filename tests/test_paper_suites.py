@@ -189,8 +189,14 @@ def test_probe_state_tests_against_no_change_and_the_papers_ratio(paper_tables):
         ]
     )  # fmt: skip
     rows = pd.DataFrame(
-        {"suite": "s", "task": ["a", "b"], "kernel": "k", "mc_samples": 32, "estimator": "orth",
-         "paper_ratio": [2.0, 10.0]}  # fmt: skip
+        {
+            "suite": "s",
+            "task": ["a", "b"],
+            "kernel": "k",
+            "mc_samples": 32,
+            "estimator": "orth",
+            "paper_ratio": [2.0, 10.0],
+        }  # fmt: skip
     )
     out = paper_tables.state_tests(rows, probe).set_index("task")
     assert out.loc["a", "p_min"] == 2 / 2**8 and out.loc["b", "p_min"] == 2 / 2**7

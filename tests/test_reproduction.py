@@ -33,7 +33,13 @@ def _orthobench(*args: str) -> None:
 
 def _tables(results: Path, out: Path) -> None:
     subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "paper_tables.py"), str(results), "-o", str(out)],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "paper_tables.py"),
+            str(results),
+            "-o",
+            str(out),
+        ],
         check=True,
         cwd=ROOT,
         capture_output=True,
