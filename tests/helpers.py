@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from torch.quasirandom import SobolEngine
 
 from orthobench.optimizers.base import Optimizer
@@ -46,3 +50,33 @@ def record_infos(opt: Optimizer) -> list[dict[str, Any]]:
 
     opt.ask = _ask  # type: ignore[method-assign]
     return infos
+
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+#: One unit in the 4th significant digit of the committed figure CSVs: a rounding boundary, not
+#: a tolerance on the numerics (a change of seeding moves their rows by far more).
+CSV_RTOL = 1e-3
+
+
+def load_script(name: str) -> ModuleType:
+    """``benchmarks/<name>.py``, a script, imported from its file."""
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def assert_rows_equal(new: pd.DataFrame, committed: pd.DataFrame, key: list[str]) -> None:
+    """The rows of ``new`` equal the committed rows of the same ``key``, numbers to
+    :data:`CSV_RTOL`, every column in the same order."""
+    assert not new.empty
+    new = new.set_index(key)
+    committed = committed.set_index(key).loc[new.index]
+    assert list(new.columns) == list(committed.columns)
+    for column in new.columns:
+        if pd.api.types.is_numeric_dtype(new[column]):
+            pd.testing.assert_series_equal(
+                new[column], committed[column], check_dtype=False, rtol=CSV_RTOL, obj=column
+            )
+        else:
+            assert new[column].tolist() == committed[column].tolist(), column

@@ -9,13 +9,13 @@ suite is named after its file, which makes the names unique.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from orthobench.suite import Suite, load_suite
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_DIR = ROOT / "suites" / "paper"
@@ -110,12 +110,7 @@ def test_gp_optimizers_run_the_papers_procedure_whatever_the_defaults(suites):
 @pytest.fixture(scope="module")
 def paper_tables():
     """``benchmarks/paper_tables.py``, a script, imported from its file."""
-    spec = importlib.util.spec_from_file_location(
-        "paper_tables", ROOT / "benchmarks" / "paper_tables.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("paper_tables")
 
 
 def _runs(finals: dict[tuple[str, str], list[float]]) -> pd.DataFrame:

@@ -5,7 +5,7 @@ CSVs with the documented commands (``orthobench run`` / ``orthobench probe``, th
 ``benchmarks/paper_tables.py``) and compare the CSV text. Every cell and probe state runs with one
 torch thread, so the rows are reproduced exactly on the machine that wrote them; across BLAS builds
 the values that pass through an optimizer may differ in their last digits, so numbers are compared
-to :data:`RTOL` (the CSVs round to 4 significant digits, so equal values print equally; the
+to :data:`tests.helpers.CSV_RTOL` (the CSVs round to 4 significant digits, so equal values print equally; the
 tolerance only absorbs a rounding boundary). A change of seeding or numerics moves these rows by
 far more, as it moves the golden values (tests/test_golden.py): then regenerate the figures
 (``make reproduce``) in the same change.
@@ -21,10 +21,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests.helpers import assert_rows_equal
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "docs" / "reproduction"
-#: Relative tolerance on numbers of the 4-significant-digit CSVs (one unit in the last digit).
-RTOL = 1e-3
 
 
 def _orthobench(*args: str) -> None:
@@ -46,20 +46,6 @@ def _tables(results: Path, out: Path) -> None:
     )
 
 
-def _assert_rows_equal(new: pd.DataFrame, committed: pd.DataFrame, key: list[str]) -> None:
-    assert not new.empty
-    committed = committed.set_index(key).loc[new.set_index(key).index]
-    new = new.set_index(key)
-    assert list(new.columns) == list(committed.columns)
-    for column in new.columns:
-        if pd.api.types.is_numeric_dtype(new[column]):
-            pd.testing.assert_series_equal(
-                new[column], committed[column], check_dtype=False, rtol=RTOL, obj=column
-            )
-        else:
-            assert new[column].tolist() == committed[column].tolist(), column
-
-
 @pytest.mark.slow
 def test_misspecified_tables_regenerate_at_head(tmp_path):
     """Every row of misspecified-final.csv and misspecified-paired.csv (the smallest BO suite;
@@ -77,7 +63,7 @@ def test_misspecified_tables_regenerate_at_head(tmp_path):
         ("misspecified-final.csv", ["task", "optimizer"]),
         ("misspecified-paired.csv", ["task", "optimizer", "versus"]),
     ):
-        _assert_rows_equal(
+        assert_rows_equal(
             pd.read_csv(tmp_path / "tables" / name), pd.read_csv(COMMITTED / name), key
         )
 
@@ -97,7 +83,7 @@ def test_probe_ratio_rows_regenerate_at_head(tmp_path):
     _orthobench("probe", str(path), "-o", str(results / "paper-probe-reduced"), "-q")
     _tables(results, tmp_path / "tables")
     new = pd.read_csv(tmp_path / "tables" / "probe-ratios.csv")
-    _assert_rows_equal(
+    assert_rows_equal(
         new,
         pd.read_csv(COMMITTED / "probe-ratios.csv"),
         ["suite", "task", "kernel", "mc_samples", "estimator"],
