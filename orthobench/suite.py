@@ -42,7 +42,7 @@ from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 
 from orthobench.config import names
-from orthobench.config.params import MAX_COUNT, Kernel
+from orthobench.config.params import MAX_COUNT, Kernel, check_even_budgets
 from orthobench.config.schema import Shorthand, Unit, from_yaml, section, within
 from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
 from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry
@@ -323,16 +323,9 @@ class ProbeSpec:
     def _check_rules(self) -> ProbeSpec:
         _check_components(self.tasks, "tasks", TASKS)
         self._check_state_optimizer()
-        odd = next((i for i, s in enumerate(self.mc_samples) if s % 2), None)
+        budgets = {f"mc_samples[{i}]": s for i, s in enumerate(self.mc_samples)}
         for name in self.estimators:
-            estimator = names.parse_estimator(name)
-            # Equal-weight antithetic draws come in pairs; a point set picks its own count.
-            if odd is not None and estimator.sampling == "antithetic" and not estimator.point_set:
-                raise ConfigError(
-                    f"mc_samples[{odd}]",
-                    f"must be even: estimator {name!r} draws antithetic pairs, but got "
-                    f"{self.mc_samples[odd]}.",
-                )
+            check_even_budgets(names.parse_estimator(name), budgets)
         return self
 
     def _check_state_optimizer(self) -> None:
