@@ -95,24 +95,21 @@ class OrthoBO(GPOptimizer):
             ``num_restarts`` starting points drawn from those scores are then climbed on all
             ``theta_samples`` draws, so the candidate is a local maximum of the full
             acquisition. ``None``, or a budget of at least ``theta_samples``, screens on all
-            draws (the paper's procedure). With 64 (default) the acquisition took 0.62-0.89x the
-            seconds, and along BO runs its candidate fell more than 1e-3 (log-EI) below the best
-            found on 8 of 160 states, against 9 for the paper's procedure and 8 for a reseeded
-            one (docs/benchmarks.md, "Acquisition maximization"). Not used when the coarse stage
+            draws (the paper's procedure); the default's cost and candidate quality against it
+            are in docs/benchmarks.md, "Acquisition maximization". Not used when the coarse stage
             runs (it screens on its own draws).
         coarse_theta_samples: Draws of a coarse acquisition (the same estimator with this budget)
             on which the whole multistart, screen and restarts, runs first; the two best results
             by the full acquisition are then polished on all ``theta_samples`` draws. ``None``
             (default), or a budget of at least ``theta_samples``, runs no coarse stage. Only on
-            the CPU, where the draws are the cost: with 64 the acquisition took 0.43-0.66x the
-            seconds of the paper's procedure, but along BO runs its candidate fell more than 1e-3
-            below the best found on 26 of 160 states (the restarts climb the coarse
-            acquisition's own local maxima), hence not the default (docs/benchmarks.md,
-            "Acquisition maximization"). On a GPU an evaluation costs its kernel launches, so
-            fewer draws save little there, and the stage is skipped.
+            the CPU, where the draws are the cost. Not the default: the restarts climb the coarse
+            acquisition's own local maxima, so its candidate falls short of the full
+            acquisition's best more often (docs/benchmarks.md, "Acquisition maximization"). On a
+            GPU an evaluation costs its kernel launches, so fewer draws save little there, and
+            the stage is skipped.
         fit: MAP fit of the members: ``"fast"`` (default;
             :func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
-            fit of each member, never worse than BoTorch's on the benchmark's states) or
+            fit of each member; docs/benchmarks.md, "GP fit", compares it with BoTorch's) or
             ``"botorch"`` (``fit_gpytorch_mll``).
         fit_device: Where the members are fitted and their Laplace posteriors built
             (:data:`orthobench.devices.FIT_DEVICES`; ``auto``: on the CPU for small GPs,
