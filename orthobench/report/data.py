@@ -33,6 +33,10 @@ def _declared_surrogate(name: str | None) -> str | None:
     return getattr(factory, "surrogate", None)
 
 
+#: The columns that identify one probe row: its state, estimator and budget.
+PROBE_ROW_KEY = ("task", "kernel", "seed", "state_iteration", "estimator", "mc_samples")
+
+
 @dataclass(frozen=True)
 class ResultSet:
     """The stored results of some directories, as the report sections read them.
@@ -141,14 +145,21 @@ def _run_sets(frame: pd.DataFrame, unit: str) -> pd.Series:
     )
 
 
-def load_results(dirs: Iterable[str | Path], cell_ids: Collection[str] | None = None) -> ResultSet:
+def load_results(
+    dirs: Iterable[str | Path],
+    cell_ids: Collection[str] | None = None,
+    probe_rows: Collection[tuple] | None = None,
+) -> ResultSet:
     """Read the runs, probe rows, failed cells and file metadata of each directory.
 
     Args:
         dirs: Results directories.
         cell_ids: Read only these cells' rows, failures and files (the cells a suite has now,
-            for the report ``orthobench run`` writes); None reads every stored cell. Probe
-            rows are read either way.
+            for the report ``orthobench run`` writes); None reads every stored cell.
+        probe_rows: Read only these probe rows, keyed by :data:`PROBE_ROW_KEY` (the rows a
+            suite's probe section names now, for the report ``orthobench probe`` writes: a
+            stored state keeps the rows of estimators the suite no longer names); None reads
+            every stored row.
     """
     runs, probe, failures, files = [], [], [], []
     for rank, d in enumerate(dirs):
@@ -173,6 +184,10 @@ def load_results(dirs: Iterable[str | Path], cell_ids: Collection[str] | None = 
         files = [row for row in files if row["kind"] != "runs" or row["file"] in wanted]
     runs_frame["run_set"] = _run_sets(runs_frame, "cell_id")
     probe_frame = pd.concat(probe, ignore_index=True)
+    if probe_rows is not None:
+        keys = pd.MultiIndex.from_frame(probe_frame[list(PROBE_ROW_KEY)])
+        wanted = keys.isin(pd.MultiIndex.from_tuples(list(probe_rows), names=PROBE_ROW_KEY))
+        probe_frame = probe_frame[wanted].reset_index(drop=True)
     state = probe_frame["task"] + "/" + probe_frame["kernel"]
     state = state + "/" + probe_frame["seed"].astype(str) + "/"
     state = state + probe_frame["state_iteration"].astype(str)

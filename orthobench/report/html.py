@@ -35,6 +35,7 @@ def build_report(
     reference: str | None = None,
     baseline: str | Path | None = None,
     cell_ids: Collection[str] | None = None,
+    probe_rows: Collection[tuple] | None = None,
 ) -> Path:
     """Read the results of each dir and write one HTML report to ``out``, tables as CSV beside it.
 
@@ -51,6 +52,8 @@ def build_report(
         baseline: One of ``dirs``: compare every other directory with it, cell by cell.
         cell_ids: Report only these cells (:func:`~orthobench.report.data.load_results`);
             None reports every stored cell.
+        probe_rows: Report only these probe rows (:func:`~orthobench.report.data.load_results`);
+            None reports every stored row.
 
     Returns:
         The absolute path of the HTML file.
@@ -63,7 +66,7 @@ def build_report(
     """
     dirs = [str(d) for d in dirs]
     out = Path(os.path.abspath(out))
-    results = load_results(dirs, cell_ids)
+    results = load_results(dirs, cell_ids, probe_rows)
     if baseline is not None:
         same = [d for d in dirs if Path(d).resolve() == Path(baseline).resolve()]
         if not same:

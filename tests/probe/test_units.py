@@ -112,6 +112,19 @@ def test_an_added_estimator_computes_only_its_rows_and_a_removed_one_leaves_its_
     assert sorted(load_probe([out])["estimator"]) == ["mc", "orth", "orth-shrink"]
 
 
+def test_the_report_of_probe_shows_the_rows_the_suite_names(plugin, write_suite, tmp_path):
+    """A stored state keeps a dropped estimator's rows; ``probe``'s report leaves them out."""
+    out = tmp_path / "out"
+    both = suite_file(write_suite, plugin, estimators="orth, orth-shrink", name="both.yaml")
+    one = suite_file(write_suite, plugin, estimators="orth-shrink", name="one.yaml")
+    for path in (both, one):
+        result = invoke(str(path), "-o", str(out), "-q")
+        assert result.exit_code == 0, result.output
+    summary = pd.read_csv(out / "report.probe-summary.csv")
+    assert set(summary["estimator"]) == {"mc", "orth-shrink"}
+    assert "orth" in set(load_probe([out])["estimator"])
+
+
 def test_a_state_stored_by_the_earlier_format_is_reused_without_recomputing(
     plugin, write_suite, tmp_path, monkeypatch
 ):
