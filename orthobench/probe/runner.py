@@ -54,7 +54,7 @@ import torch
 from orthobench.config.names import TPE_ESTIMATORS, parse_estimator
 from orthobench.execution import RunSummary, run_units
 from orthobench.executors import Executor, InlineExecutor, Job
-from orthobench.loop import ProgressCallback
+from orthobench.loop import ProgressCallback, check_buildable
 from orthobench.probe import metrics
 from orthobench.probe.gp_probe import gp_values
 from orthobench.probe.states import (
@@ -62,6 +62,7 @@ from orthobench.probe.states import (
     ProbeUnit,
     build_history,
     probe_points,
+    state_cell,
     state_estimators,
 )
 from orthobench.probe.tpe_probe import tpe_values
@@ -295,6 +296,7 @@ def run_probe(
         raise ValueError(f"`threads` must be >= 1, but got {threads=}.")
     store = ResultStore(out_dir)
     units = probe_units(suite_name, spec)
+    executor = executor or InlineExecutor()
 
     def plan() -> tuple[list[Job], list[WorkUnit]]:
         _adopt_earlier(store, units)
@@ -309,11 +311,17 @@ def run_probe(
                 jobs.append(ProbeJob(unit, str(device), threads, missing))
             else:
                 done.append(unit)
+        # As for cells: a task or state optimizer that cannot be built stops the probe here with
+        # one line, not in every state after the others ran.
+        check_buildable(
+            [state_cell(job.unit.state, spec, torch.float64) for job in jobs],
+            timeout=executor.timeout,
+        )
         return jobs, done
 
     summary = run_units(
         store,
-        executor or InlineExecutor(),
+        executor,
         plan,
         device=device,
         label=f"[{suite_name}]",

@@ -206,6 +206,20 @@ def test_a_state_that_raises_fails_alone_and_probe_exits_1(plugin, write_suite, 
     assert entry["state_id"] == ids[1] and "simulated training crash" in entry["traceback"]
 
 
+def test_a_task_that_cannot_be_built_stops_the_probe_before_any_state(
+    plugin, write_suite, tmp_path, monkeypatch
+):
+    """As for cells: one line at ``tasks.<label>`` (exit 2), no state computed or journaled."""
+    broken = '{name: "tests.test_faults:RaisesInInit", label: broken}'
+    path = suite_file(write_suite, plugin, tasks=f"{SPHERE.format(plugin=plugin)}, {broken}")
+    calls = computed(monkeypatch)
+    out = tmp_path / "out"
+    result = invoke(str(path), "-o", str(out), "-q")
+    assert result.exit_code == 2, result.output
+    assert "tasks.broken: cannot be built" in result.stderr and "no GPU here" in result.stderr
+    assert calls == [] and not list(ResultStore(out).probe_journal.entries())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("options", [("--workers", "2"), ("--executor", "dask", "--workers", "2")])
 def test_parallel_executors_store_the_inline_rows(options, plugin, write_suite, tmp_path):
