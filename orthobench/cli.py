@@ -177,15 +177,13 @@ def _refuse_changed(store, units, out_dir: Path) -> None:
         )
 
 
-def _workers_text(executor, scheduler: str | None, to_run: int | None) -> str:
-    """How many workers run the units, and why fewer than ``--workers`` (``to_run``: the units
-    to run, where known)."""
+def _workers_text(executor, scheduler: str | None, to_run: int, units: str = "cells") -> str:
+    """How many workers run the units, and why fewer than ``--workers`` (``to_run``: at most
+    that many units run, named ``units``)."""
     if scheduler:
         return f"the workers of {scheduler}"
-    if to_run is not None and executor.workers > max(to_run, 1):
-        return (
-            f"{max(to_run, 1)} worker(s): --workers {executor.workers} capped at the cells to run"
-        )
+    if executor.workers > max(to_run, 1):
+        return f"{max(to_run, 1)} worker(s): --workers {executor.workers} capped at the {units}"
     return f"{executor.workers} worker(s)"
 
 
@@ -259,7 +257,8 @@ def run(
         to_run = sum(not store.is_stored(cell, stored) for cell in cells)
     click.echo(
         f"suite {suite.name}: {n_cells} cells ({to_run} to run) on {resolved} ({runner.name}, "
-        f"{_workers_text(runner, scheduler, to_run)}, {threads_per_cell} thread(s) per cell) "
+        f"{_workers_text(runner, scheduler, to_run, 'cells to run')}, {threads_per_cell} "
+        f"thread(s) per cell) "
         f"-> {out_dir}",
         err=True,
     )
@@ -395,7 +394,8 @@ def _probe_suite(
         _refuse_changed(store, units, out_dir)
     click.echo(
         f"probe {suite.name}: {len(units)} state(s) on {resolved} ({runner.name}, "
-        f"{_workers_text(runner, scheduler, None)}, {threads} thread(s)) -> {store.probe_dir}",
+        f"{_workers_text(runner, scheduler, len(units), 'states')}, {threads} thread(s)) "
+        f"-> {store.probe_dir}",
         err=True,
     )
     try:
