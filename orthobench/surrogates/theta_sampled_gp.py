@@ -112,7 +112,7 @@ def _stationary_projections(
     Why blocks (on the CPU): ``P`` holds ``S n (n + 1)`` entries (5 MiB at ``S = 512``,
     ``n = 34``), the correlations ``S b n``; whole-tensor passes stream both through memory
     several times per call, while a block's correlations and rows of ``P`` are made and used in
-    cache (about 3x faster raw-sample scoring at ``n = 100``). Each entry goes through the same
+    cache. Each entry goes through the same
     operations as in whole-tensor passes, so the blocks change no value. On a GPU one block (each
     block costs kernel launches).
     """
@@ -239,7 +239,7 @@ class _LogEI(torch.autograd.Function):
         \frac{\partial \log \mathrm{EI}}{\partial\, \mathrm{var}} = \frac{q}{2\,\mathrm{var}}.
 
     Why by hand: autograd through the helper's branches and masks records about 30 operations
-    per call (this takes 0.6x its forward and backward seconds on ``512 x 8`` values); and its
+    per call, a cost of the order of the forward and backward pass themselves; and its
     variance gradient is ``1 / (2 var) - u r / (2 var)``, which cancels for large ``u`` (2.5%
     off at u = 7.7, rounding noise of either sign above 10), while ``q / (2 var)`` keeps the true
     positive value.
