@@ -177,7 +177,20 @@ def _refuse_changed(store, units, out_dir: Path) -> None:
         )
 
 
-def _workers_text(executor, scheduler: str | None, to_run: int, units: str = "cells") -> str:
+def _timeout_option(flag: str, unit: str, units: str, default: str):
+    """The option of a per-unit time limit in seconds (``unit``: what it stops)."""
+    return click.option(
+        flag,
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        callback=_check_timeout,
+        metavar="SECONDS",
+        help=f"Stop a {unit} running longer and store it as failed (inline: {units} run in a "
+        f"worker process) [default: {default}].",
+    )
+
+
+def _workers_text(executor, scheduler: str | None, to_run: int, units: str) -> str:
     """How many workers run the units, and why fewer than ``--workers`` (``to_run``: at most
     that many units run, named ``units``)."""
     if scheduler:
@@ -198,15 +211,7 @@ def _workers_text(executor, scheduler: str | None, to_run: int, units: str = "ce
     show_default=True,
     help="Torch threads per running cell, in every executor (results depend on it).",
 )
-@click.option(
-    "--cell-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    callback=_check_timeout,
-    metavar="SECONDS",
-    help="Stop a cell running longer and store it as failed (inline: cells run in a worker "
-    "process) [default: the suite's timeout_s, else none].",
-)
+@_timeout_option("--cell-timeout", "cell", "cells", "the suite's timeout_s, else none")
 @click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
 @_quiet_option
 def run(
@@ -329,23 +334,12 @@ _threads_option = click.option(
 )
 
 
-_probe_timeout_option = click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    callback=_check_timeout,
-    metavar="SECONDS",
-    help="Stop a probe state running longer and store it as failed (inline: states run in a "
-    "worker process) [default: none].",
-)
-
-
 def _probe_options(command):
     """The options of the commands that run a suite's probe section."""
     for option in (
         _quiet_option,
         click.option("--force", is_flag=True, help="Recompute stored probe states."),
-        _probe_timeout_option,
+        _timeout_option("--timeout", "probe state", "states", "none"),
         _threads_option,
         _executor_options,
         _suite_options,

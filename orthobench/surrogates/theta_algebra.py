@@ -284,13 +284,6 @@ def kernel_matrix(hp: GPHyperparameters, x1: torch.Tensor, x2: torch.Tensor) -> 
     return hp.outputscale[:, None, None] * k
 
 
-def kernel_diag(hp: GPHyperparameters, x: torch.Tensor) -> torch.Tensor:
-    """Prior variances ``k(x, x)``: ``n x d`` inputs -> ``S x n``."""
-    if hp.kernel_name == "linear":
-        return (hp.kernel[:, 0] * hp.outputscale)[:, None] * x.square().sum(-1)
-    return hp.outputscale[:, None].expand(-1, x.shape[0])
-
-
 def log_marginal_likelihood(
     theta: torch.Tensor, layout: ThetaLayout, train_x: torch.Tensor, train_y: torch.Tensor
 ) -> torch.Tensor:
