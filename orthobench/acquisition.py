@@ -1,26 +1,37 @@
-r"""OrthoBO's acquisition: the ensemble's marginal EI over fixed theta draws, with an outer log.
+r"""OrthoBO's acquisitions: an ensemble's marginal acquisition over fixed theta draws, outer log.
 
-:class:`MarginalLogEI` is paper Alg. 1 with Eqs. (22) and (24), computed in log space
-(docs/design.md, "EI in log space") with the outer log's floor relative to the naive estimate
-(docs/design.md, "Relative outer-log floor").
+:class:`MarginalLogAcquisition` is the generic layer (paper, appendix, Proposition "Generic
+extension"): from per-draw log-acquisition values ``log a(X; theta_s)`` of fixed draws, any
+estimator of the grammar (a weighted sum with weights from the draws alone,
+:func:`~orthobench.estimators.estimator_weights`) gives the marginal estimate and its outer log,
+with the gradient. :class:`MarginalLogEI` is paper Alg. 1 with Eqs. (22) and (24) (analytic EI per
+draw); :class:`MarginalLogQEI` the batch version (the appendix's nested estimator: qEI per draw by
+inner Monte Carlo on fixed base samples). Both computed in log space (docs/design.md, "EI in log
+space") with the outer log's floor relative to the naive estimate (docs/design.md, "Relative
+outer-log floor").
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.models.model import Model
-from botorch.utils.transforms import t_batch_mode_transform
+from botorch.utils.transforms import concatenate_pending_points, t_batch_mode_transform
 from torch import Tensor
 
 from orthobench.estimators import DEFAULT_CONTROL_VARIATE, estimator_weights, get_estimator
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 
-class MarginalLogEI(AcquisitionFunction):
-    r"""``log max(EI_ens(x), alpha EI_ens^MC(x))`` over fixed hyperparameter draws.
+class MarginalLogAcquisition(AcquisitionFunction):
+    r"""``log max(a_ens(X), alpha a_ens^MC(X))`` over fixed hyperparameter draws, for any
+    acquisition ``a`` given per draw in log space (subclasses: :meth:`_member_log_values`).
+
+    The math below is written for EI (:class:`MarginalLogEI`); for another acquisition read
+    ``a`` for ``EI`` (:class:`MarginalLogQEI`: batch EI).
 
     For members ``m = 1..M`` with weights ``pi_m``, fixed whitened draws ``z_{m,s}``
     (``s = 1..S``) and per-draw log-EI ``l_{m,s}(x)`` (:meth:`ThetaSampledGP.log_ei
@@ -175,10 +186,10 @@ class MarginalLogEI(AcquisitionFunction):
             ]
         return self._draw_weights[name]
 
-    def _member_log_eis(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
-        """``X``'s batch shape and each member's ``S_m x b`` log-EI of its ``b`` candidates."""
-        flat = X.reshape(-1, *X.shape[-2:])  # b x 1 x d
-        return X.shape[:-2], [gp.log_ei(flat) for gp in self.members]
+    @abstractmethod
+    def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+        """``X``'s batch shape and each member's ``S_m x b`` per-draw log-acquisition of its
+        ``b`` candidates (batches)."""
 
     def scaled_estimates(
         self, X: Tensor, estimator: str | None = None
@@ -194,7 +205,7 @@ class MarginalLogEI(AcquisitionFunction):
             ``(log_scale, value, mc_value)``, each of shape ``batch``: ``EI_ens = exp(log_scale) value`` and
             ``EI_ens^MC = exp(log_scale) mc_value``. ``value`` may be zero or negative.
         """
-        batch_shape, log_eis = self._member_log_eis(X)
+        batch_shape, log_eis = self._member_log_values(X)
         log_scale, value, mc_value, _, _ = _factored_estimates(
             log_eis, self.draw_weights(estimator), self.log_weights
         )
@@ -204,14 +215,97 @@ class MarginalLogEI(AcquisitionFunction):
             mc_value.reshape(batch_shape),
         )
 
-    @t_batch_mode_transform(expected_q=1)
-    def forward(self, X: Tensor) -> Tensor:
-        """``L(x)`` for ``b x 1 x d`` candidates -> ``b`` (see the class docstring)."""
-        batch_shape, log_eis = self._member_log_eis(X)
+    def _log_marginal(self, X: Tensor) -> Tensor:
+        """``L(X)`` for ``batch x q x d`` candidates -> ``batch`` (see the class docstring)."""
+        batch_shape, log_values = self._member_log_values(X)
         value = _LogEnsembleEstimate.apply(
-            self.alpha, self.draw_weights(), self.log_weights, *log_eis
+            self.alpha, self.draw_weights(), self.log_weights, *log_values
         )
         return value.reshape(batch_shape)
+
+
+class MarginalLogEI(MarginalLogAcquisition):
+    """:class:`MarginalLogAcquisition` of analytic EI per draw, ``q = 1``: ``b x 1 x d`` -> ``b``."""
+
+    def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+        flat = X.reshape(-1, *X.shape[-2:])  # b x 1 x d
+        return X.shape[:-2], [gp.log_ei(flat) for gp in self.members]
+
+    @t_batch_mode_transform(expected_q=1)
+    def forward(self, X: Tensor) -> Tensor:
+        """``L(x)`` for ``b x 1 x d`` candidates -> ``b`` (see :class:`MarginalLogAcquisition`)."""
+        return self._log_marginal(X)
+
+
+class MarginalLogQEI(MarginalLogAcquisition):
+    r""":class:`MarginalLogAcquisition` of batch EI per draw: the orthogonalized nested qEI.
+
+    Per draw ``theta_s``, ``log qEI_s(X)`` is the inner Monte Carlo mean over ``K`` fixed
+    standard-normal base samples (:meth:`ThetaSampledGP.log_qei
+    <orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_qei>`, BoTorch's qLogEI smoothings);
+    the estimator then weights the draws as for EI. The base samples are the same for every draw
+    and member and fixed at construction, so the acquisition is deterministic in ``X`` for
+    ``optimize_acqf``. Pending points (``X_pending``, ``p x d``: a sequential-greedy batch's
+    earlier points, or evaluations still running) join every batch, as in BoTorch's MC
+    acquisitions.
+
+    ``batch x q x d`` -> ``batch``, for any ``q >= 1`` (at ``q = 1`` it is an inner-MC estimate of
+    :class:`MarginalLogEI`'s per-draw EI).
+
+    Args:
+        model, members, controls, weights, estimator, alpha, point_weights: As
+            :class:`MarginalLogAcquisition`.
+        base_samples: ``K x q_max`` standard normal draws; a batch of ``q`` points (pending ones
+            included) uses the first ``q`` columns, so ``q_max`` bounds the batch size.
+        X_pending: ``p x d`` points whose evaluation is pending.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        members: Sequence[ThetaSampledGP],
+        controls: Sequence[Tensor],
+        weights: Sequence[float] | Tensor,
+        *,
+        base_samples: Tensor,
+        estimator: str = DEFAULT_CONTROL_VARIATE,
+        alpha: float = 1e-3,
+        point_weights: Sequence[Tensor | None] | None = None,
+        X_pending: Tensor | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            members,
+            controls,
+            weights,
+            estimator=estimator,
+            alpha=alpha,
+            point_weights=point_weights,
+        )
+        if base_samples.ndim != 2:
+            raise ValueError(
+                f"`base_samples` must be K x q_max, but got shape {tuple(base_samples.shape)}."
+            )
+        self.register_buffer("base_samples", base_samples.detach())
+        self.set_X_pending(X_pending)
+
+    def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+        q = X.shape[-2]
+        if q > self.base_samples.shape[-1]:
+            raise ValueError(
+                f"Batches of {q} points (pending ones included) need {q} base-sample columns, "
+                f"but there are {self.base_samples.shape[-1]}."
+            )
+        flat = X.reshape(-1, *X.shape[-2:])  # b x q x d
+        eps = self.base_samples[:, :q]
+        return X.shape[:-2], [gp.log_qei(flat, eps) for gp in self.members]
+
+    @concatenate_pending_points
+    @t_batch_mode_transform()
+    def forward(self, X: Tensor) -> Tensor:
+        """``L(X)`` for ``batch x q x d`` candidates -> ``batch`` (see
+        :class:`MarginalLogAcquisition`)."""
+        return self._log_marginal(X)
 
 
 def _factored_estimates(

@@ -21,8 +21,9 @@ from typing import Annotated, Any, Literal
 
 import torch
 from annotated_types import Ge, Interval
+from botorch.utils.sampling import draw_sobol_normal_samples
 
-from orthobench.acquisition import MarginalLogEI
+from orthobench.acquisition import MarginalLogEI, MarginalLogQEI
 from orthobench.config.params import (
     Count,
     KernelEnsemble,
@@ -57,6 +58,10 @@ _RAW_CHUNK_ENTRIES = 2**20
 #: A budget of theta draws per member and step: cross-fitting (``orth-crossfit``) needs 2 draws
 #: per fold. The registry checks a suite's value at load, the constructor one given in code.
 ThetaBudget = Annotated[Count, Ge(4)]
+
+# Inner base samples per theta draw of the batch acquisition (q > 1; the same for every draw):
+# the marginal averages over S draws too, so S K function samples enter each value.
+INNER_SAMPLES = 64
 
 # Coarse-stage results polished on all the draws (the best by the full acquisition); polishing
 # all 8 restarts instead missed the best basin about as often (docs/benchmarks.md,
@@ -107,6 +112,11 @@ class OrthoBO(GPOptimizer):
             acquisition's best more often (docs/benchmarks.md, "Acquisition maximization"). On a
             GPU an evaluation costs its kernel launches, so fewer draws save little there, and
             the stage is skipped.
+        batch_theta_samples: Draws per member and step when a step proposes ``q > 1`` points
+            (the nested marginal qEI, :class:`~orthobench.acquisition.MarginalLogQEI`): the
+            smaller of this and ``theta_samples``; ``None``: ``theta_samples``. Its own budget
+            because a batch evaluation costs about ``q`` :data:`INNER_SAMPLES`-sample evaluations
+            per draw (docs/benchmarks.md, "Batch steps").
         fit: MAP fit of the members: ``"fast"`` (default;
             :func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
             fit of each member; docs/benchmarks.md, "GP fit", compares it with BoTorch's) or
@@ -144,6 +154,7 @@ class OrthoBO(GPOptimizer):
         num_restarts: Count = 8,
         screen_theta_samples: ThetaBudget | None = 64,
         coarse_theta_samples: ThetaBudget | None = None,
+        batch_theta_samples: ThetaBudget | None = 64,
         fit: Literal[FITS] = "fast",
         fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
@@ -162,6 +173,7 @@ class OrthoBO(GPOptimizer):
         check_value(ThetaBudget, theta_samples, field="theta_samples")
         check_value(ThetaBudget | None, screen_theta_samples, field="screen_theta_samples")
         check_value(ThetaBudget | None, coarse_theta_samples, field="coarse_theta_samples")
+        check_value(ThetaBudget | None, batch_theta_samples, field="batch_theta_samples")
         if theta_sampling not in THETA_SAMPLING:
             raise ValueError(
                 f"`theta_sampling` must be one of {THETA_SAMPLING}, but got {theta_sampling!r}."
@@ -174,6 +186,7 @@ class OrthoBO(GPOptimizer):
             delta=delta,
             screen_theta_samples=screen_theta_samples,
             coarse_theta_samples=coarse_theta_samples,
+            batch_theta_samples=batch_theta_samples,
         )
         spec = _resolve_estimator(estimator, theta_sampling)
         self.theta_estimator = spec._replace(rb=spec.rb or rb)
@@ -187,6 +200,7 @@ class OrthoBO(GPOptimizer):
         self.theta_samples = theta_samples
         self.screen_theta_samples = screen_theta_samples
         self.coarse_theta_samples = coarse_theta_samples
+        self.batch_theta_samples = batch_theta_samples
         self.estimator = estimator
         self.theta_sampling = theta_sampling
         self.rb = self.theta_estimator.rb
@@ -204,6 +218,7 @@ class OrthoBO(GPOptimizer):
         delta: float,
         screen_theta_samples: int | None,
         coarse_theta_samples: int | None,
+        batch_theta_samples: int | None = None,
         **_: Any,
     ) -> None:
         """OrthoBO's rules over several parameters
@@ -217,6 +232,7 @@ class OrthoBO(GPOptimizer):
             "theta_samples": theta_samples,
             "screen_theta_samples": screen_theta_samples,
             "coarse_theta_samples": coarse_theta_samples,
+            "batch_theta_samples": batch_theta_samples,
         }
         check_even_budgets(_resolve_estimator(estimator, theta_sampling), budgets)
         check_weight_floor(delta, len(_kernels(kernel)))
@@ -253,9 +269,11 @@ class OrthoBO(GPOptimizer):
         return members
 
     def _build_acquisition(
-        self, members: list[EnsembleMember], theta_samples: int | None = None
-    ) -> MarginalLogEI:
-        """The acquisition on ``theta_samples`` draws per member (default: ``self.theta_samples``)."""
+        self, members: list[EnsembleMember], theta_samples: int | None = None, q: int = 1
+    ) -> MarginalLogEI | MarginalLogQEI:
+        """The acquisition of batches of ``q`` points on ``theta_samples`` draws per member
+        (default: ``self.theta_samples``): marginal EI at ``q = 1``, the nested marginal qEI on
+        :data:`INNER_SAMPLES` scrambled-Sobol' normal base samples, seeded per step, above."""
         gps: list[ThetaSampledGP] = []
         controls, point_weights = [], []
         for i, member in enumerate(members):
@@ -269,61 +287,80 @@ class OrthoBO(GPOptimizer):
             controls.append(draws.z)
             point_weights.append(draws.weights)
         spec = self.theta_estimator
-        return MarginalLogEI(
+        common = {
+            "estimator": "mc" if spec.point_set else spec.base,
+            "alpha": self.alpha,
+            "point_weights": point_weights,
+        }
+        if q == 1:
+            return MarginalLogEI(members[0].model, gps, controls, self.ensemble.weights, **common)
+        base_samples = draw_sobol_normal_samples(
+            d=q, n=INNER_SAMPLES, seed=self._step_seed("inner") % (2**31)
+        ).to(self.train_x)
+        return MarginalLogQEI(
             members[0].model,
             gps,
             controls,
             self.ensemble.weights,
-            estimator="mc" if spec.point_set else spec.base,
-            alpha=self.alpha,
-            point_weights=point_weights,
+            base_samples=base_samples,
+            **common,
         )
 
-    @property
-    def max_batch(self) -> int:
-        """One point per ask: marginal EI is a ``q = 1`` acquisition."""
-        return 1
+    def _theta_budget(self, q: int) -> int:
+        """Draws per member of a step that proposes ``q`` points (``batch_theta_samples``)."""
+        if q == 1 or self.batch_theta_samples is None:
+            return self.theta_samples
+        return min(self.theta_samples, self.batch_theta_samples)
 
-    @property
-    def _coarse_samples(self) -> int | None:
-        """The coarse stage's draw budget this step, or ``None`` when it does not run."""
+    def _coarse_samples(self, budget: int) -> int | None:
+        """The coarse stage's draw budget for a step on ``budget`` draws, or ``None`` when it
+        does not run."""
         coarse = self.coarse_theta_samples
-        if coarse is None or coarse >= self.theta_samples or self.device.type != "cpu":
+        if coarse is None or coarse >= budget or self.device.type != "cpu":
             return None
         return coarse
 
-    @property
-    def _screen_samples(self) -> int | None:
-        """The raw-sample screen's draw budget, or ``None`` when it screens on all draws."""
+    def _screen_samples(self, budget: int) -> int | None:
+        """The raw-sample screen's draw budget for a step on ``budget`` draws, or ``None`` when
+        it screens on all of them."""
         screen = self.screen_theta_samples
-        return None if screen is None or screen >= self.theta_samples else screen
+        return None if screen is None or screen >= budget else screen
 
-    def _raw_chunk(self, theta_samples: int) -> int:
-        return max(1, _RAW_CHUNK_ENTRIES // (theta_samples * self.train_x.shape[0]))
+    def _raw_chunk(self, theta_samples: int, q: int) -> int:
+        """Raw batches per chunk: the kernel entries per batch, plus at ``q > 1`` its inner
+        samples, to about :data:`_RAW_CHUNK_ENTRIES`."""
+        per_batch = theta_samples * q * (self.train_x.shape[0] + (INNER_SAMPLES if q > 1 else 0))
+        return max(1, _RAW_CHUNK_ENTRIES // per_batch)
 
     def _ask(self, n: int) -> Suggestion:
+        """The ``n`` points maximize the marginal acquisition jointly (``optimize_acqf(q=n)``, as
+        BoTorch's qLogEI): a restart climbs all ``n d`` coordinates at once. Not sequential
+        greedy: at the suites' ``q <= 8`` a joint restart costs about ``q`` times a ``q = 1``
+        one, and greedy's ``q`` maximizations cost as much."""
         start = time.perf_counter()
         members = self._fit()
         fitted = time.perf_counter()
-        acqf = self._build_acquisition(members)
-        coarse, screen = self._coarse_samples, self._screen_samples
+        budget = self._theta_budget(n)
+        acqf = self._build_acquisition(members, budget, n)
+        coarse, screen = self._coarse_samples(budget), self._screen_samples(budget)
         if coarse is None:
-            screen_acqf = None if screen is None else self._build_acquisition(members, screen)
-            options = {"init_batch_limit": self._raw_chunk(screen or self.theta_samples)}
-            candidate = self._maximize(acqf, options=options, screen=screen_acqf)
+            screen_acqf = None if screen is None else self._build_acquisition(members, screen, n)
+            options = {"init_batch_limit": self._raw_chunk(screen or budget, n)}
+            candidate = self._maximize(acqf, q=n, options=options, screen=screen_acqf)
         else:
             screen = None
             # Coarse to fine: the multistart on fewer draws, then the best of its results by the
             # full acquisition polished on all of them.
             results = self._maximize(
-                self._build_acquisition(members, coarse),
-                options={"init_batch_limit": self._raw_chunk(coarse)},
+                self._build_acquisition(members, coarse, n),
+                q=n,
+                options={"init_batch_limit": self._raw_chunk(coarse, n)},
                 return_best_only=False,
-            ).reshape(-1, 1, self.dim)
+            ).reshape(-1, n, self.dim)
             with torch.no_grad():
                 values = acqf(results)
             best = results[values.argsort(descending=True)[:_POLISHED_STARTS]]
-            candidate = self._maximize(acqf, batch_initial_conditions=best)
+            candidate = self._maximize(acqf, q=n, batch_initial_conditions=best)
         end = time.perf_counter()
         self._previous = acqf.members if len(acqf.members) > 1 else []
         return Suggestion(
@@ -451,6 +488,7 @@ class MCEI(OrthoBO):
         num_restarts: Count = 8,
         screen_theta_samples: ThetaBudget | None = 64,
         coarse_theta_samples: ThetaBudget | None = None,
+        batch_theta_samples: ThetaBudget | None = 64,
         fit: Literal[FITS] = "fast",
         fit_device: Literal[FIT_DEVICES] = "auto",
         seed: int,
@@ -470,6 +508,7 @@ class MCEI(OrthoBO):
             num_restarts=num_restarts,
             screen_theta_samples=screen_theta_samples,
             coarse_theta_samples=coarse_theta_samples,
+            batch_theta_samples=batch_theta_samples,
             fit=fit,
             fit_device=fit_device,
             seed=seed,

@@ -242,18 +242,24 @@ def scaled_sq_dist(
     x2: torch.Tensor,
     sq_diff: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``r^2 = sum_k (x1_k - x2_k)^2 / l_k^2`` under ``S`` lengthscale samples: ``S x n1 x n2``.
+    """``r^2 = sum_k (x1_k - x2_k)^2 / l_k^2`` under ``S`` lengthscale samples: ``S x ... x n1 x n2``
+    for ``... x n1 x d`` and ``... x n2 x d`` inputs (the same batch shape ``...``, or none).
 
     Args:
         sq_diff: ``pairwise_sq_diff(x1, x2)`` when the caller has it already.
     """
     if sq_diff is None:
-        sq_diff = pairwise_sq_diff(x1, x2)  # n1 x n2 x d
+        sq_diff = pairwise_sq_diff(x1, x2)  # ... x n1 x n2 x d
     inv_sq_ls = hp.kernel.square().reciprocal()  # S x q
     if inv_sq_ls.shape[-1] == 1:
-        return sq_diff.sum(-1).unsqueeze(0) * inv_sq_ls[:, :, None]
+        return sq_diff.sum(-1).unsqueeze(0) * _per_draw(inv_sq_ls[:, 0], sq_diff.ndim)
     # One GEMM over all (n1 n2) pairs and S samples, laid out S-major so no copy follows.
-    return (inv_sq_ls @ sq_diff.reshape(-1, sq_diff.shape[-1]).T).reshape(-1, *sq_diff.shape[:2])
+    return (inv_sq_ls @ sq_diff.reshape(-1, sq_diff.shape[-1]).T).reshape(-1, *sq_diff.shape[:-1])
+
+
+def _per_draw(values: torch.Tensor, ndim: int) -> torch.Tensor:
+    """``S`` per-draw values shaped ``S x 1 x ... x 1`` (``ndim`` dimensions) to broadcast."""
+    return values.reshape(-1, *([1] * (ndim - 1)))
 
 
 def kernel_matrix(hp: GPHyperparameters, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
@@ -267,21 +273,22 @@ def kernel_matrix(hp: GPHyperparameters, x1: torch.Tensor, x2: torch.Tensor) -> 
 
     Args:
         hp: Hyperparameters of ``S`` samples.
-        x1: ``n1 x d`` inputs.
-        x2: ``n2 x d`` inputs.
+        x1: ``... x n1 x d`` inputs.
+        x2: ``... x n2 x d`` inputs (the same batch shape ``...`` as ``x1``, or none for both).
 
     Returns:
-        ``S x n1 x n2`` covariances.
+        ``S x ... x n1 x n2`` covariances.
     """
+    ndim = x1.ndim + 1
     if hp.kernel_name == "linear":
-        return (hp.kernel[:, 0] * hp.outputscale)[:, None, None] * (x1 @ x2.T)
+        return _per_draw(hp.kernel[:, 0] * hp.outputscale, ndim) * (x1 @ x2.transpose(-1, -2))
     r2 = scaled_sq_dist(hp, x1, x2)
     if hp.kernel_name.startswith("rbf"):
         k = torch.exp(-0.5 * r2)
     else:
         r = r2.clamp_min(_MIN_SQ_DIST).sqrt()
         k = (1.0 + SQRT5 * r + (5.0 / 3.0) * r2) * torch.exp(-SQRT5 * r)
-    return hp.outputscale[:, None, None] * k
+    return _per_draw(hp.outputscale, ndim) * k
 
 
 def log_marginal_likelihood(

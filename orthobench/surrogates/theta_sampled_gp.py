@@ -17,7 +17,10 @@ import warnings
 
 import torch
 from botorch.acquisition.analytic import _log_ei_helper
+from botorch.acquisition.logei import TAU_RELU
 from botorch.models import SingleTaskGP
+from botorch.utils.safe_math import log_fatplus, logmeanexp
+from linear_operator.utils.cholesky import psd_safe_cholesky
 
 from orthobench.exceptions import ModelFittingError, NumericsWarning
 from orthobench.surrogates.theta_algebra import (
@@ -354,6 +357,7 @@ class ThetaSampledGP:
             amp = (
                 self.hp.outputscale * (self.hp.kernel[:, 0] if layout.kernel == "linear" else 1.0)
             )[:, None, None]
+            self._amp = amp
             width = n + 1 + (self.constant_mean_variance > 0)
             self._forward_proj = torch.empty(
                 num_draws, n, width, dtype=theta.dtype, device=theta.device
@@ -432,6 +436,82 @@ class ThetaSampledGP:
         """
         mean, var = self.mean_and_variance(X)
         return _LogEI.apply(mean, var, self.best_f)
+
+    def joint_moments(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Joint posterior of ``f`` at the ``q`` points of each batch, per sample.
+
+        ``mu_s(x_i)`` as in :meth:`mean_and_variance` and ``Sigma_s(x_i, x_j) = k_s(x_i, x_j) -
+        w_i^T w_j (+ v_c a_i a_j)`` with ``w = L_s^{-1} k_s(X, x)`` (and, with the constant mean
+        integrated out, its slope ``a``: the rank-one term of a shared shift of every mean).
+        Plain autograd (no hand-written backward): batch acquisitions are evaluated on a few
+        restarts, not on the raw-sample screen of every step's ``q = 1`` acquisition.
+
+        Args:
+            X: ``b x q x d`` batches of candidates.
+
+        Returns:
+            ``(mean, cov)``: ``S x b x q`` and ``S x b x q x q``.
+        """
+        b, q, d = X.shape
+        n = self.train_x.shape[0]
+        # cross = amp * c and P = amp * [L^{-T} | alpha | K^{-1} 1]: one amp divided out.
+        cross = kernel_matrix(self.hp, X.reshape(-1, d), self.train_x)  # S x bq x n
+        proj = torch.bmm(cross, self._forward_proj) / self._amp
+        white = proj[..., :n].reshape(-1, b, q, n)
+        mean = (self.hp.mean[:, None] + proj[..., n]).reshape(-1, b, q)
+        prior = kernel_matrix(self.hp, X, X)  # S x b x q x q
+        cov = prior - white @ white.transpose(-1, -2)
+        if self.constant_mean_variance:
+            slope = (1.0 - proj[..., n + 1]).reshape(-1, b, q)
+            cov = cov + self.constant_mean_variance * slope.unsqueeze(-1) * slope.unsqueeze(-2)
+        return mean, cov
+
+    def log_qei(self, X: torch.Tensor, base_samples: torch.Tensor) -> torch.Tensor:
+        r"""Per-sample batch log-EI by inner Monte Carlo over fixed base samples.
+
+        For sample ``s`` and base sample ``eps_k`` (``k = 1..K``), ``f_k = mu_s + L_s eps_k``
+        (``L_s`` the Cholesky factor of the joint covariance, :meth:`joint_moments`) and
+
+        .. math::
+
+            \log \mathrm{qEI}_s(X) = \log \frac{1}{K} \sum_k
+                \operatorname{max}_j\, (f_{k,j} - y^*)_+,
+
+        with the ``(.)_+`` smoothed as BoTorch's qLogEI smooths it [Ament2023logei]_, a fat softplus
+        of temperature ``TAU_RELU`` in log space (finite and differentiable where no base sample
+        improves). The maximum over the batch is exact: ``max_j (f_j - y^*)_+ = (max_j f_j -
+        y^*)_+``, so the softplus runs on ``K`` values per draw rather than ``K q`` (BoTorch
+        smooths the maximum too, for gradients to every point of each sample; here the ``S K``
+        samples of the marginal spread the gradient over the batch). The same base samples for
+        every ``s`` (common random numbers): each sample's inner mean is an unbiased estimate of
+        its smoothed qEI, so the marginal over ``theta`` of these values is unbiased for the
+        marginal of the inner expectations (iterated expectations; paper, appendix, nested
+        estimator).
+
+        Exchangeable: the candidates of a batch are put in a canonical order (by their first
+        coordinate) first, so the value does not depend on the order of ``X``'s rows though the
+        Cholesky factor does.
+
+        Args:
+            X: ``b x q x d`` batches of candidates.
+            base_samples: ``K x q`` standard normal draws (fixed across calls).
+
+        Returns:
+            ``S x b`` log-qEI values on the standardized scale.
+        """
+        b, q, _ = X.shape
+        if base_samples.shape[-1] != q:
+            raise ValueError(
+                f"`base_samples` must be K x q = K x {q}, but got {tuple(base_samples.shape)}."
+            )
+        order = X[..., 0].argsort(dim=-1)
+        X = X.gather(-2, order.unsqueeze(-1).expand_as(X))
+        mean, cov = self.joint_moments(X)
+        chol = psd_safe_cholesky(cov)  # S x b x q x q
+        # L eps for every (draw, batch, row) and base sample as one GEMM: (S b q) x K.
+        noise = (chol.reshape(-1, q) @ base_samples.T).reshape(-1, b, q, base_samples.shape[0])
+        best = (mean.unsqueeze(-1) + noise).amax(dim=-2)  # S x b x K
+        return logmeanexp(log_fatplus(best - self.best_f, tau=TAU_RELU), dim=-1)
 
     def log_predictive_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         r"""Log density of observations under the sample mixture, in original units.

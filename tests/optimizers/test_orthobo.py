@@ -156,11 +156,13 @@ def test_invalid_arguments_raise_with_values() -> None:
     with pytest.raises(ValueError, match="has 0"):
         opt.ask()
     opt.tell(np.random.default_rng(0).random((4, 2)), np.arange(4.0))
-    with pytest.raises(ValueError, match="n=2"):
-        opt.ask(2)
+    with pytest.raises(ValueError, match="n=0"):
+        opt.ask(0)
 
 
-@pytest.mark.parametrize("name", ["theta_samples", "screen_theta_samples", "coarse_theta_samples"])
+@pytest.mark.parametrize(
+    "name", ["theta_samples", "screen_theta_samples", "coarse_theta_samples", "batch_theta_samples"]
+)
 def test_a_draw_budget_has_one_minimum_at_load_and_in_code(name: str) -> None:
     with pytest.raises(RegistryError) as loaded:
         OPTIMIZERS.check_params("mc-ei", {name: 3})
@@ -185,6 +187,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
         "num_restarts": 8,
         "screen_theta_samples": 64,
         "coarse_theta_samples": None,
+        "batch_theta_samples": 64,
         "fit": "fast",
         "fit_device": "auto",
     }
@@ -236,7 +239,7 @@ def test_raw_samples_are_screened_on_fewer_draws_and_climbed_on_all(device, monk
     assert screened == [[16]]  # the all-draws run screened inside optimize_acqf
     assert budgets == [None, 16]
     assert values[1] >= values[0] - 1e-6
-    assert OrthoBO(2, screen_theta_samples=128, **MAXIMIZE_SETTINGS)._screen_samples is None
+    assert OrthoBO(2, screen_theta_samples=128, **MAXIMIZE_SETTINGS)._screen_samples(128) is None
 
 
 def test_screened_starts_are_drawn_again_after_an_optimization_warning(monkeypatch) -> None:
@@ -282,4 +285,4 @@ def test_coarse_stage_reaches_the_full_multistarts_optimum(device) -> None:
             values.append(float(full(candidate)))
     assert budgets == [None, 16 if device.type == "cpu" else None]
     assert values[1] >= values[0] - 1e-6
-    assert OrthoBO(2, coarse_theta_samples=128, **MAXIMIZE_SETTINGS)._coarse_samples is None
+    assert OrthoBO(2, coarse_theta_samples=128, **MAXIMIZE_SETTINGS)._coarse_samples(128) is None
