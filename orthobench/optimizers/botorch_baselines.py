@@ -1,9 +1,13 @@
 """BoTorch acquisition baselines on a GP surrogate: qLogEI [Ament2023logei]_ and qUCB.
 
 Both fit a ``SingleTaskGP`` (kernel by name, :mod:`orthobench.surrogates.gp`) on the history,
-then maximize a Monte Carlo acquisition with ``optimize_acqf``. Their MC noise comes from
-function samples (a ``SobolQMCNormalSampler`` re-seeded each step), not from surrogate-parameter
-samples as OrthoBO's does (docs/design.md, "Like-for-like baseline").
+then maximize a Monte Carlo acquisition with ``optimize_acqf``. Both acquisitions are q-batch
+ones: an ``ask(q)`` maximizes the acquisition of the whole ``q x d`` batch jointly
+(``optimize_acqf(q=q)``), which values the best point of each joint posterior sample of the
+batch, so a point adds value only where the others do not; at ``q = 1`` it is the one-point
+acquisition. Their MC noise comes from function samples (a ``SobolQMCNormalSampler`` re-seeded
+each step), not from surrogate-parameter samples as OrthoBO's does (docs/design.md,
+"Like-for-like baseline").
 
 References:
     .. [Ament2023logei] S. Ament, S. Daulton, D. Eriksson, M. Balandat, E. Bakshy. Unexpected
@@ -108,7 +112,7 @@ class _GPAcquisitionOptimizer(GPOptimizer):
 
 
 class QLogEI(_GPAcquisitionOptimizer):
-    """GP + qLogExpectedImprovement, maximized with ``optimize_acqf``.
+    """GP + qLogExpectedImprovement, maximized with ``optimize_acqf`` (jointly over a ``q``-batch).
 
     Args:
         dim: Number of search dimensions.
@@ -157,7 +161,13 @@ class QLogEI(_GPAcquisitionOptimizer):
 
 
 class QUCB(_GPAcquisitionOptimizer):
-    """GP + qUpperConfidenceBound ``mu + sqrt(beta * pi / 2) |f - mu|`` (MC form), maximized with ``optimize_acqf``.
+    """GP + qUpperConfidenceBound, maximized with ``optimize_acqf``.
+
+    The MC form of UCB: the mean over function samples ``f`` of
+    ``max_j (mu_j + sqrt(beta * pi / 2) |f_j - mu_j|)`` over the ``q`` points ``j`` of the batch
+    (at ``q = 1``, in expectation the analytic ``mu + sqrt(beta) sigma``), with the seeded
+    sampler of :meth:`~orthobench.optimizers.gp_base.GPOptimizer._sampler` and the same ``beta``
+    at every ``q``.
 
     Args:
         dim: Number of search dimensions.

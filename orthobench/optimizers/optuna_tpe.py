@@ -3,7 +3,8 @@
 The study has one ``FloatDistribution(0, 1)`` per unit-cube dimension (``x0 .. x{d-1}``) and
 minimizes. How our ask/tell maps onto the study:
 
-- :meth:`ask` asks the study for ``n`` trials and keeps them pending.
+- :meth:`ask` asks the study for ``n`` trials and keeps them pending; the loop evaluates them
+  and tells them all before the next :meth:`ask`.
 - :meth:`tell` completes a pending trial with its value when the told point is that trial's
   point (up to float round-off). Any other told point -- the shared initial design, or a point
   the loop changed (integer rounding) -- is added as a completed trial with
@@ -14,6 +15,15 @@ minimizes. How our ask/tell maps onto the study:
   optimizer seeds its steps: the sampler's random state is then a function of the ask count,
   and a study rebuilt from the stored trials continues exactly where the original stood (the
   resume contract of :class:`~orthobench.optimizers.base.Optimizer`).
+
+A batch (``n > 1``) relies on Optuna's constant liar (``constant_liar=True``, passed explicitly
+although it is Optuna 5's default): while the ``n`` trials of one ask are sampled, the earlier
+ones are still RUNNING and join the bad density ``g`` of the later ones (Optuna's
+``_split_trials``), which lowers ``l / g`` around them, so the later trials are pushed away
+instead of all chasing the same maximum of ``l / g``. Before ``n_startup_trials`` trials are
+complete the batch is random sampling, liar or not. At ``n = 1`` the liar changes nothing: the
+trial being sampled is excluded from its own split, and the pending trials of the previous ask
+were told or marked FAIL before it.
 
 ``multivariate`` is passed explicitly: Optuna 5 defaults to the multivariate TPE for
 single-objective studies, while the paper's TPE and most published baselines are univariate
@@ -96,6 +106,7 @@ class OptunaTPE(Optimizer):
             multivariate=self.multivariate,
             n_startup_trials=self.n_startup_trials,
             n_ei_candidates=self.n_ei_candidates,
+            constant_liar=True,
             # NumPy's RandomState (inside Optuna) takes 32-bit seeds.
             seed=self._step_seed("optuna-tpe") % (2**32),
         )

@@ -12,7 +12,8 @@ Fitting (``fit_gpytorch_mll`` dispatches to the model's ``custom_fit``) runs bac
 pursuit over the support sizes ``floor(f n)`` for ``f`` in ``fractions_of_outliers`` and keeps the
 model of highest posterior probability under an exponential prior on the support size with mean
 ``prior_outlier_fraction * n``. The acquisition is qLogNEI [Ament2023logei]_, which
-integrates over the noisy incumbent, so an outlier is not taken as the best point.
+integrates over the noisy incumbent, so an outlier is not taken as the best point; an
+``ask(q)`` maximizes it jointly over the ``q x d`` batch (``optimize_acqf(q=q)``).
 
 References:
     .. [Ament2024pursuit] S. Ament, E. Santorella, D. Eriksson, B. Letham, M. Balandat,

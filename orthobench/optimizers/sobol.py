@@ -14,8 +14,9 @@ class SobolSearch(Optimizer):
     """Proposes the next points of one scrambled Sobol sequence (seeded by the optimizer seed).
 
     The sequence is independent of the shared initial design, so it continues as a fresh
-    space-filling design rather than repeating the initial points. Its state is the number of
-    points drawn so far.
+    space-filling design rather than repeating the initial points. An ``ask(q)`` returns the next
+    ``q`` points of the sequence, so batches of any size walk the same sequence. Its state is the
+    number of points drawn so far.
     """
 
     min_observations = 0

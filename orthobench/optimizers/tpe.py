@@ -72,10 +72,11 @@ class MCTPE(Optimizer):
     the good densities ``l_theta^(s)`` of uniformly chosen fits (where the ratio is large, as in
     [Bergstra2011tpe]_; 24 is Optuna's ``n_ei_candidates``, a small set keeps the argmax from
     being too greedy), plus scrambled Sobol' points over the whole cube (so regions the good
-    densities miss are still scored). The ``n`` best candidates by the estimated acquisition are
-    proposed. Fits, candidates and Sobol' points are keyed by the same seeds in every subclass,
-    so on the same history MC-TPE and OrthoBO-TPE score the same candidates under the same
-    bootstrap fits (common random numbers): only the estimator differs.
+    densities miss are still scored). The best candidate by the estimated acquisition is
+    proposed, one per ask (:attr:`max_batch`). Fits, candidates and Sobol' points are keyed by
+    the same seeds in every subclass, so on the same history MC-TPE and OrthoBO-TPE score the
+    same candidates under the same bootstrap fits (common random numbers): only the estimator
+    differs.
 
     Args:
         dim: Number of search dimensions ``d``.
@@ -211,8 +212,10 @@ class MCTPE(Optimizer):
 
     @property
     def max_batch(self) -> int:
-        """The candidate count: the ``n`` best candidates are proposed."""
-        return self.n_good_candidates + self.n_sobol_candidates
+        """One point per ask: no liar (fantasized or penalized pending points) is implemented, and
+        the top ``q`` candidates of one estimate of ``l / g`` cluster around its maximum, a
+        batch without diversity."""
+        return 1
 
     def _ask(self, n: int) -> Suggestion:
         t0 = time.perf_counter()

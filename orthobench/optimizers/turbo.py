@@ -8,16 +8,21 @@ ones; a batch improves when its best value beats the run's best by ``min_improve
 
 When ``L`` falls below ``length_min`` the region has collapsed and TuRBO-1 restarts, as in the
 paper: a new run begins with a fresh scrambled Sobol design of as many points as the first
-``tell`` (the shared initial design), proposed one ``ask`` at a time, and the GP of the new run
-sees only the new run's points (the old history stays in :attr:`train_x` for the record but
-no longer informs the model, so the new run is not pulled back into the collapsed basin). The
+``tell`` (the shared initial design), proposed ``q`` points per ``ask`` (a last batch that
+overruns the design's size is all design points too), and the GP of the new run sees only the
+new run's points (the old history stays in :attr:`train_x` for the record but no longer
+informs the model, so the new run is not pulled back into the collapsed basin). The
 restart happens in :meth:`tell`: the ``ask`` after the collapsing ``tell`` already returns the
 first restart point, and the counters start again once the restart design has been told.
 
 Candidates come from Thompson sampling (``acquisition="ts"``, the paper's choice: the maximizer
 of one joint posterior sample per proposed point over ``n_candidates`` Sobol points of the region,
 each perturbing a random subset of the center's coordinates, each with probability
-``min(1, 20 / d)``) or from qLogEI [Ament2023logei]_ maximized inside the region.
+``min(1, 20 / d)``) or from qLogEI [Ament2023logei]_ maximized inside the region. A batch of
+``q`` points is, with Thompson sampling, the maximizers of ``q`` joint posterior samples, each
+taken among the candidates not yet chosen by an earlier sample (so the points are distinct, as
+in the paper's code); with qLogEI, the joint maximizer of the ``q``-point acquisition.
+Either way one batch is one success or one failure of the counters.
 
 Default constants are those of [Eriksson2019turbo]_: ``L_init = 0.8``, ``L_min = 2^-7``,
 ``L_max = 1.6``, ``tau_succ = 3``, ``tau_fail = ceil(max(4, d) / q)`` for batch size ``q``.
@@ -210,6 +215,12 @@ class TuRBO(GPOptimizer):
                 f"`0 < length_min < length_init <= length_max` must hold, but got ({length_min=}, "
                 f"{length_init=}, {length_max=})."
             )
+
+    @property
+    def max_batch(self) -> int | None:
+        """Thompson sampling picks distinct candidates, so at most ``n_candidates`` per ask;
+        qLogEI has no limit (None)."""
+        return self.n_candidates if self.acquisition == "ts" else None
 
     def _new_state(self) -> TrustRegionState:
         return TrustRegionState(

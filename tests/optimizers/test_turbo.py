@@ -142,3 +142,65 @@ def test_registered_with_the_paper_defaults() -> None:
     )
     assert params["success_tolerance"] == 3 and params["acquisition"] == "ts"
     assert TuRBO(20, seed=0).n_candidates == 4000
+
+
+def test_a_batch_is_one_success_if_any_point_improves_else_one_failure() -> None:
+    """As in the paper's code: the batch's best value decides, and a batch counts once."""
+    s = state(failure_tolerance=3)
+    s.update(torch.tensor([1.2, 0.5, 1.1, 1.3], dtype=torch.float64))  # one point beats 1.0
+    assert (s.success_counter, s.failure_counter, s.best_value) == (1, 0, 0.5)
+    s.update(torch.tensor([0.6, 0.7, 0.9, 0.55], dtype=torch.float64))  # none beats 0.5
+    assert (s.success_counter, s.failure_counter, s.best_value) == (0, 1, 0.5)
+
+
+def _tell_batches(opt: TuRBO, q: int, steps: int, value: float) -> list[dict[str, Any]]:
+    """``steps`` asks of ``q`` points, each told ``value`` everywhere; returns their infos."""
+    infos = []
+    for _ in range(steps):
+        suggestion = opt.ask(q)
+        infos.append(suggestion.info)
+        opt.tell(suggestion.x, np.full(q, value))
+    return infos
+
+
+@pytest.mark.parametrize(("q", "batches_to_halve"), [(4, 1), (2, 2)])
+def test_failure_tolerance_is_the_papers_for_the_told_batch_size(
+    q: int, batches_to_halve: int
+) -> None:
+    """``tau_fail = ceil(max(4, d) / q)`` (d = 2): the region halves after that many failing
+    batches of ``q`` points."""
+    opt = TuRBO(2, seed=0, **TINY_TS)
+    drive(opt, sphere, n_init=4, steps=0)
+    _tell_batches(opt, q, batches_to_halve - 1, value=5.0)
+    assert opt.state.length == 0.8
+    _tell_batches(opt, q, 1, value=5.0)
+    assert opt.state.failure_tolerance == batches_to_halve and opt.state.length == 0.4
+
+
+def test_restart_design_is_proposed_in_batches() -> None:
+    """After a collapse the 4-point restart design comes as whole batches of 3 (the second
+    overruns it by 2 points, all design), then the new run's trust region, counters at zero."""
+    opt = TuRBO(2, seed=0, length_min=0.5, failure_tolerance=1, **TINY_TS)
+    drive(opt, sphere, n_init=4, steps=0)
+    infos = _tell_batches(opt, 3, 3, value=5.0)
+    infos.append(opt.ask(3).info)
+    assert [info["phase"] for info in infos] == ["trust-region"] + ["restart-design"] * 2 + [
+        "trust-region"
+    ]
+    assert opt.restarts == 1 and opt._run_start == 7
+    expected = opt._new_restart_design().draw(6, dtype=torch.float64)
+    torch.testing.assert_close(opt.train_x[7:], expected, rtol=0, atol=0)
+    assert (infos[3]["length"], infos[3]["success_counter"], infos[3]["failure_counter"]) == (
+        0.8,
+        0,
+        0,
+    )
+
+
+def test_thompson_batches_are_capped_at_the_candidate_count() -> None:
+    assert TuRBO(2, seed=0, **TINY_TS).max_batch == 64
+    assert TuRBO(2, seed=0, **TINY_EI).max_batch is None
+    opt = TuRBO(2, seed=0, **TINY_TS)
+    drive(opt, sphere, n_init=4, steps=0)
+    with pytest.raises(ValueError, match="n=65"):
+        opt.ask(65)
