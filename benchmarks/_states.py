@@ -31,15 +31,18 @@ SUITE = "benchmarks"
 KERNEL = "matern52-ard"
 
 
-def cell(task: str, seed: int, n_init: int, budget: int, optimizer: str, **params: Any) -> Cell:
+def cell(
+    task: str, seed: int, n_init: int, budget: int, optimizer: str, *, q: int = 1, **params: Any
+) -> Cell:
     """The cell of ``task``, ``optimizer`` (with ``params``) and ``seed``: ``n_init`` initial
-    points, then ``budget`` BO steps."""
+    points, then ``budget`` BO steps of ``q`` points."""
     suite = parse_suite(
         {
             "name": SUITE,
             "seeds": [seed],
             "n_init": n_init,
             "budget": budget,
+            "q": q,
             "tasks": [task],
             "optimizers": [{"name": optimizer, "params": params}],
         }

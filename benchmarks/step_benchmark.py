@@ -13,6 +13,11 @@ Seconds are the optimizers' own ``fit_seconds`` and ``acq_seconds`` (what a run 
 step). The first BO step is left out of the summary (no warm start yet, first-call overheads),
 as in issue 16's measurement (steps 2-4).
 
+``--q 1,4`` runs every method at each batch size (points per BO step; OrthoBO's draws at
+``q > 1`` are its ``batch_theta_samples``); a step's seconds are counted once per batch, the
+ratio is against qLogEI's step at the same (q, seed, step), and a last table gives each method's
+step at ``q`` over its own step at the first ``q`` listed.
+
 ``--devices cpu,cuda`` runs every method on each device, the devices of one (task, seed,
 method) back to back after an untimed warm-up step on each; the second table then gives each
 method's step on a device over its step on the CPU at the same (seed, step). ``--fit-device``
@@ -23,7 +28,7 @@ Printed per task and method: median fit, acquisition and step seconds over the k
 and seeds, and the ratio of the method's step to qLogEI's *at the same (seed, step)*: geometric
 mean with min and max over the kept steps and seeds. Run:
 ``.venv/bin/python benchmarks/step_benchmark.py [--seeds N] [--steps T] [--threads K] [--n0 M]
-[--devices cpu,cuda] [--fit-device auto|cpu|device] [--methods qlogei,...]``.
+[--q 1,4] [--devices cpu,cuda] [--fit-device auto|cpu|device] [--methods qlogei,...]``.
 """
 
 from __future__ import annotations
@@ -64,12 +69,16 @@ def run(
     n0: int,
     device: str = "cpu",
     fit_device: str = "auto",
-) -> list[RunRecord]:
-    """The records of ``method``'s cell on ``device``: ``n0`` initial points, ``steps`` BO
-    steps."""
+    q: int = 1,
+) -> list[tuple[float, float]]:
+    """``(fit, acquisition)`` seconds of each BO step of ``method``'s cell on ``device``: ``n0``
+    initial points, then ``steps`` BO steps of ``q`` points (the step's seconds are on each of
+    its records: counted once)."""
     name, params = METHODS[method]
-    cell = _states.cell(task, seed, n0, steps, name, fit_device=fit_device, **params)
-    return _states.run(cell, device).records
+    cell = _states.cell(task, seed, n0, steps, name, q=q, fit_device=fit_device, **params)
+    records: list[RunRecord] = _states.run(cell, device).records
+    first = {r.batch: r for r in reversed(records) if r.phase == "bo"}
+    return [(first[b].fit_seconds, first[b].acq_seconds) for b in sorted(first)]
 
 
 def _ratio_summary(ratios: list[float]) -> str:
@@ -86,6 +95,7 @@ def main() -> None:
     parser.add_argument("--n0", type=int, default=32)
     parser.add_argument("--devices", default="cpu", help="comma-separated, e.g. cpu,cuda")
     parser.add_argument("--fit-device", default="auto", choices=FIT_DEVICES)
+    parser.add_argument("--q", default="1", help="comma-separated batch sizes, e.g. 1,4")
     parser.add_argument(
         "--methods",
         default=",".join(METHODS),
@@ -93,6 +103,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     devices = args.devices.split(",")
+    batch_sizes = [int(q) for q in args.q.split(",")]
     methods = ["qlogei", *(m for m in args.methods.split(",") if m != "qlogei")]
     if unknown := set(methods) - set(METHODS):
         parser.error(f"unknown methods {sorted(unknown)}; choose from {list(METHODS)}")
@@ -101,7 +112,7 @@ def main() -> None:
     print(
         f"threads {torch.get_num_threads()}, seeds {args.seeds}, n0 {args.n0}, BO steps "
         f"{args.steps} (summary: steps 2-{args.steps}), devices {devices}, fit_device "
-        f"{args.fit_device}"
+        f"{args.fit_device}, q {batch_sizes}"
     )
     for device in devices:
         if device != "cpu":
@@ -109,35 +120,48 @@ def main() -> None:
     for task in TASKS:
         for device in devices:  # untimed: CUDA context, kernel caches, first-call overheads
             run(task, "qlogei", 0, 1, 8, device, args.fit_device)
-        seconds = {(m, dev): [] for m in methods for dev in devices}
+        seconds = {(m, dev, q): [] for q in batch_sizes for m in methods for dev in devices}
         for seed in range(args.seeds):
-            for method in methods:
-                for device in devices:
-                    records = run(task, method, seed, args.steps, args.n0, device, args.fit_device)
-                    bo = [(r.fit_seconds, r.acq_seconds) for r in records if r.phase == "bo"]
-                    seconds[method, device].append(bo[1:])
+            for q in batch_sizes:
+                for method in methods:
+                    for device in devices:
+                        bo = run(
+                            task, method, seed, args.steps, args.n0, device, args.fit_device, q
+                        )
+                        seconds[method, device, q].append(bo[1:])
         totals = {
             key: [fit + acq for per_seed in per_seeds for fit, acq in per_seed]
             for key, per_seeds in seconds.items()
         }
-        print("task | device | method | fit s | acq s | step s | step / qlogei step")
-        for (method, device), per_seeds in seconds.items():
+        print("task | device | q | method | fit s | acq s | step s | step / qlogei step")
+        for (method, device, q), per_seeds in seconds.items():
             steps = [step for per_seed in per_seeds for step in per_seed]
             ratios = [
-                t / r for t, r in zip(totals[method, device], totals["qlogei", device], strict=True)
+                t / r
+                for t, r in zip(totals[method, device, q], totals["qlogei", device, q], strict=True)
             ]
             print(
-                f"{task} | {device} | {method} | {statistics.median(f for f, _ in steps):.3f} | "
+                f"{task} | {device} | {q} | {method} | "
+                f"{statistics.median(f for f, _ in steps):.3f} | "
                 f"{statistics.median(a for _, a in steps):.3f} | "
-                f"{statistics.median(totals[method, device]):.3f} | {_ratio_summary(ratios)}",
+                f"{statistics.median(totals[method, device, q]):.3f} | {_ratio_summary(ratios)}",
                 flush=True,
             )
+        if len(batch_sizes) > 1:
+            first = batch_sizes[0]
+            print(f"task | device | q | method | step / q={first} step")
+            for (method, device, q), total in totals.items():
+                if q != first:
+                    ratios = [
+                        t / r for t, r in zip(total, totals[method, device, first], strict=True)
+                    ]
+                    print(f"{task} | {device} | {q} | {method} | {_ratio_summary(ratios)}")
         if len(devices) > 1:
-            print("task | device | method | step / cpu step")
-            for (method, device), total in totals.items():
+            print("task | device | q | method | step / cpu step")
+            for (method, device, q), total in totals.items():
                 if device != "cpu":
-                    ratios = [t / r for t, r in zip(total, totals[method, "cpu"], strict=True)]
-                    print(f"{task} | {device} | {method} | {_ratio_summary(ratios)}", flush=True)
+                    ratios = [t / r for t, r in zip(total, totals[method, "cpu", q], strict=True)]
+                    print(f"{task} | {device} | {q} | {method} | {_ratio_summary(ratios)}")
 
 
 if __name__ == "__main__":

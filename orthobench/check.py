@@ -14,7 +14,8 @@ A thresholds file (YAML, versioned in the repo next to its suite) lists rules::
 Every rule is checked on every matching probe row, one per BO state (seed, state iteration) and
 S, never on an aggregate over states: a threshold holds on every state, so the worst state
 decides (a mean over states would let a good state hide a bad one). A ``relative_to_baseline``
-rule compares with the baseline of the same state and S. A rule that matches no row fails too,
+rule compares with the baseline of the same state and S (and batch size ``q``, where the
+rows of batch probes carry one; a rule applies to the rows of every ``q``). A rule that matches no row fails too,
 so a renamed estimator cannot pass the gate silently.
 """
 
@@ -113,6 +114,8 @@ def load_thresholds(path: str | Path) -> list[Threshold]:
 def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResult]:
     """Apply every rule to the matching probe rows of ``frame`` (summary rows of ``run_probe``)."""
     results = []
+    if "q" in frame:  # batch probes: a row's baseline is at its q (rows stored before: q = 1)
+        frame = frame.assign(q=frame["q"].fillna(1).astype(int))
     for rule in thresholds:
         if rule.metric not in frame.columns:
             raise OrthobenchError(
@@ -137,12 +140,15 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
                     & (frame["seed"] == row.seed)
                     & (frame["state_iteration"] == row.state_iteration)
                     & (frame["mc_samples"] == row.mc_samples)
+                    & ((frame["q"] == row.q) if "q" in frame else True)
                 ]
                 value -= float(base[rule.metric].iloc[0])
             passed = (rule.min is None or value >= rule.min) and (
                 rule.max is None or value <= rule.max
             )
             state = f"seed {row.seed}, it {row.state_iteration}"
+            if getattr(row, "q", 1) != 1:
+                state += f", q {row.q}"
             results.append(
                 CheckResult(rule, row.task, row.kernel, int(row.mc_samples), state, value, passed)
             )

@@ -54,6 +54,7 @@ import torch
 
 from orthobench.exceptions import OrthobenchWarning, describe_error
 from orthobench.executors import Executor, InlineExecutor, Job, JobResult
+from orthobench.executors._evaluations import make_evaluations
 from orthobench.loop import ProgressCallback, check_buildable, run_cell
 from orthobench.progress import Progress
 from orthobench.results import BaseStore, EvaluationJournal, RunRecord, run_metadata
@@ -99,22 +100,41 @@ class RunInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class CellJob(Job):
-    """A cell, run by :func:`orthobench.loop.run_cell` (its progress: evaluations)."""
+    """A cell, run by :func:`orthobench.loop.run_cell` (its progress: evaluations).
+
+    ``evaluation_workers`` of its evaluations run at once (:meth:`Executor.evaluation_workers`),
+    where ``evaluations`` says (:func:`~orthobench.executors._evaluations.make_evaluations`);
+    the job counts as that many of its executor's workers (:attr:`slots`).
+    """
 
     unit: Cell
     device: str
     threads: int
     journal: EvaluationJournal | None
     evaluation_timeout: float | None
+    evaluations: str = "inline"
+    evaluation_workers: int = 1
 
     progress_unit: ClassVar[str] = "evaluations"
 
     @property
     def size(self) -> int:
-        return self.unit.n_init + self.unit.budget
+        return self.unit.n_init + self.unit.q * self.unit.budget
+
+    @property
+    def slots(self) -> int:
+        return self.evaluation_workers
 
     def run(self, on_progress: ProgressCallback | None) -> list[RunRecord]:
-        return run_cell(self.unit, self.device, on_progress, self.journal, self.evaluation_timeout)
+        evaluations = make_evaluations(self.evaluations, self.evaluation_workers, self.threads)
+        return run_cell(
+            self.unit,
+            self.device,
+            on_progress,
+            self.journal,
+            self.evaluation_timeout,
+            evaluations,
+        )
 
     def metadata(self) -> dict[str, Any]:
         return {"threads_per_cell": self.threads, "evaluation_timeout_s": self.evaluation_timeout}
@@ -208,7 +228,7 @@ def run_units(
             _fail_unfinished(store)
             jobs, stored = plan()
             summary.outcomes.extend(Outcome(unit, "skipped") for unit in stored)
-            processes = executor.processes(len(jobs))
+            processes = executor.processes(sum(job.slots for job in jobs))
             threads = max((job.threads for job in jobs), default=1)
             if jobs and processes * threads > _cores():
                 kind = jobs[0].unit.kind
@@ -336,6 +356,8 @@ def run_suite(
                 # An external cluster's workers may not see this results directory.
                 journals[cell.id] if executor.shares_files else None,
                 limit,
+                executor.evaluation_kind,
+                executor.evaluation_workers(cell.q),
             )
             for cell in todo
         ]

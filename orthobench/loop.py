@@ -7,6 +7,10 @@ Seeds (all from :func:`orthobench.seeding.derive_seed`):
 - optimizer: ``(seed, "optimizer", task label, optimizer label)``;
 - BO evaluations: ``(seed, "eval", task label, optimizer label, iteration)``.
 
+A BO step proposes the cell's ``q`` points at once (:func:`run_cell`); :class:`Evaluations` says
+where its evaluations run (here, one after the other; at once in worker processes or on Dask:
+:mod:`orthobench.executors._evaluations`).
+
 An evaluation may be given a time limit (:func:`evaluation_deadline`): one that runs longer is
 stopped, the processes it started are killed, it is recorded with ``status="timeout"``, and the
 cell goes on. The SIGINT and SIGTERM handlers a task or optimizer changes while it is built,
@@ -19,6 +23,7 @@ The loop never knows how it is executed (inline, process pool, cluster).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -28,6 +33,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +45,7 @@ from orthobench.exceptions import (
     ConfigError,
     OrthobenchError,
     OrthobenchWarning,
+    ResultsError,
     describe_error,
     error_message,
     one_line,
@@ -179,24 +186,40 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> None
     than a task or optimizer, or one that runs past the time limit stops the run with one line
     naming the component.
 
+    Each optimizer must also propose the largest batch size ``q`` of its cells in one ask (its
+    :attr:`~orthobench.optimizers.base.Optimizer.max_batch`).
+
     Raises:
         OrthobenchError: a task's or optimizer's own, as it raised it.
         ConfigError: at field ``tasks.<label>`` or ``optimizers.<label>``, with the constructor's
-            error, for a component that cannot be built or is not built in time.
+            error, for a component that cannot be built or is not built in time; at
+            ``optimizers.<label>`` for an optimizer whose ``max_batch`` is below a cell's ``q``.
     """
     timeout = BUILD_TIMEOUT_S if timeout is None else timeout
     dims: dict[str, int] = {}
-    for cell in {(c.task.label, c.optimizer.label): c for c in cells}.values():
+    largest: dict[tuple[str, str], Cell] = {}
+    for c in cells:
+        key = (c.task.label, c.optimizer.label)
+        if key not in largest or c.q > largest[key].q:
+            largest[key] = c
+    for cell in largest.values():
         if cell.task.label not in dims:
             dims[cell.task.label] = _build(
                 f"tasks.{cell.task.label}", functools.partial(_task_dim, cell), timeout
             )
-        _build(
+        optimizer = _build(
             f"optimizers.{cell.optimizer.label}",
             functools.partial(make_optimizer, cell, dims[cell.task.label], torch.device("cpu")),
             timeout,
             f" for task {cell.task.label!r}",
         )
+        limit = optimizer.max_batch
+        if limit is not None and cell.q > limit:
+            raise ConfigError(
+                f"optimizers.{cell.optimizer.label}",
+                f"{cell.optimizer.name!r} proposes at most {limit} point(s) per BO step, but the "
+                f"suite asks q={cell.q}; lower q or choose an optimizer with batch proposals.",
+            )
 
 
 class _EvaluationTimeout(BaseException):
@@ -286,32 +309,247 @@ def _nonfinite_as_null(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """One point of a cell to evaluate.
+
+    Args:
+        position: Its index in its step (the initial design is step 0).
+        iteration: Its index in the cell.
+        x: ``d`` values in native units.
+        seed: The evaluation's seed.
+    """
+
+    position: int
+    iteration: int
+    x: np.ndarray
+    seed: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one evaluation gave: ``status`` ``ok``, ``invalid`` (a non-finite ``y``) or
+    ``timeout`` (``y`` NaN), the task's values and extras, and its wall seconds."""
+
+    status: str
+    y: float
+    y_true: float | None
+    is_outlier: bool
+    info: dict[str, Any]
+    seconds: float
+
+
+def evaluate_point(
+    task: Task,
+    request: EvaluationRequest,
+    device: torch.device,
+    timeout: float | None,
+    label: str,
+) -> Outcome:
+    """Evaluate ``task`` (labelled ``label``) at ``request`` within ``timeout`` seconds
+    (:func:`evaluation_deadline`; None: no limit), seeded by the request; the processes a
+    timed-out evaluation started (and theirs) are killed.
+
+    Raises:
+        TypeError: when ``evaluate`` returns something else than an
+            :class:`~orthobench.tasks.base.Evaluation`. An exception of the task's is raised as
+            it is: either fails the cell.
+    """
+    start = time.perf_counter()
+    children = _descendants() if timeout is not None else None
+    try:
+        with _runner_signals_kept(), evaluation_deadline(timeout), torch_seed(request.seed):
+            evaluation = task.evaluate(request.x, seed=request.seed, device=device)
+    except _EvaluationTimeout:
+        if not _kill_descendants(spare=children):
+            warnings.warn(
+                "the processes a timed-out evaluation started are not stopped here: there is "
+                "no /proc to find them in.",
+                OrthobenchWarning,
+                stacklevel=2,
+            )
+        return Outcome("timeout", math.nan, None, False, {}, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if not isinstance(evaluation, Evaluation):
+        raise TypeError(
+            f"`evaluate` of task {label!r} must return an Evaluation, but returned "
+            f"{show_value(evaluation)} (at iteration {request.iteration})."
+        )
+    y = float(evaluation.y)
+    return Outcome(
+        "ok" if math.isfinite(y) else "invalid",
+        y,
+        None if evaluation.y_true is None else float(evaluation.y_true),
+        bool(evaluation.is_outlier),
+        evaluation.info,
+        seconds,
+    )
+
+
+class Evaluations:
+    """Where a cell's evaluations run: here, one after the other, with the task the cell built.
+
+    :func:`run_cell` calls :meth:`open` once, :meth:`run` with the points of each step (the
+    initial design is one), and :meth:`close` when the cell ends, however it ends. Subclasses
+    run the points of a step at once (:mod:`orthobench.executors._evaluations`).
+    """
+
+    #: How many evaluations run at once.
+    workers: int = 1
+
+    def open(self, cell: Cell, task: Task, device: torch.device, timeout: float | None) -> None:
+        """Get ready to evaluate ``cell``'s points; its ``task`` is built in this process."""
+        self._task, self._device, self._timeout, self._label = (
+            task,
+            device,
+            timeout,
+            cell.task.label,
+        )
+
+    def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
+        """Evaluate ``requests``, yielding each with its outcome as it finishes (here: in order).
+
+        Raises:
+            Exception: what an evaluation raised (:func:`evaluate_point`); the cell fails.
+        """
+        for request in requests:
+            yield (
+                request,
+                evaluate_point(self._task, request, self._device, self._timeout, self._label),
+            )
+
+    def close(self) -> None:
+        """Stop what evaluates (nothing here)."""
+
+
+#: Unit-cube distance within which a re-asked point of an unfinished step is the journaled one.
+_REASK_ATOL = 1e-6
+
+_Journaled = dict[int, tuple[RunRecord, dict[str, Any] | None]]
+
+
+def _eval_seed(cell: Cell, iteration: int) -> int:
+    if iteration < cell.n_init:
+        return derive_seed(cell.seed, "eval-init", cell.task.label, iteration)
+    return derive_seed(cell.seed, "eval", cell.task.label, cell.optimizer.label, iteration)
+
+
+def _resume_point(steps: list[range], stored: _Journaled) -> int:
+    """How many leading steps the journal holds whole: every evaluation of the initial design;
+    of a BO step, every evaluation and the optimizer's state after it was told."""
+    for k, iterations in enumerate(steps):
+        if any(i not in stored for i in iterations) or (
+            k > 0 and all(stored[i][1] is None for i in iterations)
+        ):
+            return k
+    return len(steps)
+
+
+def _check_reasked(
+    cell: Cell, space: Any, units: np.ndarray, iterations: range, done: dict[int, RunRecord]
+) -> None:
+    """Raise :class:`~orthobench.exceptions.ResultsError` unless each journaled evaluation of
+    an unfinished step is at the point asked again (``len(iterations) x d``, unit cube),
+    compared in the unit cube as evaluated (ints rounded, bounds clipped)."""
+    for i, journaled in done.items():
+        j = i - iterations.start
+        asked = space.to_unit(space.from_unit(units[j : j + 1]))[0]
+        found = space.to_unit(np.array([journaled.x]))[0]
+        if not np.allclose(asked, found, rtol=0.0, atol=_REASK_ATOL):
+            raise ResultsError(
+                f"cell {cell.id}: the point asked again at iteration {i} is not the journaled "
+                f"one ({asked.tolist()} vs {found.tolist()} in the unit cube): optimizer "
+                f"{cell.optimizer.label!r} does not ask reproducibly from its state; rerun with "
+                "--force to start the cell over."
+            )
+
+
+class _Bests:
+    """Best-so-far ``best_y`` and ``regret`` of records taken in iteration order."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.best_y = math.inf
+        self.best_true = math.inf
+
+    def _with(self, record: RunRecord, best_y: float, best_true: float) -> RunRecord:
+        if record.status == "ok":
+            best_y = min(best_y, record.y)
+            best_true = min(best_true, record.y if record.y_true is None else record.y_true)
+        return dataclasses.replace(
+            record,
+            best_y=best_y if math.isfinite(best_y) else None,
+            regret=self.task.regret(best_true) if math.isfinite(best_true) else None,
+        )
+
+    def provisional(self, record: RunRecord, done: dict[int, RunRecord]) -> RunRecord:
+        """``record`` with the bests of the taken records and of those of its step in ``done``
+        that precede it: its final ones when its step finishes in order (always, one at a time)."""
+        earlier = sorted((r for i, r in done.items() if i < record.iteration), key=_iteration)
+        best_y, best_true = self.best_y, self.best_true
+        for r in earlier:
+            if r.status == "ok":
+                best_y = min(best_y, r.y)
+                best_true = min(best_true, r.y if r.y_true is None else r.y_true)
+        return self._with(record, best_y, best_true)
+
+    def take(self, record: RunRecord) -> RunRecord:
+        """``record`` with its final bests, which then count for the next."""
+        record = self._with(record, self.best_y, self.best_true)
+        if record.best_y is not None:
+            self.best_y = record.best_y
+        if record.status == "ok":
+            self.best_true = min(
+                self.best_true, record.y if record.y_true is None else record.y_true
+            )
+        return record
+
+
+def _iteration(record: RunRecord) -> int:
+    return record.iteration
+
+
 def run_cell(
     cell: Cell,
     device: torch.device | str = "cpu",
     on_evaluation: ProgressCallback | None = None,
     journal: EvaluationJournal | None = None,
     evaluation_timeout: float | None = None,
+    evaluations: Evaluations | None = None,
 ) -> list[RunRecord]:
     """Run one cell and return one :class:`~orthobench.results.RunRecord` per evaluation.
 
-    ``regret`` is the best-so-far simple regret: the lowest noise-free value among the points
-    evaluated so far (:attr:`Evaluation.y_true` where the task reports it, else ``y``) minus the
-    known optimum; None when the optimum is unknown. Evaluations with a non-finite ``y`` are
-    recorded with ``status="invalid"`` and not told to the optimizer; so are evaluations stopped
-    after ``evaluation_timeout`` seconds (:func:`evaluation_deadline`), with ``status="timeout"``
-    and ``y`` NaN; the processes a timed-out evaluation started (and theirs) are killed. An
-    evaluation that returns something else than an
-    :class:`~orthobench.tasks.base.Evaluation` raises ``TypeError`` (the cell fails; its journal
-    keeps the evaluations before it). Non-finite floats in the stored ``info`` become null.
+    Each BO step asks the optimizer for ``cell.q`` points, evaluates them (at once where
+    ``evaluations`` runs several; default: here, one after the other, as the initial design)
+    and tells it the valid ones together. Iterations are consecutive, ``n_init + (k - 1) * q +
+    j`` for the ``j``-th point of step ``k`` (the initial design is step 0), each seeded by its
+    iteration as with ``q = 1``.
 
-    With a ``journal``, every finished evaluation is appended to it with the optimizer's
-    :meth:`~orthobench.optimizers.base.Optimizer.state_dict` after the tell, and the evaluations it
-    already holds are not run again: their records are reused, the optimizer is rebuilt from the
-    told history and the last stored state, and the cell continues with the next evaluation. The
-    finished cell equals an uninterrupted one (up to the timings).
+    ``regret`` is the best-so-far simple regret: the lowest noise-free value among the points of
+    this and lower iterations (:attr:`Evaluation.y_true` where the task reports it, else ``y``)
+    minus the known optimum; None when the optimum is unknown. Evaluations with a non-finite
+    ``y`` are recorded with ``status="invalid"`` and not told to the optimizer; so are
+    evaluations stopped after ``evaluation_timeout`` seconds (:func:`evaluation_deadline`), with
+    ``status="timeout"`` and ``y`` NaN. An exception of an evaluation, or an evaluation that
+    returns something else than an :class:`~orthobench.tasks.base.Evaluation` (``TypeError``),
+    fails the cell; its journal keeps the evaluations finished before. Non-finite floats in the
+    stored ``info`` become null.
+
+    With a ``journal``, each evaluation is appended to it as it finishes, but the one that
+    completes a BO step: that one is appended after the step is told, with the optimizer's
+    :meth:`~orthobench.optimizers.base.Optimizer.state_dict`. A rerun reuses what the journal
+    holds. The initial design and the whole steps are replayed (told, the last step's state
+    loaded); the first unfinished step is asked again (an ask is deterministic given the seed,
+    the history and the state) and only its missing points are evaluated. The finished cell
+    equals an uninterrupted one (up to the timings).
+
+    Raises:
+        ResultsError: when a point asked again for an unfinished step is not the one its
+            journaled evaluation was made at (an optimizer whose asks are not reproducible).
     """
+    clock = time.perf_counter()
     device = torch.device(device)
+    evaluations = evaluations or Evaluations()
     with _runner_signals_kept():
         task = make_task(cell)
         space = task.space
@@ -323,123 +561,119 @@ def run_cell(
         _runner_signals_kept(),
         (optimizer.ask, optimizer.tell, optimizer.load_state_dict, optimizer.state_dict),
     )
-    stored = journal.read() if journal is not None else []
+    steps = [range(cell.n_init)] + [
+        range(cell.n_init + k * cell.q, cell.n_init + (k + 1) * cell.q) for k in range(cell.budget)
+    ]
+    stored: _Journaled = {}
+    if journal is not None:
+        stored = {record.iteration: (record, state) for record, state in journal.read()}
+    whole = _resume_point(steps, stored)
+    # Of the unfinished step, what was journaled is kept; what follows it is not replayable.
+    reused = [i for k in steps[: whole + 1] for i in k if i in stored]
+    # The cell's clock continues from its replayed evaluations: time it did not run is not counted.
+    offset = max(
+        (stored[i][0].wall_seconds for i in reused if math.isfinite(stored[i][0].wall_seconds)),
+        default=0.0,
+    )
     records: list[RunRecord] = []
-    best_y = math.inf
-    best_true = math.inf
+    bests = _Bests(task)
 
-    def keep(record: RunRecord, state: dict[str, Any] | None, replayed: bool) -> None:
-        nonlocal best_y, best_true
-        records.append(record)
-        if record.status == "ok":
-            best_y = min(best_y, record.y)
-            best_true = min(best_true, record.y if record.y_true is None else record.y_true)
-        if journal is not None and not replayed:
-            journal.append(record, state)
+    def progress() -> None:
         if on_evaluation is not None:
             on_evaluation(1)
 
-    def evaluate(u: np.ndarray, iteration: int, phase: str, eval_seed: int, step: dict[str, Any]):
-        x = space.from_unit(u)[0]
-        t0 = time.perf_counter()
-        timed_out = False
-        children = _descendants() if evaluation_timeout is not None else None
-        try:
-            with (
-                _runner_signals_kept(),
-                evaluation_deadline(evaluation_timeout),
-                torch_seed(eval_seed),
-            ):
-                evaluation = task.evaluate(x, seed=eval_seed, device=device)
-        except _EvaluationTimeout:
-            timed_out = True
-            if not _kill_descendants(spare=children):
-                warnings.warn(
-                    "the processes a timed-out evaluation started are not stopped here: there is "
-                    "no /proc to find them in.",
-                    OrthobenchWarning,
-                    stacklevel=2,
-                )
-        eval_seconds = time.perf_counter() - t0
-        if timed_out:
-            status, y, y_true, is_outlier, extra = "timeout", math.nan, None, False, {}
-        elif not isinstance(evaluation, Evaluation):
-            raise TypeError(
-                f"`evaluate` of task {cell.task.label!r} must return an Evaluation, but "
-                f"returned {show_value(evaluation)} (at iteration {iteration})."
-            )
-        else:
-            y, y_true = float(evaluation.y), evaluation.y_true
-            status = "ok" if math.isfinite(y) else "invalid"
-            is_outlier, extra = bool(evaluation.is_outlier), evaluation.info
-        ok = status == "ok"
+    def told(batch: list[RunRecord]) -> None:
+        """Tell the valid records: their evaluated points (ints rounded, bounds clipped) in the
+        unit cube and their values."""
+        ok = [r for r in batch if r.status == "ok"]
         if ok:
-            observed_best = min(best_y, y)
-            true_best = min(best_true, float(y_true) if y_true is not None else y)
-        else:
-            observed_best, true_best = best_y, best_true
+            tell(space.to_unit(np.array([r.x for r in ok])), np.array([r.y for r in ok]))
+
+    def record(request: EvaluationRequest, outcome: Outcome, batch: int, step: dict) -> RunRecord:
+        """The record of a finished evaluation, its bests not yet set."""
         return RunRecord(
             suite=cell.suite,
             cell_id=cell.id,
             task=cell.task.label,
             optimizer=cell.optimizer.label,
             seed=cell.seed,
-            iteration=iteration,
-            phase=phase,
-            x=[float(v) for v in x],
-            y=y,
-            y_true=None if y_true is None else float(y_true),
-            best_y=observed_best if math.isfinite(observed_best) else None,
-            regret=task.regret(true_best) if math.isfinite(true_best) else None,
-            is_outlier=is_outlier,
+            iteration=request.iteration,
+            phase="init" if batch == 0 else "bo",
+            q=cell.q,
+            batch=batch,
+            x=[float(v) for v in request.x],
+            y=outcome.y,
+            y_true=outcome.y_true,
+            best_y=None,
+            regret=None,
+            is_outlier=outcome.is_outlier,
             fit_seconds=step.get("fit_seconds", 0.0),
             acq_seconds=step.get("acq_seconds", 0.0),
-            eval_seconds=eval_seconds,
-            status=status,
+            eval_seconds=outcome.seconds,
+            wall_seconds=offset + time.perf_counter() - clock,
+            status=outcome.status,
             fallback=step.get("fallback"),
             info=json.dumps(
-                _nonfinite_as_null({**step.get("info", {}), **extra}), default=str, allow_nan=False
+                _nonfinite_as_null({**step.get("info", {}), **outcome.info}),
+                default=str,
+                allow_nan=False,
             ),
         )
 
-    def told(batch: list[RunRecord]) -> tuple[np.ndarray, np.ndarray] | None:
-        """The unit-cube points and values of the valid records: what the optimizer is told
-        (the evaluated point, ints rounded and bounds clipped)."""
-        ok = [r for r in batch if r.status == "ok"]
-        if not ok:
-            return None
-        return space.to_unit(np.array([r.x for r in ok])), np.array([r.y for r in ok])
+    def run_step(batch: int, units: np.ndarray, step: dict[str, Any]) -> None:
+        """Evaluate the points of step ``batch`` (``len x d``, unit cube) that the journal
+        lacks, journal them, keep the step's records in order and tell them."""
+        iterations = steps[batch]
+        done = {i: stored[i][0] for i in iterations if i in stored and batch == whole}
+        _check_reasked(cell, space, units, iterations, done)
+        for _ in done:
+            progress()
+        requests = [
+            EvaluationRequest(j, i, space.from_unit(units[j : j + 1])[0], _eval_seed(cell, i))
+            for j, i in enumerate(iterations)
+            if i not in done
+        ]
+        closing = iterations[-1]
+        for n, (request, outcome) in enumerate(evaluations.run(requests), start=1):
+            done[request.iteration] = bests.provisional(record(request, outcome, batch, step), done)
+            if batch > 0 and n == len(requests):
+                closing = request.iteration  # journaled after the tell, with the state
+            elif journal is not None:
+                journal.append(done[request.iteration], None)
+            progress()
+        final = [bests.take(done[i]) for i in iterations]
+        records.extend(final)
+        told(final)
+        if batch > 0 and journal is not None:
+            journal.append(final[closing - iterations.start], state_dict())
 
-    init = initial_design(space.dim, cell.n_init, derive_seed(cell.seed, "init", cell.task.label))
-    for i, u in enumerate(init):
-        if i < len(stored):
-            keep(stored[i][0], None, replayed=True)
-        else:
-            seed = derive_seed(cell.seed, "eval-init", cell.task.label, i)
-            keep(evaluate(u[None, :], i, "init", seed, {}), None, replayed=False)
-    if (history := told(records)) is not None:
-        tell(*history)
-
-    replay = stored[cell.n_init : cell.n_init + cell.budget]
-    if replay:
-        for record, _ in replay:
-            keep(record, None, replayed=True)
-        if (history := told([r for r, _ in replay])) is not None:
-            tell(*history)
-        load_state_dict(replay[-1][1])
-
-    for iteration in range(cell.n_init + len(replay), cell.n_init + cell.budget):
-        suggestion = ask(1)
-        info = dict(suggestion.info)
-        step = {
-            "fit_seconds": suggestion.fit_seconds,
-            "acq_seconds": suggestion.acq_seconds,
-            "fallback": info.pop("fallback", None),
-            "info": info,
-        }
-        eval_seed = derive_seed(cell.seed, "eval", cell.task.label, cell.optimizer.label, iteration)
-        record = evaluate(suggestion.x[:1], iteration, "bo", eval_seed, step)
-        if (history := told([record])) is not None:
-            tell(*history)
-        keep(record, state_dict(), replayed=False)
+    evaluations.open(cell, task, device, evaluation_timeout)
+    try:
+        if whole >= 1:
+            replayed = [stored[i][0] for i in steps[0]]
+            records.extend(bests.take(r) for r in replayed)
+            told(replayed)
+        if whole > 1:
+            replayed = [stored[i][0] for k in steps[1:whole] for i in k]
+            records.extend(bests.take(r) for r in replayed)
+            told(replayed)
+            load_state_dict(next(s for i in steps[whole - 1] if (s := stored[i][1]) is not None))
+        for _ in records:
+            progress()
+        for batch in range(whole, cell.budget + 1):
+            if batch == 0:
+                init = derive_seed(cell.seed, "init", cell.task.label)
+                run_step(0, initial_design(space.dim, cell.n_init, init), {})
+                continue
+            suggestion = ask(cell.q)
+            info = dict(suggestion.info)
+            step = {
+                "fit_seconds": suggestion.fit_seconds,
+                "acq_seconds": suggestion.acq_seconds,
+                "fallback": info.pop("fallback", None),
+                "info": info,
+            }
+            run_step(batch, suggestion.x, step)
+    finally:
+        evaluations.close()
     return records

@@ -17,7 +17,8 @@ Every size is bounded, so a mistyped number is an error at load time rather than
 (:data:`MAX_DEPTH`) and its nodes with aliases expanded (:data:`MAX_NODES`), the cells of a suite
 (:data:`MAX_CELLS`), the evaluations of a cell (:data:`MAX_EVALUATIONS`), seeds (int64, as
 stored), names and labels (:data:`MAX_LABEL` characters: they become file names) and time limits
-(:data:`MAX_TIMEOUT_S`).
+(:data:`MAX_TIMEOUT_S`); the evaluations of a cell's BO steps, ``q * budget``, are bounded as its
+budget is.
 
 This module imports neither torch nor the probe; the names it checks come from
 :mod:`orthobench.config.names` (docs/design.md, "Layers and data flow"). Checking a task or an
@@ -110,6 +111,26 @@ def _seed_count(value: Any) -> Any:
     return list(range(value))
 
 
+def _one_batch_size(value: Any) -> Any:
+    """YAML ``q: 4``: one batch size without brackets."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            "",
+            f"must be an integer >= 1 (points per BO step) or a list of them, but got "
+            f"{show_value(value)}.",
+        )
+    return [value]
+
+
+def _check_distinct_batch_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    if len(set(sizes)) < len(sizes):
+        twice = next(q for i, q in enumerate(sizes) if q in sizes[:i])
+        raise ConfigError("", f"batch sizes must be distinct, but {twice} is given twice.")
+    return sizes
+
+
 def _one_kernel(value: Any) -> Any:
     """YAML ``kernels: rbf-iso``: one kernel without brackets."""
     return [value] if isinstance(value, str) else value
@@ -151,6 +172,12 @@ Budget = Annotated[
     int,
     Interval(ge=0, le=MAX_EVALUATIONS),
     Field(description="BO iterations after the initial design"),
+]
+#: The points a cell's optimizer proposes per BO step.
+BatchSize = Annotated[
+    int,
+    Interval(ge=1, le=MAX_EVALUATIONS),
+    Field(description="points proposed per BO step"),
 ]
 #: The dtype of a cell's run.
 Dtype = Annotated[Literal["float64", "float32"], Field(description="torch dtype of the run")]
@@ -302,6 +329,17 @@ class ProbeSpec:
         16, description="independent estimates per budget, state and estimator"
     )
     n_probes: ProbeCount = Field(64, description="probe points per state")
+    q: Annotated[
+        tuple[BatchSize, ...],
+        MinLen(1),
+        AfterValidator(_check_distinct_batch_sizes),
+        Shorthand(_one_batch_size),
+    ] = Field(
+        (1,),
+        description="batch sizes of the probed acquisition (a list: one state per value): at "
+        "q > 1 each probe is a batch of q points and the GP estimators' values are qEI "
+        "(TPE states are probed at q = 1 only)",
+    )
     estimators: tuple[Annotated[str, AfterValidator(_check_estimator)], ...] = Field(
         ("mc", "orth"),
         min_length=1,
@@ -368,15 +406,24 @@ class Cell:
     n_init: InitialDesign
     budget: Budget
     dtype: Dtype = "float64"
+    q: BatchSize = 1
 
     @property
     def id(self) -> str:
-        """File-name-safe identifier, unique within a suite."""
-        return ID_SEPARATOR.join((self.task.label, self.optimizer.label, f"seed{self.seed}"))
+        """File-name-safe identifier, unique within a suite: ``task__optimizer__seed0``, and
+        ``task__optimizer__q4__seed0`` for a batch size ``q`` other than 1."""
+        batch = () if self.q == 1 else (f"q{self.q}",)
+        return ID_SEPARATOR.join(
+            (self.task.label, self.optimizer.label, *batch, f"seed{self.seed}")
+        )
 
     def config(self) -> dict[str, Any]:
-        """The configuration as the suite gives it (JSON-serializable)."""
+        """The configuration as the suite gives it (JSON-serializable); ``q`` only where it is
+        not 1, so a cell of one point per step keeps the configuration (and hash) it had before
+        batch steps existed."""
         cfg = asdict(self)
+        if self.q == 1:
+            del cfg["q"]
         cfg["task"] = self.task.config()
         cfg["optimizer"] = self.optimizer.config()
         return cfg
@@ -420,6 +467,16 @@ class Suite:
     seeds: Seeds = Field((0,), description="seeds (a count n stands for 0..n-1)")
     n_init: InitialDesign = 8
     budget: Budget
+    q: Annotated[
+        tuple[BatchSize, ...],
+        MinLen(1),
+        AfterValidator(_check_distinct_batch_sizes),
+        Shorthand(_one_batch_size),
+    ] = Field(
+        (1,),
+        description="batch sizes: points proposed, and evaluated at once, per BO step (a list: "
+        "one cell per value); a cell makes n_init + q * budget evaluations",
+    )
     device: Device = Field("auto", description="auto, cpu, cuda or cuda:N")
     dtype: Dtype = "float64"
     tasks: tuple[Component, ...] = Field(min_length=1, description=f"task {_COMPONENTS}")
@@ -442,17 +499,26 @@ class Suite:
         _check_components(self.tasks, "tasks", TASKS)
         entries = _check_components(self.optimizers, "optimizers", OPTIMIZERS)
         _check_observations(self.n_init, self.optimizers, entries)
-        n_cells = len(self.tasks) * len(self.optimizers) * len(self.seeds)
+        n_cells = len(self.tasks) * len(self.optimizers) * len(self.seeds) * len(self.q)
         if n_cells > MAX_CELLS:
+            batches = f" x {len(self.q)} batch sizes" if len(self.q) > 1 else ""
             raise ConfigError(
                 "seeds",
                 f"{len(self.tasks)} tasks x {len(self.optimizers)} optimizers x "
-                f"{len(self.seeds)} seeds make {n_cells} cells; a suite holds at most {MAX_CELLS}.",
+                f"{len(self.seeds)} seeds{batches} make {n_cells} cells; a suite holds at most "
+                f"{MAX_CELLS}.",
             )
+        for i, q in enumerate(self.q):
+            if q * self.budget > MAX_EVALUATIONS:
+                raise ConfigError(
+                    f"q[{i}]",
+                    f"q * budget must be <= {MAX_EVALUATIONS} evaluations, but q={q} and "
+                    f"budget={self.budget} make {q * self.budget}.",
+                )
         return self
 
     def cells(self) -> list[Cell]:
-        """All cells, ordered task-major, then seed, then optimizer."""
+        """All cells, ordered task-major, then seed, then batch size ``q``, then optimizer."""
         return [
             Cell(
                 suite=self.name,
@@ -462,9 +528,11 @@ class Suite:
                 n_init=self.n_init,
                 budget=self.budget,
                 dtype=self.dtype,
+                q=q,
             )
             for t in self.tasks
             for s in self.seeds
+            for q in self.q
             for o in self.optimizers
         ]
 

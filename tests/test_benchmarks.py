@@ -65,7 +65,9 @@ BUILDERS = {
     "step_benchmark": (
         "levy16", 5, 8,
         lambda m: TASKS.create("levy16").space.to_unit(
-            np.array([r.x for r in m.run("levy16", "orthobo fit=fast", 5, 0, 8)])
+            np.array([r.x for r in m._states.run(
+                m._states.cell("levy16", 5, 8, 0, "orthobo", **m.METHODS["orthobo fit=fast"][1])
+            ).records])
         ),
     ),
 }  # fmt: skip

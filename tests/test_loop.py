@@ -204,7 +204,7 @@ def test_ensemble_weights_are_recorded_per_iteration():
 
 
 # Fields that differ between two runs of the same cell only by timing.
-_TIMINGS = ("fit_seconds", "acq_seconds", "eval_seconds")
+_TIMINGS = ("fit_seconds", "acq_seconds", "eval_seconds", "wall_seconds")
 
 
 def comparable(records):

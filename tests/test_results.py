@@ -59,6 +59,8 @@ def run_record(**changes) -> RunRecord:
         seed=3,
         iteration=0,
         phase="init",
+        q=1,
+        batch=0,
         x=[0.25, -1.5],
         y=1.5,
         y_true=None,
@@ -68,6 +70,7 @@ def run_record(**changes) -> RunRecord:
         fit_seconds=0.0,
         acq_seconds=0.0,
         eval_seconds=0.01,
+        wall_seconds=0.02,
         status="ok",
         fallback=None,
         info="{}",
@@ -128,6 +131,26 @@ def test_records_round_trip_through_their_schema(tmp_path):
     assert list(frame["baseline_values_ei"].iloc[1]) == []
     assert frame["regret"].isna().iloc[0] and frame["regret"].iloc[1] == 1.25
     assert pq.read_schema(store.probe_path("state")).remove_metadata() == arrow_schema(ProbeRecord)
+
+
+def test_a_cell_file_written_before_the_batch_columns_reads_with_them_filled_in(tmp_path):
+    """``q``, ``batch`` and ``wall_seconds`` came within schema version 3: a file without them
+    (one point per BO step) is still stored and reads with q 1, batch by iteration, NaN time."""
+    store = ResultStore(tmp_path)
+    spec = cell(n_init=2, budget=2)
+    runs = [
+        run_record(iteration=i, phase="init" if i < 2 else "bo", batch=max(i - 1, 0))
+        for i in range(4)
+    ]
+    path = store.write_cell(spec, runs, {}, 0.1)
+    table = pq.read_table(path)
+    old = table.drop_columns(["q", "batch", "wall_seconds"])
+    pq.write_table(old.replace_schema_metadata(table.schema.metadata), path)
+    assert store.is_stored(spec)
+    frame = load_runs([tmp_path])
+    assert list(frame.columns) == [f.name for f in dataclasses.fields(RunRecord)]
+    assert frame["q"].tolist() == [1] * 4 and frame["batch"].tolist() == [0, 0, 1, 2]
+    assert frame["wall_seconds"].isna().all() and frame["batch"].dtype == "int64"
 
 
 def test_probe_rows_keep_their_cost_and_thread_count(tmp_path):

@@ -72,6 +72,12 @@ class Job(abc.ABC):
     def metadata(self) -> dict[str, Any]:
         """The settings stored with the unit's records (thread count, time limits)."""
 
+    @property
+    def slots(self) -> int:
+        """Worker processes (or Dask threads) the job keeps busy while it runs: 1, or a batch
+        cell's evaluations at once. Executors run jobs at once up to their ``workers`` slots."""
+        return 1
+
 
 class JobResult(NamedTuple):
     records: list[Any] | None  # None when the job failed
@@ -137,6 +143,9 @@ class Executor(abc.ABC):
     name: ClassVar[str]
     #: Whether an evaluation's time limit can be enforced (it needs a process's main thread).
     enforces_evaluation_timeout: ClassVar[bool] = True
+    #: Where a batch cell's evaluations run when several run at once
+    #: (:data:`orthobench.executors._evaluations.EVALUATION_KINDS`).
+    evaluation_kind: ClassVar[str] = "process"
 
     def __init__(self, *, workers: int = 1, timeout: float | None = None) -> None:
         if workers < 1:
@@ -153,8 +162,14 @@ class Executor(abc.ABC):
         return True
 
     def processes(self, jobs: int) -> int:
-        """Processes of this machine that run ``jobs`` jobs at once."""
+        """Processes of this machine that run ``jobs`` jobs at once (``jobs``: the jobs'
+        :attr:`Job.slots`, so a batch cell counts its evaluations at once)."""
         return max(min(self.workers, jobs), 1)
+
+    def evaluation_workers(self, q: int) -> int:
+        """How many of the ``q`` evaluations of a cell's BO step run at once: ``min(q,
+        workers)``, so a cell never holds more than the executor's workers (inline: 1)."""
+        return max(1, min(q, self.workers))
 
     @abc.abstractmethod
     def run(self, jobs: Sequence[Job], session: Session) -> None:

@@ -151,6 +151,9 @@ class DaskExecutor(Executor):
     job at a time. On the private ``LocalCluster`` (``workers`` processes, one thread each, the
     jobs' modules imported as they start) a worker that dies fails its job at once
     (``allowed-failures: 0``); on an external cluster after its allowed retries (``KilledWorker``).
+    A batch cell submits its step's evaluations as Dask tasks of their own from its task
+    (:class:`~orthobench.executors._evaluations.DaskEvaluations`) and counts as that many jobs
+    in flight (:attr:`Job.slots`).
     A killed client loses the jobs in flight and nothing stored (on a ``LocalCluster``, the
     evaluations of the cells in flight are journaled too: an external cluster's workers may not
     see the results directory, so there resume is per unit). CUDA jobs ask for one ``GPU`` worker
@@ -170,6 +173,7 @@ class DaskExecutor(Executor):
 
     name = "dask"
     enforces_evaluation_timeout = False
+    evaluation_kind = "dask"
 
     def __init__(
         self,
@@ -191,6 +195,10 @@ class DaskExecutor(Executor):
         # An external cluster's workers run elsewhere: only the client runs here.
         return super().processes(jobs) if self.scheduler is None else 1
 
+    def evaluation_workers(self, q: int) -> int:
+        # An external cluster's size is its own: it schedules all q evaluations of a step.
+        return super().evaluation_workers(q) if self.scheduler is None else q
+
     def run(self, jobs: Sequence[Job], session: Session) -> None:
         try:
             import dask
@@ -204,7 +212,7 @@ class DaskExecutor(Executor):
         if self.scheduler is None:
             with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
                 cluster = LocalCluster(
-                    n_workers=self.processes(len(jobs)),
+                    n_workers=self.processes(sum(job.slots for job in jobs)),
                     threads_per_worker=1,
                     processes=True,
                     resources=resources,
@@ -239,9 +247,13 @@ class DaskExecutor(Executor):
         pending: set[Any] = set()
         started: dict[str, float] = {}
         while queue or pending:
-            # No more jobs in flight than worker threads: a worker that dies takes its own job
-            # only, and a job's timeout clock starts when it does.
-            while queue and len(pending) < max(1, sum(client.nthreads().values())):
+            # No more jobs in flight than worker threads (a batch cell counts its evaluations at
+            # once, :attr:`Job.slots`): a worker that dies takes its own job only, and a job's
+            # timeout clock starts when it does.
+            threads = max(1, sum(client.nthreads().values()))
+            while queue and (
+                not pending or sum(futures[f].slots for f in pending) + queue[0].slots <= threads
+            ):
                 job = queue.popleft()
                 future = client.submit(
                     execute,

@@ -50,6 +50,7 @@ class InlineExecutor(Executor):
     """
 
     name = "inline"
+    evaluation_kind = "inline"
 
     def __init__(self, *, timeout: float | None = None) -> None:
         super().__init__(timeout=timeout)

@@ -147,6 +147,13 @@ class _Worker:
 class ProcessExecutor(Executor):
     """Runs jobs on up to ``workers`` spawned processes, replacing any that dies or times out.
 
+    A job that keeps several processes busy (a batch cell evaluating ``min(q, workers)`` points
+    at once in processes of its own: :attr:`Job.slots`) counts as that many: jobs start while the
+    slots of those running stay within ``workers`` (and one always runs), so ``--workers 8``
+    runs two cells of ``q = 4`` at once, each with four evaluation processes, and the processes
+    evaluating stay about ``workers``. A cell's own process mostly waits while its evaluations
+    run, and is not counted.
+
     ``spawn``, not ``fork``: forking a process that already initialized torch/OpenMP (or CUDA)
     can hang. A worker's process is reused for the next job, so tasks keep their per-process
     caches. Progress counts a whole job as it finishes. Pool workers ignore SIGINT (the runner
@@ -163,13 +170,14 @@ class ProcessExecutor(Executor):
 
     def run(self, jobs: Sequence[Job], session: Session) -> None:
         context = multiprocessing.get_context("spawn")
-        workers = self.processes(len(jobs))
         queue = deque(jobs)
         idle: list[_Worker] = []
         busy: list[_Worker] = []
         try:
             while queue or busy:
-                while queue and len(busy) < workers:
+                while queue and (
+                    not busy or sum(w.job.slots for w in busy) + queue[0].slots <= self.workers
+                ):
                     worker = idle.pop() if idle else _Worker(context)
                     worker.submit(queue.popleft())
                     busy.append(worker)

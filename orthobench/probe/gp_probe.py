@@ -7,7 +7,23 @@ variance is across rebuilds").
 References of the targets:
 
 - theta estimators: the marginal EI over ``reference_samples`` scrambled-Sobol theta draws;
-- ``qlogei``: the analytic EI at the MAP hyperparameters (its MC noise is over function samples).
+- ``qlogei``: the analytic EI at the MAP hyperparameters (its MC noise is over function samples);
+  at ``q > 1``, qLogEI at the MAP hyperparameters on ``reference_samples`` scrambled-Sobol
+  function samples (no closed form; the same smoothings as the rebuilds, so the reference is of
+  the rebuilds' own target).
+
+Batch probes (a state's ``q > 1``, :mod:`orthobench.probe.states`): each probe is a batch of ``q``
+points (``N x q x d``) and the per-draw values are
+:meth:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_qei`, the inner Monte Carlo
+mean over ``K = INNER_SAMPLES`` (OrthoBO's count) scrambled-Sobol normal base samples, as
+:class:`~orthobench.acquisition.MarginalLogQEI` evaluates OrthoBO's batch acquisition. The base
+samples are drawn once per state (:func:`inner_base_samples`) and shared by every rebuild,
+estimator, budget and the reference: OrthoBO fixes them for a BO step as it fixes its theta
+draws, and the theta estimators only reduce the noise over theta, so the rebuild variance is
+over theta draws alone, as at ``q = 1``; the target is the theta-marginal of the per-draw inner
+estimates on those base samples (unbiased for the marginal qEI over base-sample draws). Fresh
+base samples per rebuild would add inner-MC noise that no theta estimator touches to both sides of
+every ratio, pulling the ratios towards 1.
 
 Estimators with the same draws (equal-weight sampling, or the same rule; RB or not) share them in
 a rebuild (common random numbers), so every ratio against naive iid theta-MC (``mc``) is paired.
@@ -21,6 +37,9 @@ Cost: per theta estimator and budget, :func:`seconds_per_call` times one call of
 OrthoBO maximizes (:class:`~orthobench.acquisition.MarginalLogEI` built as ``orthobo`` builds it),
 forward and backward, on a ``512 x 1 x d`` batch: the batch ``optimize_acqf`` evaluates per
 L-BFGS step. Building the draws and their Cholesky factors is once per BO step and not included.
+At ``q > 1`` the call is :class:`~orthobench.acquisition.MarginalLogQEI` on ``512 / q`` batches
+of ``q`` points (512 points, as at ``q = 1``; OrthoBO climbs a few restarts of batches, not a
+raw-sample screen of them, so 512 batches would overstate a step's cost).
 """
 
 from __future__ import annotations
@@ -33,9 +52,11 @@ import numpy as np
 import torch
 from botorch.acquisition import LogExpectedImprovement, qLogExpectedImprovement
 from botorch.sampling import SobolQMCNormalSampler
+from botorch.utils.sampling import draw_sobol_normal_samples
 
-from orthobench.acquisition import MarginalLogEI
+from orthobench.acquisition import MarginalLogEI, MarginalLogQEI
 from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, ThetaEstimator, parse_estimator
+from orthobench.optimizers.orthobo import INNER_SAMPLES
 from orthobench.probe.metrics import ALPHA
 from orthobench.probe.states import ProbeState
 from orthobench.seeding import derive_seed, torch_seed
@@ -58,16 +79,34 @@ def _outer_log(log_top: torch.Tensor, est: torch.Tensor, mc: torch.Tensor) -> to
     return log_top + torch.maximum(est, ALPHA * mc).log()
 
 
-def _scaled_values(
-    model: Any, draws: ThetaDraws, X: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """``(top, values, jittered)``: per-probe max log-EI ``N``, ``exp(log_ei - top)`` ``S x N``
-    and the number of draws whose Cholesky factor needed jitter."""
-    gp = draws.gp(model)
+def inner_base_samples(
+    state: ProbeState, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor | None:
+    """The state's fixed ``K x q`` inner base samples of batch EI: ``K = INNER_SAMPLES``
+    scrambled-Sobol standard normals (as OrthoBO draws them per step), seeded by the state;
+    None at ``q = 1`` (analytic EI per draw)."""
+    if state.q == 1:
+        return None
+    seed = derive_seed(state.seed, "probe-inner", state.id) % (2**31)
+    return draw_sobol_normal_samples(d=state.q, n=INNER_SAMPLES, seed=seed).to(device, dtype)
+
+
+def log_values(gp: ThetaSampledGP, X: torch.Tensor, base: torch.Tensor | None) -> torch.Tensor:
+    """Per-draw log acquisition values ``S x N`` at ``N x q x d`` probes: analytic log-EI
+    (``base`` None, ``q = 1``) or log-qEI on the ``K x q`` base samples ``base``."""
     with torch.no_grad():
-        log_ei = gp.log_ei(X)  # S x N
-    top = log_ei.max(dim=0).values
-    return top, (log_ei - top).exp(), gp.n_jittered
+        return gp.log_ei(X) if base is None else gp.log_qei(X, base)
+
+
+def _scaled_values(
+    model: Any, draws: ThetaDraws, X: torch.Tensor, base: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(top, values, jittered)``: per-probe max log value ``N``, ``exp(log - top)`` ``S x N``
+    (:func:`log_values`) and the number of draws whose Cholesky factor needed jitter."""
+    gp = draws.gp(model)
+    log = log_values(gp, X, base)  # S x N
+    top = log.max(dim=0).values
+    return top, (log - top).exp(), gp.n_jittered
 
 
 def seconds_per_call(
@@ -78,27 +117,35 @@ def seconds_per_call(
     dim: int,
     *,
     seed: int,
+    base_samples: torch.Tensor | None = None,
 ) -> float:
     """Median wall seconds of one forward + backward pass of OrthoBO's acquisition.
 
     The acquisition is :class:`~orthobench.acquisition.MarginalLogEI` on ``estimator``'s draws
     within ``budget`` EI evaluations (as ``orthobo`` builds it: point sets by their weights, the
-    others by the estimator), called on ``COST_CANDIDATES x 1 x dim`` uniform candidates with
-    ``L(X).sum().backward()``; the median of ``COST_REPEATS`` calls after one warm-up call. It
+    others by the estimator), or with ``K x q`` ``base_samples``
+    :class:`~orthobench.acquisition.MarginalLogQEI`, called on ``COST_CANDIDATES // q`` uniform
+    batches of ``q`` points, ``(COST_CANDIDATES // q) x q x dim`` (``q = 1`` without base samples),
+    with ``L(X).sum().backward()``; the median of ``COST_REPEATS`` calls after one warm-up call. It
     runs on torch's current thread count (recorded beside it by the probe).
     """
     draws = draw_thetas(laplace, estimator, budget, seed=seed)
-    acqf = MarginalLogEI(
-        model,
-        [draws.gp(model)],
-        [draws.z],
-        [1.0],
-        estimator="mc" if estimator.point_set else estimator.base,
-        point_weights=[draws.weights],
-    )
+    common: dict[str, Any] = {
+        "estimator": "mc" if estimator.point_set else estimator.base,
+        "point_weights": [draws.weights],
+    }
+    if base_samples is None:
+        acqf: MarginalLogEI | MarginalLogQEI = MarginalLogEI(
+            model, [draws.gp(model)], [draws.z], [1.0], **common
+        )
+    else:
+        acqf = MarginalLogQEI(
+            model, [draws.gp(model)], [draws.z], [1.0], base_samples=base_samples, **common
+        )
+    q = 1 if base_samples is None else base_samples.shape[-1]
     theta = laplace.theta_hat
     generator = torch.Generator(device="cpu").manual_seed(seed % (2**63 - 1))
-    X = torch.rand(COST_CANDIDATES, 1, dim, generator=generator, dtype=theta.dtype)
+    X = torch.rand(max(COST_CANDIDATES // q, 1), q, dim, generator=generator, dtype=theta.dtype)
     X = X.to(theta.device).requires_grad_(True)
     seconds = []
     for _ in range(COST_REPEATS + 1):
@@ -126,39 +173,50 @@ def gp_values(
     Args:
         x: ``t x d`` history in the unit cube.
         y: ``t`` observed values (minimized; the GP is fitted to ``-y``).
-        probes: ``N x d`` probe points.
+        probes: ``N x d`` probe points, or ``N x q x d`` batches at the state's ``q > 1``.
 
     Returns:
         ``{(name, S): {"ei": R x N, "log": R x N, "n_evaluations": int, "baseline": R x N |
         None}}`` (``baseline``: naive iid theta-MC at ``n_evaluations`` draws when that differs
         from ``S``; None: the ``mc`` values at ``S`` are the baseline), the references
-        ``{"theta": N, "map": N}`` and the fit and Laplace diagnostics (``cholesky_jitter``:
-        theta samples, reference and rebuilds, whose Cholesky factor needed jitter). Theta
+        ``{"theta": N, "map": N}`` (``map`` with ``qlogei`` only) and the fit and Laplace
+        diagnostics (``cholesky_jitter``: theta samples, reference and rebuilds, whose Cholesky
+        factor needed jitter). Theta
         estimators' entries also hold ``"seconds_per_call"`` (:func:`seconds_per_call`).
     """
     with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
         model, fit_info = fit_model(x, -y, state.surrogate)
     laplace = laplace_posterior(model, keep_raw=spec.laplace == "unfloored")
-    X = probes.unsqueeze(-2)  # N x 1 x d
+    X = probes.unsqueeze(-2) if probes.ndim == 2 else probes  # N x q x d
+    base = inner_base_samples(state, X.dtype, X.device)  # K x q, or None at q = 1
     jittered = 0  # theta samples of the state whose Cholesky factor needed jitter
 
     # Reference of the theta-marginal target: many scrambled-Sobol theta draws (chunked).
     z_ref = laplace.sample_whitened(
         spec.reference_samples, "qmc", seed=derive_seed(state.seed, "probe-reference", state.id)
     )
-    log_ei_chunks = []
+    log_chunks = []
     for z in z_ref.split(_REFERENCE_CHUNK):
         gp = ThetaSampledGP.from_model(model, laplace.theta(z))
         jittered += gp.n_jittered
-        log_ei_chunks.append(gp.log_ei(X))
-    log_ei_ref = torch.cat(log_ei_chunks)
-    reference = {"theta": torch.logsumexp(log_ei_ref, dim=0) - math.log(log_ei_ref.shape[0])}
-    # qLogEI's target: EI at the MAP hyperparameters. BoTorch returns it in original outcome
-    # units; the theta estimators work on the model's standardized scale, so qLogEI values are
-    # divided by the outcome std to be comparable.
+        log_chunks.append(log_values(gp, X, base))
+    log_ref = torch.cat(log_chunks)
+    reference = {"theta": torch.logsumexp(log_ref, dim=0) - math.log(log_ref.shape[0])}
+    # qLogEI's target: EI at the MAP hyperparameters (at q > 1 qLogEI on many Sobol' function
+    # samples). BoTorch returns it in original outcome units; the theta estimators work on the
+    # model's standardized scale, so qLogEI values are divided by the outcome std to be comparable.
     log_std = float(model.outcome_transform.stdvs.squeeze().log())
-    with torch.no_grad():
-        reference["map"] = LogExpectedImprovement(model, best_f=(-y).max())(X) - log_std
+    if "qlogei" in names:
+        with torch.no_grad():
+            if base is None:
+                reference["map"] = LogExpectedImprovement(model, best_f=(-y).max())(X) - log_std
+            else:
+                sampler = SobolQMCNormalSampler(
+                    torch.Size([spec.reference_samples]),
+                    seed=derive_seed(state.seed, "probe-qlogei-reference", state.id) % (2**31),
+                )
+                acqf = qLogExpectedImprovement(model, best_f=(-y).max(), sampler=sampler)
+                reference["map"] = acqf(X) - log_std
 
     out: dict[tuple[str, int], dict[str, Any]] = {}
     parsed = {n: parse_estimator(n) for n in names}
@@ -182,7 +240,7 @@ def gp_values(
                     s,
                     seed=derive_seed(state.seed, "probe-rebuild", state.id, s, r, *keys),
                 )
-                top, values, n_jittered = _scaled_values(model, draws, X)
+                top, values, n_jittered = _scaled_values(model, draws, X, base)
                 jittered += n_jittered
                 mc = values.mean(dim=0)
                 for name in members:
@@ -199,7 +257,7 @@ def gp_values(
                     count,
                     seed=derive_seed(state.seed, "probe-rebuild", state.id, count, r, "iid"),
                 )
-                top, values, n_jittered = _scaled_values(model, draws, X)
+                top, values, n_jittered = _scaled_values(model, draws, X, base)
                 jittered += n_jittered
                 naive.setdefault(count, []).append((top.exp() * values.mean(dim=0)).cpu().numpy())
             if "qlogei" in ei:
@@ -229,6 +287,7 @@ def gp_values(
                     s,
                     probes.shape[-1],
                     seed=derive_seed(state.seed, "probe-cost", state.id, name, s),
+                    base_samples=base,
                 )
     refs = {k: v.exp().cpu().numpy() for k, v in reference.items()}
     info = {

@@ -28,6 +28,12 @@ recorded per row as ``n_evaluations``; its ratios are against naive iid theta-MC
 ``n_evaluations`` draws in the same rebuild (the row's ``mc`` row when the counts agree, else
 extra naive draws, stored in ``baseline_values_ei``). Equal-weight estimators use ``S`` draws.
 
+Batch probes. With ``q: [1, 4]`` every GP state is probed once per batch size (a state per
+``q``; TPE states at ``q = 1`` only): at ``q > 1`` a probe is a batch of ``q`` points and the
+values are batch EI, per theta draw the inner-MC qEI on fixed base samples that OrthoBO's
+:class:`~orthobench.acquisition.MarginalLogQEI` uses, and for ``qlogei`` BoTorch's qLogEI
+(:mod:`orthobench.probe.gp_probe`). Rows carry their ``q``.
+
 Every metric is defined once, in :mod:`orthobench.probe.metrics`; each state's rows
 (:class:`orthobench.results.ProbeRecord`) are stored by :class:`orthobench.results.ResultStore`.
 States run as cells do (:func:`orthobench.execution.run_units`), on any executor, with the same
@@ -153,13 +159,15 @@ def _summaries(
                 info=json.dumps(info, default=str),
                 seconds_per_call=v.get("seconds_per_call"),
                 threads=torch.get_num_threads(),
+                q=state.q,
             )
         )
     return rows
 
 
 def probe_states(suite_name: str, spec: ProbeSpec) -> list[ProbeState]:
-    """Every probe state of a suite's probe section: GP kernels, plus ``tpe`` when asked for."""
+    """Every probe state of a suite's probe section: GP kernels at each of its ``q``, plus
+    ``tpe`` (at ``q = 1`` only) when asked for."""
     surrogates = (
         list(spec.kernels)
         if any(parse_estimator(e).base not in TPE_ESTIMATORS for e in spec.estimators)
@@ -169,10 +177,17 @@ def probe_states(suite_name: str, spec: ProbeSpec) -> list[ProbeState]:
         surrogates.append("tpe")
     return [
         ProbeState(
-            suite=suite_name, task=t, surrogate=k, seed=seed, state_iteration=it, n_init=spec.n_init
+            suite=suite_name,
+            task=t,
+            surrogate=k,
+            seed=seed,
+            state_iteration=it,
+            n_init=spec.n_init,
+            q=q,
         )
         for t in spec.tasks
         for k in surrogates
+        for q in (spec.q if k != "tpe" else tuple(b for b in spec.q if b == 1))
         for seed in spec.seeds
         for it in spec.state_iterations
     ]
@@ -244,7 +259,7 @@ class ProbeJob(Job):
         return records
 
     def metadata(self) -> dict[str, Any]:
-        return {"threads": self.threads, "state": asdict(self.unit.state)}
+        return {"threads": self.threads, "state": _state_dict(self.unit.state)}
 
 
 class ProbeRun(NamedTuple):
@@ -360,7 +375,8 @@ def _adopt_earlier(store: ResultStore, units: Sequence[ProbeUnit]) -> None:
         if entry is None or "config" in entry:
             continue
         meta = read_metadata(store.probe_path(unit.id))
-        same_state = meta.get("state") == _as_json(asdict(unit.state))
+        stored_state = {k: v for k, v in meta.get("state", {}).items() if (k, v) != ("q", 1)}
+        same_state = stored_state == _as_json(_state_dict(unit.state))
         if same_state and _settings(meta.get("probe", {})) == _settings(
             _as_json(asdict(unit.spec))
         ):
@@ -372,6 +388,15 @@ def _as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _state_dict(state: ProbeState) -> dict[str, Any]:
+    """A state's fields, ``q`` only where it is not 1 (as stored before batch probes)."""
+    fields = asdict(state)
+    if state.q == 1:
+        del fields["q"]
+    return fields
+
+
 def _settings(probe: dict[str, Any]) -> dict[str, Any]:
-    """A probe section's JSON without the keys that rows are stored by."""
-    return {k: v for k, v in probe.items() if k not in ("estimators", "mc_samples")}
+    """A probe section's JSON without the keys that rows are stored by, nor ``q`` (each state
+    has its own; the earlier states were all ``q = 1``)."""
+    return {k: v for k, v in probe.items() if k not in ("estimators", "mc_samples", "q")}

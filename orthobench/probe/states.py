@@ -7,6 +7,11 @@ produce for that seed: the shared Sobol initial design of ``n_init`` points, the
 its ``kernel`` parameter (``matern52-ard`` for a TPE state). Its probe
 points are ``n_probes`` scrambled-Sobol points seeded by the seed and the task. A state probed
 with a probe section's settings is a unit of work, :class:`ProbeUnit`.
+
+A state also has a batch size ``q`` (the probe section's ``q``, default 1). At ``q > 1`` its probe
+points are ``n_probes`` batches of ``q`` points (scrambled Sobol' in ``q d`` dimensions, seeded
+with ``q`` too) and its values are batch EI (:mod:`orthobench.probe.gp_probe`); a ``q = 1`` state
+has the id, configuration and probe points it had before batch probes existed.
 """
 
 from __future__ import annotations
@@ -43,10 +48,19 @@ class ProbeState:
     seed: int
     state_iteration: int
     n_init: int
+    q: int = 1  # batch size of the probed acquisition
 
     @property
     def id(self) -> str:
-        parts = (self.task.label, self.surrogate, f"seed{self.seed}", f"it{self.state_iteration}")
+        """``task__kernel__seed0__it0``, and ``task__kernel__q4__seed0__it0`` at ``q != 1``."""
+        batch = () if self.q == 1 else (f"q{self.q}",)
+        parts = (
+            self.task.label,
+            self.surrogate,
+            *batch,
+            f"seed{self.seed}",
+            f"it{self.state_iteration}",
+        )
         return ID_SEPARATOR.join(parts)
 
     @property
@@ -77,8 +91,10 @@ class ProbeUnit:
 
     Its resolved configuration is what every row of the state depends on: the state's history
     (its :func:`state_cell`, resolved: the task and the state optimizer with their defaults), the
-    surrogate and :data:`STATE_SETTINGS`. A row depends on that, its estimator and its budget
-    ``S`` only (draws are keyed by the state, ``S`` and the rebuild), so the section's
+    surrogate, :data:`STATE_SETTINGS` and, where it is not 1, the state's ``q`` (so a ``q = 1``
+    state keeps the configuration hash it had before batch probes). A row depends on that, its
+    estimator and its budget ``S`` only (draws are keyed by the state, ``S`` and the rebuild),
+    so the section's
     ``estimators`` and ``mc_samples`` are not in it: a stored state keeps its rows when
     estimators or budgets are added, and only the new rows (:meth:`rows`) are computed.
     """
@@ -95,6 +111,8 @@ class ProbeUnit:
     def resolved_config(self) -> dict[str, Any]:
         history = state_cell(self.state, self.spec, torch.float64).resolved_config()
         settings = {key: getattr(self.spec, key) for key in STATE_SETTINGS}
+        if self.state.q != 1:
+            settings["q"] = self.state.q
         config = {"state": history, "surrogate": self.state.surrogate, "probe": settings}
         return json.loads(canonical(config))
 
@@ -147,9 +165,13 @@ def build_history(
 def probe_points(
     state: ProbeState, spec: ProbeSpec, dim: int, dtype: torch.dtype, device: torch.device
 ) -> torch.Tensor:
-    """``n_probes x d`` scrambled-Sobol probe points in the unit cube (the same for every
-    surrogate and state iteration of a seed and task)."""
-    engine = SobolEngine(
-        dim, scramble=True, seed=derive_seed(state.seed, "probe-points", state.task.label) % (2**31)
-    )
-    return engine.draw(spec.n_probes, dtype=dtype).to(device)
+    """Scrambled-Sobol probe points in the unit cube, the same for every surrogate and state
+    iteration of a seed, task and ``q``: ``n_probes x d`` at ``q = 1``; at ``q > 1``
+    ``n_probes x q x d``, the first ``n_probes`` points of a Sobol' sequence in ``q d``
+    dimensions (a batch is one point of the ``q d``-dimensional space the batch acquisition is
+    maximized over), seeded with ``q`` as well."""
+    q = state.q
+    keys = (state.seed, "probe-points", state.task.label) + (() if q == 1 else (f"q{q}",))
+    engine = SobolEngine(dim * q, scramble=True, seed=derive_seed(*keys) % (2**31))
+    points = engine.draw(spec.n_probes, dtype=dtype).to(device)
+    return points if q == 1 else points.reshape(spec.n_probes, q, dim)

@@ -6,6 +6,10 @@ each ratio's median over states with its order-statistic interval, the worst sta
 geometric mean; :func:`equal_time_frame` and :func:`ranking_table` rank estimators at equal EI
 evaluations and at equal time, and :func:`default_rule_table` applies the rule that picks
 orthobo's default estimator.
+
+Batch probes: rows with a ``q`` column (:class:`orthobench.results.ProbeRecord`) are grouped by
+``q`` too, after ``kernel`` (:func:`with_batch`); rows stored before ``q`` was recorded are
+``q = 1``, and frames without the column are grouped as before.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ LEVEL = 0.95
 #: ``1e12``: docs/design.md, "Ratios: CIs and several states").
 MAX_RATIO = 1e12
 GROUP = ["suite", "task", "kernel", "mc_samples", "estimator"]
+#: The batch-size column, a group key where a frame has it (:func:`with_batch`).
+BATCH = "q"
 #: The columns that identify one BO state within a (suite, task, kernel).
 STATE = ["seed", "state_iteration"]
 #: Ratio columns of :class:`orthobench.results.ProbeRecord` with a rebuild CI (``*_low``,
@@ -146,6 +152,21 @@ def median_interval(ratios: Sequence[float] | np.ndarray, level: float = LEVEL) 
     return _interval(median, low, high, covered)
 
 
+def with_batch(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """``frame`` with its ``q`` column as ints (missing values, from rows stored before batch
+    probes, are 1) and the :data:`BATCH` key list to group by: ``["q"]``, or ``[]`` without the
+    column."""
+    if BATCH not in frame:
+        return frame, []
+    return frame.assign(**{BATCH: frame[BATCH].fillna(1).astype(int)}), [BATCH]
+
+
+def _group_keys(batch: list[str]) -> list[str]:
+    """:data:`GROUP` with the batch key after ``kernel``."""
+    at = GROUP.index("kernel") + 1
+    return [*GROUP[:at], *batch, *GROUP[at:]]
+
+
 def _state_label(row: pd.Series | dict, with_iteration: bool) -> str:
     label = f"seed {int(row['seed'])}"
     return f"{label} it {int(row['state_iteration'])}" if with_iteration else label
@@ -210,7 +231,7 @@ def _with_bias_share(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per (suite, task, kernel, S, estimator), aggregated over probe states.
+    """One row per (suite, task, kernel, [q,] S, estimator), aggregated over probe states.
 
     A *state* is one BO state of the probe (a ``seed`` and ``state_iteration`` of a task and
     kernel). Each ratio's statistics are over the states where it is defined
@@ -226,7 +247,7 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
         columns: Metric columns to aggregate (default: every one present).
 
     Returns:
-        The :data:`GROUP` columns, ``states``, ``n_evaluations`` (the largest EI count of the
+        The :data:`GROUP` columns (and ``q`` after ``kernel`` where ``frame`` has it), ``states``, ``n_evaluations`` (the largest EI count of the
         estimator over states; its ratios are against naive MC at that count), ``baseline``,
         ``ci_over`` (``states`` or ``rebuilds``) and, per ratio in :data:`RATIOS`, over the
         states with a defined ratio: ``*_median`` with
@@ -260,16 +281,18 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
         >>> print(row["mse_ratio_worst"], row["mse_ratio_worst_state"])
         0.5 seed 0
     """
+    frame, batch = with_batch(frame)
+    keys = _group_keys(batch)
     if frame.empty:
-        return pd.DataFrame(columns=[*GROUP, "states"])
+        return pd.DataFrame(columns=[*keys, "states"])
     frame = _with_bias_share(frame)
     if "state_iteration" not in frame:
         frame = frame.assign(state_iteration=0)
     with_iteration = _with_iteration(frame)
     present = [c for c in (columns or [*RATIOS, *POINT_RATIOS, *MEANS]) if c in frame]
     rows = []
-    for key, group in frame.groupby(GROUP, sort=False):
-        row = dict(zip(GROUP, key, strict=True))
+    for key, group in frame.groupby(keys, sort=False):
+        row = dict(zip(keys, key, strict=True))
         row["states"] = len(group)
         row["n_evaluations"] = int(group["n_evaluations"].max())
         row["baseline"] = group["baseline"].iloc[0] if "baseline" in group else None
@@ -321,7 +344,8 @@ def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.D
     baseline at equal time) and ``cost_vs_mc`` (the row's call seconds over naive ``mc``'s at the
     same ``S`` in the same state). Other rows get NaN.
     """
-    key = ["suite", "task", "kernel", *STATE]
+    frame, batch = with_batch(frame)
+    key = ["suite", "task", "kernel", *batch, *STATE]
     if "state_iteration" not in frame:
         frame = frame.assign(state_iteration=0)
     out = frame.assign(
@@ -352,7 +376,8 @@ def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.D
 
 
 def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (suite, S, estimator), the worst and median over (task, kernel) of :func:`summary_table`.
+    """Per (suite, [q,] S, estimator), the worst and median over (task, kernel) of
+    :func:`summary_table`.
 
     Columns: ``worst_state_mse_ratio`` (the smallest single state's MSE ratio vs naive iid MC at
     equal EI evaluations over every cell), ``worst_state`` (its task/kernel and seed),
@@ -372,16 +397,19 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
     table = summary_table(frame)
     if table.empty:
         return table
+    frame, batch = with_batch(frame)
     table = table.assign(cell=table["task"] + "/" + table["kernel"])
     timed = equal_time_frame(_with_bias_share(frame)) if "seconds_per_call" in frame else None
     rows = []
-    for (suite, s, name), group in table.groupby(["suite", "mc_samples", "estimator"], sort=False):
+    for key, group in table.groupby(["suite", *batch, "mc_samples", "estimator"], sort=False):
+        suite, s, name = key[0], key[-2], key[-1]
         # Smallest first, NaN (no defined state in the cell) last: without any defined ratio
         # the row is NaN, where idxmin would raise.
         worst_state = group.sort_values("mse_ratio_worst", kind="stable").iloc[0]
         worst_median = group.sort_values("mse_ratio_median", kind="stable").iloc[0]
         row = {
             "suite": suite,
+            **({BATCH: key[1]} if batch else {}),
             "mc_samples": s,
             "estimator": name,
             "n_evaluations": f"{group['n_evaluations'].min()}-{group['n_evaluations'].max()}",
@@ -406,6 +434,7 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
                 (timed["suite"] == suite)
                 & (timed["mc_samples"] == s)
                 & (timed["estimator"] == name)
+                & (timed[BATCH] == key[1] if batch else True)
             ]
             ratios = mine["time_mse_ratio"].to_numpy(dtype=float)
             row["seconds_per_call"] = group["seconds_per_call"].median()
@@ -418,14 +447,15 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     ranking = pd.DataFrame(rows)
     return ranking.sort_values(
-        ["suite", "mc_samples", "worst_state_mse_ratio"],
-        ascending=[True, True, False],
+        ["suite", *batch, "mc_samples", "worst_state_mse_ratio"],
+        ascending=[True, *[True] * len(batch), True, False],
         kind="stable",
     ).reset_index(drop=True)
 
 
 def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rule that picks orthobo's default estimator, per (suite, estimator) over all budgets.
+    """The rule that picks orthobo's default estimator, per (suite, [q,] estimator) over all
+    budgets.
 
     Per estimator, over every (task, kernel, S, state): ``worst_state_mse_ratio`` (the smallest
     MSE ratio vs naive iid MC at equal EI evaluations) and ``worst_state`` (where),
@@ -438,18 +468,23 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
     of two terms of order ``Var / R``); the worst-state MSE ratio already charges a state's bias. Sorted eligible first, then by ``worst_state_mse_ratio``: the
     first row is the default by the rule (README, "Choosing the default estimator").
     """
-    frame = _with_bias_share(frame)
+    frame, batch = with_batch(_with_bias_share(frame))
     if frame.empty:
-        return pd.DataFrame(columns=["suite", "estimator"])
+        return pd.DataFrame(columns=["suite", *batch, "estimator"])
     if "state_iteration" not in frame:
         frame = frame.assign(state_iteration=0)
     with_iteration = _with_iteration(frame)
 
     def where(row: pd.Series) -> str:
-        return f"{row['task']}/{row['kernel']} S={row['mc_samples']} {_state_label(row, with_iteration)}"
+        batch_size = f" q={row[BATCH]}" if batch and row[BATCH] != 1 else ""
+        return (
+            f"{row['task']}/{row['kernel']}{batch_size} S={row['mc_samples']} "
+            f"{_state_label(row, with_iteration)}"
+        )
 
     rows = []
-    for (suite, name), group in frame.groupby(["suite", "estimator"], sort=False):
+    for key, group in frame.groupby(["suite", *batch, "estimator"], sort=False):
+        suite, name = key[0], key[-1]
         worst = group.loc[group["mse_ratio"].astype(float).idxmin()]
         upper = group.loc[group["mse_ratio_high"].astype(float).idxmin()]
         share = group["excess_bias_share" if "excess_bias_share" in group else "bias_share"]
@@ -457,6 +492,7 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "suite": suite,
+                **({BATCH: key[1]} if batch else {}),
                 "estimator": name,
                 "states": len(group),
                 "worst_state_mse_ratio": float(worst["mse_ratio"]),
@@ -473,8 +509,8 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
         )
     table = pd.DataFrame(rows)
     return table.sort_values(
-        ["suite", "eligible", "worst_state_mse_ratio"],
-        ascending=[True, False, False],
+        ["suite", *batch, "eligible", "worst_state_mse_ratio"],
+        ascending=[True, *[True] * len(batch), False, False],
         kind="stable",
     ).reset_index(drop=True)
 
@@ -491,14 +527,21 @@ def format_summary(frame: pd.DataFrame) -> str:
     ``worst state``: the smallest state's ratio [its rebuild CI] and which state;
     ``gmean``: geometric mean over states; ``bias/MSE``: mean over states; ``excess``: the largest
     excess bias share over states (:func:`_with_bias_share`); ``ms/call``:
-    median over states of one acquisition call's wall time (forward + backward, 512 candidates).
+    median over states of one acquisition call's wall time (forward + backward, 512 candidates);
+    ``q``: the batch size, a column where some row's is not 1.
     """
     table = summary_table(frame)
     if table.empty:
         return "(no probe rows)"
     has_cost = "seconds_per_call" in table
+    show_q = BATCH in table and bool((table[BATCH] != 1).any())
+
+    def q_of(r: object) -> str:
+        return f"{getattr(r, BATCH):>3} " if show_q else ""
+
+    q_head = f"{'q':>3} " if show_q else ""
     lines = [
-        f"{'task':<14} {'kernel':<13} {'S':>4} {'estimator':<18} {'n_ev':>4} {'states':>6} "
+        f"{'task':<14} {'kernel':<13} {q_head}{'S':>4} {'estimator':<18} {'n_ev':>4} {'states':>6} "
         f"{'undef':>5} {'CI':<8} {'MSE ratio median [CI]':>28} {'level':>5} "
         f"{'worst state [rebuild CI]':>26} "
         f"{'(state)':<9} {'gmean':>7} {'var ratio median':>16} {'var worst':>9} "
@@ -507,7 +550,7 @@ def format_summary(frame: pd.DataFrame) -> str:
     ]
     for r in table.itertuples():
         lines.append(
-            f"{r.task:<14} {r.kernel:<13} {r.mc_samples:>4} {r.estimator:<18} "
+            f"{r.task:<14} {r.kernel:<13} {q_of(r)}{r.mc_samples:>4} {r.estimator:<18} "
             f"{r.n_evaluations:>4} {r.states:>6} {r.mse_ratio_undefined:>5} {r.ci_over:<8} "
             f"{ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high):>28} "
             f"{r.mse_ratio_median_level:>5.3g} "
@@ -530,14 +573,14 @@ def format_summary(frame: pd.DataFrame) -> str:
             if timed
             else ""
         ),  # fmt: skip
-        f"{'S':>4} {'estimator':<18} {'n_ev':>8} {'states':>6} {'undef':>5} {'worst state':>11} "
+        f"{q_head}{'S':>4} {'estimator':<18} {'n_ev':>8} {'states':>6} {'undef':>5} {'worst state':>11} "
         f"{'(high)':>7} "
         f"{'where':<36} {'median':>7} {'worst median':>12} {'max excess bias':>15}"
         + (f" {'ms/call':>8} {'x mc':>5} {'time median':>11} {'time worst':>10}" if timed else ""),
     ]
     for r in ranking.itertuples():
         lines.append(
-            f"{r.mc_samples:>4} {r.estimator:<18} {r.n_evaluations:>8} {r.states:>6} "
+            f"{q_of(r)}{r.mc_samples:>4} {r.estimator:<18} {r.n_evaluations:>8} {r.states:>6} "
             f"{r.undefined_states:>5} "
             f"{r.worst_state_mse_ratio:>11.3g} {r.worst_state_high:>7.3g} {r.worst_state:<36} "
             f"{r.median_mse_ratio:>7.3g} {r.worst_median_mse_ratio:>12.3g} "
@@ -555,12 +598,13 @@ def format_summary(frame: pd.DataFrame) -> str:
         "Default rule: among estimators with a median excess bias/MSE over states <= "
         f"{NEGLIGIBLE_BIAS_SHARE:g} and no state significantly below naive MC "
         "(upper rebuild CI bound >= 1), the best worst-state MSE ratio over all cells and budgets",
-        f"{'estimator':<18} {'states':>6} {'worst state':>11} {'where':<40} {'min high':>8} "
+        f"{q_head}{'estimator':<18} {'states':>6} {'worst state':>11} {'where':<40} {'min high':>8} "
         f"{'where':<40} {'excess bias median':>18} {'max':>6} {'eligible':>8}",
     ]
     for r in rule.itertuples():
         lines.append(
-            f"{r.estimator:<18} {r.states:>6} {r.worst_state_mse_ratio:>11.3g} {r.worst_state:<40} "
+            f"{q_of(r)}{r.estimator:<18} {r.states:>6} {r.worst_state_mse_ratio:>11.3g} "
+            f"{r.worst_state:<40} "
             f"{r.min_upper_bound:>8.3g} {r.min_upper_state:<40} {r.median_excess_bias_share:>18.3g} "
             f"{r.max_excess_bias_share:>6.3g} {'yes' if r.eligible else 'no':>8}"
         )

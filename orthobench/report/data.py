@@ -5,6 +5,10 @@ cell of a suite is stored in two directories (a suite run twice, e.g. before and
 each directory's rows get their own run set, ``"<suite> @ <dir>"``, so they are shown side by side
 and never pooled. Directories holding different cells of one suite (seeds split over machines)
 stay one run set.
+
+A cell proposes ``q`` points per BO step (a batch). The report compares methods, an optimizer at
+one ``q``: the ``optimizer`` column of the rows and files is the method label
+(:func:`method_label`), so the cells of a ``q`` sweep of one optimizer are never pooled.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from orthobench.exceptions import RegistryError, ResultsError
@@ -43,12 +48,15 @@ class ResultSet:
 
     Attributes:
         runs: :class:`~orthobench.results.RunRecord` rows plus ``source`` (the directory as
-            given) and ``run_set``.
+            given) and ``run_set``; ``q``, ``batch`` and ``wall_seconds`` are filled where the
+            stored rows lack them (:func:`with_batch_columns`), and ``optimizer`` is the method
+            label (:func:`method_label`).
         probe: :class:`~orthobench.results.ProbeRecord` rows plus ``source`` and ``run_set``.
         failures: Cells whose last journal entry is a failure: ``source``, ``cell_id``, ``error``
             (the first line of the stored error).
         files: One row per stored file: ``source``, ``kind`` (``runs`` or ``probe``), ``suite``,
-            ``run_set``, ``task``, ``optimizer`` (label), ``optimizer_name`` (registry name),
+            ``run_set``, ``task``, ``optimizer`` (the method label of its rows, else the stored
+            label), ``optimizer_name`` (registry name),
             ``n_init``, ``budget``, ``device``, ``threads``, ``git_sha``, ``python``,
             ``versions`` (text), ``seconds``, ``written_at``. Missing values are None.
     """
@@ -145,6 +153,40 @@ def _run_sets(frame: pd.DataFrame, unit: str) -> pd.Series:
     )
 
 
+def method_label(optimizer: str, q: int) -> str:
+    """The label a method is reported under: ``optimizer``, with `` (q=<q>)`` when ``q != 1``.
+
+    Example:
+        >>> method_label("orthobo", 1), method_label("orthobo", 4)
+        ('orthobo', 'orthobo (q=4)')
+    """
+    return optimizer if q == 1 else f"{optimizer} (q={q})"
+
+
+def with_batch_columns(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with ``q``, ``batch`` and ``wall_seconds`` where rows lack them, and method labels.
+
+    Rows stored before batch BO steps (no column, or a missing value) ran one point per step:
+    ``q`` 1, ``batch`` 0 for the initial design and ``iteration - n_init + 1`` after it
+    (``n_init`` the cell's initial-design rows, cells keyed by ``source`` and ``cell_id``), and
+    ``wall_seconds`` NaN (not recorded). ``optimizer`` becomes :func:`method_label`.
+    """
+    runs = runs.copy()
+    for column in ("q", "batch", "wall_seconds"):
+        if column not in runs:
+            runs[column] = np.nan
+    init = runs["phase"] == "init"
+    n_init = init.groupby([runs["source"], runs["cell_id"]]).transform("sum")
+    derived = pd.Series(np.where(init, 0, runs["iteration"] - n_init + 1), index=runs.index)
+    runs["q"] = runs["q"].fillna(1).astype("int64")
+    runs["batch"] = runs["batch"].fillna(derived).astype("int64")
+    runs["wall_seconds"] = runs["wall_seconds"].astype(float)
+    runs["optimizer"] = [
+        method_label(o, q) for o, q in zip(runs["optimizer"], runs["q"], strict=True)
+    ]
+    return runs
+
+
 def load_results(
     dirs: Iterable[str | Path],
     cell_ids: Collection[str] | None = None,
@@ -176,7 +218,12 @@ def load_results(
                 {**row, "order": (rank, journal.get(row["file"], len(journal)))}
                 for row in _file_rows(source, directory, kind)
             ]
-    runs_frame = pd.concat(runs, ignore_index=True)
+    runs_frame = with_batch_columns(pd.concat(runs, ignore_index=True))
+    methods = runs_frame.drop_duplicates(["source", "cell_id"]).set_index(["source", "cell_id"])
+    methods = methods["optimizer"].to_dict()
+    for row in files:
+        if row["kind"] == "runs":
+            row["optimizer"] = methods.get((row["source"], row["file"]), row["optimizer"])
     if cell_ids is not None:
         wanted = set(cell_ids)
         runs_frame = runs_frame[runs_frame["cell_id"].isin(wanted)].reset_index(drop=True)
@@ -188,6 +235,7 @@ def load_results(
         keys = pd.MultiIndex.from_frame(probe_frame[list(PROBE_ROW_KEY)])
         wanted = keys.isin(pd.MultiIndex.from_tuples(list(probe_rows), names=PROBE_ROW_KEY))
         probe_frame = probe_frame[wanted].reset_index(drop=True)
+    probe_frame = _probe_task_labels(probe_frame)
     state = probe_frame["task"] + "/" + probe_frame["kernel"]
     state = state + "/" + probe_frame["seed"].astype(str) + "/"
     state = state + probe_frame["state_iteration"].astype(str)
@@ -202,6 +250,19 @@ def load_results(
         failures=pd.DataFrame(failures, columns=["source", "cell_id", "error"]),
         files=files_frame,
     )
+
+
+def _probe_task_labels(probe: pd.DataFrame) -> pd.DataFrame:
+    """Probe rows with the batch size in the task label of batch states (``hartmann6 (q=4)``),
+    so every probe table and figure keeps states of different ``q`` apart (rows stored before
+    the ``q`` column read as ``q = 1``)."""
+    if "q" not in probe or probe.empty:
+        return probe
+    q = probe["q"].fillna(1).astype(int)
+    batch = q != 1
+    probe = probe.assign(q=q)
+    probe.loc[batch, "task"] = probe.loc[batch, "task"] + " (q=" + q[batch].astype(str) + ")"
+    return probe
 
 
 def step_info(frame: pd.DataFrame) -> pd.Series:

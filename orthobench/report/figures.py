@@ -101,6 +101,56 @@ def _legend_outside(ax: plt.Axes, title: str | None = None) -> None:
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, title=title)
 
 
+def _curve_label(metric: str) -> str:
+    return "best-so-far regret" if metric == "regret" else "best-so-far objective"
+
+
+def _mean_band(ax: plt.Axes, data: pd.DataFrame, x: str, colors: Palette, legend: bool) -> None:
+    """Mean of ``value`` over seeds against ``x``, one line per ``series``, with the t band of
+    :func:`~orthobench.report.stats.t_interval` within the metric's range."""
+    bounds = stats.metric_bounds(data["metric"].iloc[0])
+    sns.lineplot(
+        data=data,
+        x=x,
+        y="value",
+        hue="series",
+        palette=colors,
+        estimator="mean",
+        errorbar=functools.partial(stats.t_interval, bounds=bounds),
+        ax=ax,
+        legend=legend,
+    )
+
+
+#: The x label of each axis of :func:`step_curves_svg`.
+_STEP_AXES = {"batch": "BO steps (0: initial design)", "wall_seconds": "wall seconds of the cell"}
+
+
+def step_curves_svg(views: Mapping[str, pd.DataFrame], colors: Palette, title: str) -> str:
+    """Best-so-far value per BO step and/or against wall seconds: mean and t band over seeds.
+
+    ``views`` maps an axis (``batch``, ``wall_seconds``; a panel each, in the given order) to one
+    task's rows of :func:`orthobench.report.tables.traces` along it, with a ``series`` column
+    (the legend label).
+    """
+    frames = list(views.values())
+    with _style(f"{title}-steps"):
+        fig, axes = plt.subplots(
+            1, len(views), figsize=(4.5 * len(views), 3.2), sharey=True, squeeze=False
+        )
+        for ax, (x, data) in zip(axes[0], views.items(), strict=True):
+            _mean_band(ax, data, x, colors, legend=ax is axes[0][-1])
+            ax.set_xlabel(_STEP_AXES[x])
+            if x == "batch":
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if _needs_log(np.concatenate([f["value"].to_numpy(dtype=float) for f in frames])):
+            axes[0][0].set_yscale("log")
+        axes[0][0].set_ylabel(_curve_label(frames[0]["metric"].iloc[0]))
+        axes[0][0].set_title(title, loc="left")
+        _legend_outside(axes[0][-1])
+        return _svg(fig)
+
+
 def task_curves_svg(trace: pd.DataFrame, colors: Palette, title: str) -> str:
     """Best-so-far value vs evaluations and vs cumulative seconds: mean and t band over seeds.
 
@@ -109,7 +159,7 @@ def task_curves_svg(trace: pd.DataFrame, colors: Palette, title: str) -> str:
     ``x`` marks the mean curve at evaluations where some seed's evaluation was an outlier.
     """
     metric = trace["metric"].iloc[0]
-    label = "best-so-far regret" if metric == "regret" else "best-so-far objective"
+    label = _curve_label(metric)
     mean_seconds = trace.groupby(["series", "evaluation"])["seconds"].transform("mean")
     data = trace.assign(mean_seconds=mean_seconds)
     with _style(title):
@@ -118,17 +168,7 @@ def task_curves_svg(trace: pd.DataFrame, colors: Palette, title: str) -> str:
             (left, "evaluation", "evaluations"),
             (right, "mean_seconds", "cumulative wall-clock seconds (mean over seeds)"),
         ):
-            sns.lineplot(
-                data=data,
-                x=x,
-                y="value",
-                hue="series",
-                palette=colors,
-                estimator="mean",
-                errorbar=functools.partial(stats.t_interval, bounds=stats.metric_bounds(metric)),
-                ax=ax,
-                legend=ax is right,
-            )
+            _mean_band(ax, data, x, colors, legend=ax is right)
             ax.set_xlabel(xlabel)
         left.xaxis.set_major_locator(MaxNLocator(integer=True))
         for n_init in sorted(data["n_init"].unique()):

@@ -32,6 +32,32 @@ GLOSSARY: dict[str, str] = {
         "Per seed, the running sum of fit, acquisition and evaluation seconds up to each "
         "evaluation; the curve's x is its mean over seeds at that evaluation."
     ),
+    "q (points per BO step)": (
+        "The points a cell's optimizer proposes per BO step and evaluates at once (a batch); a "
+        "cell makes n_init + q · budget evaluations. An optimizer run with q other than 1 is "
+        "reported as its own method, labelled 'optimizer (q=k)'."
+    ),
+    "BO step (batch)": (
+        "Batch 0 is the initial design, batch k the q evaluations the k-th BO step proposed. "
+        "Per BO step, a seed's value at step k is its best-so-far value at the end of the step "
+        "(after all q evaluations); curves are trimmed to the seed with the fewest steps."
+    ),
+    "wall seconds": (
+        "Seconds of a cell's running time at which an evaluation finished (fits, acquisitions "
+        "and evaluations; evaluations run at once overlap). Against wall seconds, a seed's value "
+        "at time t is the best-so-far value of the last evaluation that had finished by t "
+        "together with every evaluation stored before it; each seed is read at every seed's "
+        "times, up to the time the first seed finished, and seeds with no evaluation finished "
+        "yet are left out of the mean."
+    ),
+    "wall time per BO step": (
+        "Per seed, the largest wall seconds of each BO step minus that of the step before "
+        "(step 1 from the end of the initial design), averaged over the seed's BO steps; the "
+        "table gives the median and [min, max] over seeds, so the spread is between seeds. Fit "
+        "and acquisition seconds of a step: the largest of its evaluations' rows; their median "
+        "over all BO steps of all seeds. One evaluation: median evaluation seconds over all BO "
+        "evaluations."
+    ),
     "final value": (
         "The last best-so-far value of a seed (regret, or objective without a known optimum), "
         "not trimmed."

@@ -8,7 +8,6 @@ CSV file beside the HTML. Text is plain (the template escapes it); figures are S
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -16,53 +15,10 @@ import pandas as pd
 from orthobench.formatting import ci
 from orthobench.probe.tables import ranking_table, summary_table
 from orthobench.report import aggregate, compare, diagnostics, figures, tables
+from orthobench.report.batch_sections import step_curves_section, step_time_section
+from orthobench.report.blocks import Figure, Section, Table, series
 from orthobench.report.data import ResultSet
-from orthobench.report.glossary import GLOSSARY
 from orthobench.report.stats import sig
-
-
-@dataclass(frozen=True)
-class Figure:
-    svg: str
-    caption: str = ""
-
-
-@dataclass(frozen=True)
-class Table:
-    """A rendered table and the frame behind it (its CSV).
-
-    Args:
-        name: File-name-safe id: the CSV is ``<report stem>.<name>.csv``.
-        header: Column titles.
-        rows: Cells as text; ``bold`` holds (row, column) pairs shown in bold.
-        data: The numbers behind the table, written as CSV unformatted.
-    """
-
-    name: str
-    header: list[str]
-    rows: list[list[str]]
-    data: pd.DataFrame
-    bold: frozenset[tuple[int, int]] = frozenset()
-    caption: str = ""
-
-
-@dataclass(frozen=True)
-class Section:
-    id: str
-    title: str
-    intro: str = ""
-    blocks: list[Figure | Table | str] = field(default_factory=list)
-    terms: tuple[str, ...] = ()  # glossary entries the section uses
-
-    def __post_init__(self) -> None:
-        # A term the glossary lacks would leave the reader without its definition.
-        missing = [t for t in self.terms if t not in GLOSSARY]
-        if missing:
-            raise ValueError(f"Section {self.id!r} names terms the glossary lacks: {missing}.")
-
-    @property
-    def tables(self) -> list[Table]:
-        return [b for b in self.blocks if isinstance(b, Table)]
 
 
 def _percent(value: float) -> str:
@@ -80,13 +36,6 @@ def _range(values: pd.Series) -> str:
         return "-"
     low, high = int(values.min()), int(values.max())
     return str(low) if low == high else f"{low}-{high}"
-
-
-def _series(runs: pd.DataFrame) -> pd.Series:
-    """The legend label: the optimizer, prefixed by its run set when there are several."""
-    if runs["run_set"].nunique() <= 1:
-        return runs["optimizer"]
-    return runs["run_set"] + ": " + runs["optimizer"]
 
 
 def _seconds(seconds: float) -> str:
@@ -232,7 +181,7 @@ def curves_section(results: ResultSet, colors: figures.Palette) -> Section | Non
     if runs.empty:
         return None
     trace = tables.traces(runs)
-    trace = trace.assign(series=_series(trace))
+    trace = trace.assign(series=series(trace))
     blocks: list[Figure | Table | str] = list(_budget_notes(results))
     for task, data in trace.groupby("task", sort=True):
         if not np.isfinite(data["value"].to_numpy(dtype=float)).any():
@@ -338,7 +287,7 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
     blocks: list[Figure | Table | str] = []
     scores = aggregate.normalized_scores(finals, sobol)
     if not scores.empty:
-        scores = scores.assign(series=_series(scores))
+        scores = scores.assign(series=series(scores))
         blocks.append(
             Figure(
                 figures.score_heatmap_svg(scores),
@@ -380,7 +329,7 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
     trace = tables.traces(runs)
     curve = aggregate.ecdf(trace)
     if not curve.empty:
-        curve = curve.assign(series=_series(curve))
+        curve = curve.assign(series=series(curve))
         blocks.append(
             Figure(
                 figures.ecdf_svg(curve, colors),
@@ -420,7 +369,7 @@ def runtime_section(results: ResultSet, colors: figures.Palette) -> Section | No
         "Runtime per BO step",
         "Wall-clock seconds per BO step, mean ± standard deviation over steps and seeds.",
         [
-            Figure(figures.runtime_svg(runs.assign(series=_series(runs)), colors)),
+            Figure(figures.runtime_svg(runs.assign(series=series(runs)), colors)),
             Table("runtime", header, rows, table),
         ],
         ("fit / acquisition / evaluation seconds",),
@@ -439,7 +388,7 @@ def orthobo_section(results: ResultSet) -> Section | None:
     if not ensembles.empty:
         blocks.append(
             Figure(
-                figures.ensemble_svg(ensembles.assign(series=_series(ensembles))),
+                figures.ensemble_svg(ensembles.assign(series=series(ensembles))),
                 "Ensemble weights per kernel and their entropy, mean over seeds with 95% t "
                 "interval.",
             )
@@ -639,16 +588,18 @@ def build_sections(
     results: ResultSet, reference: str | None, baseline: str | None
 ) -> list[Section]:
     """Every section whose data is present, in reading order, the glossary last."""
-    labels = _series(results.runs) if not results.runs.empty else pd.Series([], dtype=str)
+    labels = series(results.runs) if not results.runs.empty else pd.Series([], dtype=str)
     colors = figures.palette(sorted(labels.unique()))
     builders: list[Callable[[], Section | None]] = [
         lambda: summary_section(results),
         lambda: failures_section(results),
         lambda: comparison_section(results, baseline) if baseline else None,
         lambda: curves_section(results, colors),
+        lambda: step_curves_section(results, colors),
         lambda: final_section(results, reference),
         lambda: across_section(results, colors),
         lambda: runtime_section(results, colors),
+        lambda: step_time_section(results),
         lambda: orthobo_section(results),
         lambda: probe_section(results),
     ]

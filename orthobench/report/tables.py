@@ -24,56 +24,92 @@ def curve_metric(frame: pd.DataFrame) -> str:
     return "regret" if frame["regret"].notna().any() else "best_y"
 
 
-def traces(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per evaluation with its best-so-far value, trimmed to each key's shortest seed.
+#: The x-axes of a best-so-far curve: evaluations (1-based), BO steps (``batch``; 0 is the
+#: initial design) and the cell's running time (``wall_seconds``).
+AXES = ("evaluation", "batch", "wall_seconds")
 
-    Columns: the :data:`KEY`, ``seed``, ``evaluation`` (1-based), ``n_init``, ``metric``,
-    ``value`` (the best-so-far metric; NaN before the seed's first finite evaluation),
-    ``seconds`` (the seed's cumulative fit + acquisition + evaluation seconds) and ``is_outlier``.
-    Trimming makes every evaluation of a curve average the same seeds.
+
+def _positions(frame: pd.DataFrame, axis: str, by_seed: list[pd.Series]) -> pd.Series:
+    """Where each row of ``frame`` (sorted by seed and iteration) lies on ``axis``."""
+    if axis == "evaluation":
+        return frame["iteration"] + 1
+    if axis == "batch":
+        return frame["batch"]
+    if axis == "wall_seconds":
+        # An evaluation counts once it and every evaluation stored before it have finished.
+        return frame["wall_seconds"].astype(float).groupby(by_seed).cummax()
+    raise ValueError(f"`axis` must be one of {AXES}, but got {axis=!r}.")
+
+
+def _as_of(rows: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """One optimizer's seeds read at every point of ``axis`` any of its seeds has, up to the
+    smallest last point of a seed: each seed's last row at or before the point."""
+    limit = rows.groupby("seed")[axis].max().min()
+    rows = rows[rows[axis] <= limit]
+    n_init = rows.groupby("seed")["init"].sum().rename("n_init")
+    last = rows.drop_duplicates(["seed", axis], keep="last").sort_values(axis, kind="stable")
+    grid = pd.MultiIndex.from_product([n_init.index, np.unique(rows[axis])], names=["seed", axis])
+    points = grid.to_frame(index=False).sort_values(axis, kind="stable")
+    read = pd.merge_asof(points, last.drop(columns="init"), on=axis, by="seed")
+    read = read.merge(n_init, on="seed").sort_values(["seed", axis], kind="stable")
+    return read.assign(is_outlier=read["is_outlier"].eq(True))
+
+
+def traces(runs: pd.DataFrame, axis: str = "evaluation") -> pd.DataFrame:
+    """Each seed's best-so-far value along ``axis`` (:data:`AXES`), trimmed to its key's shortest
+    seed.
+
+    A seed's value at a point ``x`` is that of its last evaluation at or before ``x``: per
+    evaluation, the evaluation itself; per ``batch``, the end of the BO step (after its ``q``
+    evaluations); on ``wall_seconds``, the last evaluation that had finished by ``x`` together
+    with every evaluation stored before it (rows without ``wall_seconds`` are left out). The
+    points of a key are the values of ``axis`` its seeds have (on ``wall_seconds`` each seed is
+    read at every seed's times), up to the smallest last point of a seed: trimming makes every
+    point of a curve average the same seeds.
+
+    Columns: the :data:`KEY`, ``seed``, ``axis``, ``n_init`` (initial-design rows up to the
+    last point), ``metric``, ``value`` (the best-so-far metric; NaN before the seed's first
+    finite evaluation), ``seconds`` (the seed's cumulative fit + acquisition + evaluation
+    seconds) and ``is_outlier`` (of the evaluation read).
     """
     parts = []
     for (run_set, task), frame in runs.groupby(["run_set", "task"], sort=True):
         metric = curve_metric(frame)
         frame = frame.sort_values(["optimizer", "seed", "iteration"])
-        length = frame.groupby(["optimizer", "seed"])["iteration"].transform("size")
-        shortest = length.groupby(frame["optimizer"]).transform("min")
-        frame = frame[frame["iteration"] < shortest]
+        by_seed = [frame["optimizer"], frame["seed"]]
         step = frame[["fit_seconds", "acq_seconds", "eval_seconds"]].sum(axis=1)
-        n_init = (
-            (frame["phase"] == "init").groupby([frame["optimizer"], frame["seed"]]).transform("sum")
-        )
-        parts.append(
-            pd.DataFrame(
-                {
-                    "run_set": run_set,
-                    "task": task,
-                    "optimizer": frame["optimizer"],
-                    "seed": frame["seed"],
-                    "evaluation": frame["iteration"] + 1,
-                    "n_init": n_init,
-                    "metric": metric,
-                    "value": frame[metric].astype(float),
-                    "seconds": step.groupby([frame["optimizer"], frame["seed"]]).cumsum(),
-                    "is_outlier": frame["is_outlier"].astype(bool),
-                }
+        rows = pd.DataFrame(
+            {
+                "optimizer": frame["optimizer"],
+                "seed": frame["seed"],
+                axis: _positions(frame, axis, by_seed),
+                "init": frame["phase"] == "init",
+                "value": frame[metric].astype(float),
+                "seconds": step.groupby(by_seed).cumsum(),
+                "is_outlier": frame["is_outlier"].astype(bool),
+            }
+        ).dropna(subset=[axis])
+        for optimizer, seeds in rows.groupby("optimizer", sort=True):
+            read = _as_of(seeds.drop(columns="optimizer"), axis)
+            parts.append(
+                read.assign(run_set=run_set, task=task, optimizer=optimizer, metric=metric)
             )
-        )
-    columns = [*KEY, "seed", "evaluation", "n_init", "metric", "value", "seconds", "is_outlier"]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    columns = [*KEY, "seed", axis, "n_init", "metric", "value", "seconds", "is_outlier"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns]
 
 
-def curves(trace: pd.DataFrame) -> pd.DataFrame:
-    """Mean best-so-far curve per key and evaluation, with its t interval over seeds.
+def curves(trace: pd.DataFrame, axis: str = "evaluation") -> pd.DataFrame:
+    """Mean best-so-far curve per key and point of ``axis``, with its t interval over seeds.
 
-    Columns: the :data:`KEY`, ``metric``, ``evaluation``, ``seconds`` (mean cumulative seconds over
-    seeds), ``mean``, ``low``, ``high`` (:func:`orthobench.report.stats.t_interval` within the
-    metric's range, NaN with fewer than two finite seeds) and ``n`` (seeds with a finite value).
+    ``trace`` is :func:`traces` along the same ``axis``. Columns: the :data:`KEY`, ``metric``,
+    ``axis``, ``seconds`` (mean cumulative seconds over seeds), ``mean``, ``low``, ``high``
+    (:func:`orthobench.report.stats.t_interval` within the metric's range, NaN with fewer than
+    two finite seeds) and ``n`` (seeds with a finite value).
     """
     rows = []
-    for (*key, metric, evaluation), group in trace.groupby(
-        [*KEY, "metric", "evaluation"], sort=True
-    ):
+    for (*key, metric, point), group in trace.groupby([*KEY, "metric", axis], sort=True):
         values = group["value"].to_numpy(dtype=float)
         finite = values[np.isfinite(values)]
         low, high = stats.t_interval(finite, bounds=stats.metric_bounds(metric))
@@ -81,7 +117,7 @@ def curves(trace: pd.DataFrame) -> pd.DataFrame:
             (
                 *key,
                 metric,
-                evaluation,
+                point,
                 group["seconds"].mean(),
                 finite.mean() if finite.size else np.nan,
                 low,
@@ -89,7 +125,7 @@ def curves(trace: pd.DataFrame) -> pd.DataFrame:
                 finite.size,
             )
         )
-    columns = [*KEY, "metric", "evaluation", "seconds", "mean", "low", "high", "n"]
+    columns = [*KEY, "metric", axis, "seconds", "mean", "low", "high", "n"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -215,3 +251,46 @@ def runtime_table(runs: pd.DataFrame) -> pd.DataFrame:
         table[f"{part}_mean"] = grouped[part].mean()
         table[f"{part}_sd"] = grouped[part].std(ddof=1)
     return table.reset_index()
+
+
+def step_time_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Wall seconds per BO step per key, from ``wall_seconds`` (rows without it are left out).
+
+    A step's wall seconds are the largest ``wall_seconds`` of its ``batch`` minus that of the
+    batch before (batch 1 from the end of the initial design, batch 0); a seed's wall seconds per
+    step are their mean over its BO steps. A step's fit and acquisition seconds are the largest
+    of its rows' (a step fits and acquires once for its ``q`` points).
+
+    Columns: the :data:`KEY`, ``q``, ``seeds``, ``steps`` (BO steps of the longest seed),
+    ``wall_median``, ``wall_min``, ``wall_max`` (over seeds, of each seed's wall seconds per
+    step), ``fit_median``, ``acq_median`` (over every BO step of every seed) and ``eval_median``
+    (seconds of one BO evaluation, over every BO evaluation).
+    """
+    columns = [*KEY, "q", "seeds", "steps", "wall_median", "wall_min", "wall_max",
+               "fit_median", "acq_median", "eval_median"]  # fmt: skip
+    timed = runs[runs["wall_seconds"].notna()]
+    if timed.empty:
+        return pd.DataFrame(columns=columns)
+    cell = [*KEY, "q", "seed"]
+    steps = timed.groupby([*cell, "batch"], sort=True).agg(
+        end=("wall_seconds", "max"), fit=("fit_seconds", "max"), acq=("acq_seconds", "max")
+    )
+    steps["wall"] = steps["end"] - steps.groupby(level=cell)["end"].shift()
+    steps = steps[steps.index.get_level_values("batch") >= 1].reset_index()
+    if steps.empty:
+        return pd.DataFrame(columns=columns)
+    per_seed = steps.groupby(cell, sort=True).agg(wall=("wall", "mean"), steps=("batch", "size"))
+    by_key = per_seed.groupby([*KEY, "q"], sort=True)
+    table = by_key.agg(
+        seeds=("wall", "size"),
+        steps=("steps", "max"),
+        wall_median=("wall", "median"),
+        wall_min=("wall", "min"),
+        wall_max=("wall", "max"),
+    )
+    step_parts = steps.groupby([*KEY, "q"], sort=True)
+    table["fit_median"] = step_parts["fit"].median()
+    table["acq_median"] = step_parts["acq"].median()
+    bo = timed[timed["batch"] >= 1]
+    table["eval_median"] = bo.groupby([*KEY, "q"], sort=True)["eval_seconds"].median()
+    return table.reset_index()[columns]

@@ -21,7 +21,12 @@ import pyarrow.parquet as pq
 from orthobench.exceptions import OrthobenchWarning, one_line
 from orthobench.results._io import _naming
 from orthobench.results._parquet import _ARROW_ERRORS
-from orthobench.results._records import METADATA_KEY, SCHEMA_VERSION, RunRecord
+from orthobench.results._records import (
+    METADATA_KEY,
+    SCHEMA_VERSION,
+    RunRecord,
+    fill_added_run_fields,
+)
 
 
 def _append_line(path: Path, entry: dict[str, Any]) -> None:
@@ -146,9 +151,11 @@ class EvaluationJournal:
     """The evaluations of one cell in progress, one JSON line each, with the optimizer's state.
 
     Each line is ``{"schema_version", "config_hash", "record": RunRecord fields, "state":
-    Optimizer.state_dict() after the evaluation was told (None in the initial design)}``, appended
-    and fsynced as the evaluation finishes. It pickles, so a worker process writes the journal of
-    the cell it runs (one writer per file).
+    Optimizer.state_dict() after the evaluation's BO step was told, or None}``, appended and
+    fsynced as the evaluation finishes. The evaluation that completes a BO step is appended after
+    the step is told, with the state; the others of the step (and the initial design) without
+    one, as they finish, in any order (:func:`orthobench.loop.run_cell`). It pickles, so a worker
+    process writes the journal of the cell it runs (one writer per file).
 
     Args:
         path: The journal file (``DIR/partial/<cell id>.jsonl``).
@@ -170,23 +177,28 @@ class EvaluationJournal:
         )
 
     def read(self) -> list[tuple[RunRecord, dict[str, Any] | None]]:
-        """The stored evaluations of this configuration, in order (torn lines skipped).
+        """The stored evaluations of this configuration by ``iteration``, each once (its last
+        line), torn lines skipped.
 
-        Only the leading run of consecutive evaluations (``iteration`` 0, 1, ...) counts: a gap
-        means a line was lost, and what follows it cannot be replayed.
+        Evaluations may be missing in between (those of a BO step in flight finish in any
+        order); which of them can be replayed is the loop's to decide. A line written before
+        the :data:`~orthobench.results._records.ADDED_RUN_COLUMNS` existed reads with them filled
+        in (:func:`~orthobench.results._records.fill_added_run_fields`; such a journal holds
+        its evaluations in order, its initial design first).
         """
-        evaluations = []
+        evaluations: dict[int, tuple[RunRecord, dict[str, Any] | None]] = {}
+        n_init = 0
         for entry in _read_lines(self.path):
             if (
                 entry.get("schema_version") != SCHEMA_VERSION
                 or entry.get("config_hash") != self.config_hash
             ):
                 continue
-            record = RunRecord(**entry["record"])
-            if record.iteration != len(evaluations):
-                break
-            evaluations.append((record, entry["state"]))
-        return evaluations
+            fields = entry["record"]
+            n_init += fields["phase"] == "init" and "batch" not in fields
+            record = RunRecord(**fill_added_run_fields(fields, n_init))
+            evaluations[record.iteration] = (record, entry["state"])
+        return [evaluations[i] for i in sorted(evaluations)]
 
     def discard(self) -> None:
         """Remove the journal (its cell is stored whole)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,7 +23,9 @@ from orthobench.exceptions import OrthobenchWarning, ResultsError, one_line
 from orthobench.results._io import write_atomic
 from orthobench.results._records import (
     _SCHEMAS,
+    ADDED_RUN_COLUMNS,
     METADATA_KEY,
+    RUN_SCHEMA,
     SCHEMA_VERSION,
     ProbeRecord,
     RunRecord,
@@ -72,6 +75,9 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
 def read_records(path: str | Path, record_type: type) -> pd.DataFrame:
     """Rows of one stored file as a frame with the columns of ``record_type``.
 
+    A cell file written before the :class:`RunRecord` columns :data:`ADDED_RUN_COLUMNS` existed
+    reads with them filled in (:func:`_with_added_run_columns`).
+
     Raises:
         ResultsError: when the file was written with another :data:`SCHEMA_VERSION`, or is not
             readable Parquet.
@@ -84,9 +90,34 @@ def read_records(path: str | Path, record_type: type) -> pd.DataFrame:
             "rerun its suite (orthobench run or probe) to rewrite it."
         )
     try:
+        if record_type is RunRecord:
+            return _with_added_run_columns(pq.read_table(path)).to_pandas()
         return pq.read_table(path, schema=_SCHEMAS[record_type]).to_pandas()
     except _ARROW_ERRORS as err:
         raise _unreadable(path, err) from err
+
+
+def _with_added_run_columns(table: pa.Table) -> pa.Table:
+    """A cell file's ``table`` in :data:`RUN_SCHEMA`, the :data:`ADDED_RUN_COLUMNS` it lacks
+    filled in as :func:`~orthobench.results._records.fill_added_run_fields` fills them (its
+    ``n_init``: its ``init`` rows). Any other missing column raises ``ArrowInvalid``, as reading
+    with the schema would."""
+    missing = [name for name in ADDED_RUN_COLUMNS if name not in table.column_names]
+    if missing:
+        phase = table.column("phase").to_numpy(zero_copy_only=False)
+        iteration = table.column("iteration").to_numpy()
+        init = phase == "init"
+        added = {
+            "q": np.ones(table.num_rows, dtype=np.int64),
+            "batch": np.where(init, 0, iteration - int(init.sum()) + 1).astype(np.int64),
+            "wall_seconds": np.full(table.num_rows, np.nan),
+        }
+        for name in missing:
+            table = table.append_column(RUN_SCHEMA.field(name), pa.array(added[name]))
+    absent = [name for name in RUN_SCHEMA.names if name not in table.column_names]
+    if absent:
+        raise pa.ArrowInvalid(f"no column {absent[0]!r} of the cell record schema")
+    return table.select(RUN_SCHEMA.names).cast(RUN_SCHEMA)
 
 
 def _load(dirs: Iterable[str | Path], subdir: str, record_type: type) -> pd.DataFrame:

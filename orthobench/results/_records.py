@@ -9,6 +9,7 @@ report and the check gate.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -21,7 +22,13 @@ METADATA_KEY = b"orthobench"
 #: Files written before schemas were versioned have none and read as a mismatch. Version 2 added
 #: the per-state numerics of :class:`ProbeRecord` (``cholesky_jitter``, ``laplace_floored``,
 #: ``laplace_min_eigenvalue``); version 3 its cost columns (``seconds_per_call``, ``threads``).
+#: Columns added to a version since (:data:`ADDED_RUN_COLUMNS`) keep the version: files and
+#: journals without them read with their values filled in (:func:`fill_added_run_fields`), so
+#: stored cells stay reusable.
 SCHEMA_VERSION = 3
+
+#: The :class:`RunRecord` columns added within :data:`SCHEMA_VERSION` 3, with batch BO steps.
+ADDED_RUN_COLUMNS = ("q", "batch", "wall_seconds")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,13 +36,21 @@ class RunRecord:
     """One evaluation of a cell: a row of ``DIR/runs/<cell id>.parquet``.
 
     Args:
+        iteration: The evaluation's index in the cell: ``n_init + (batch - 1) * q + j`` for the
+            ``j``-th point of BO step ``batch``.
         phase: ``init`` (shared initial design) or ``bo``.
+        q: The cell's batch size: points proposed per BO step.
+        batch: 0 in the initial design, ``k`` for the point proposed by the ``k``-th BO step.
         x: ``d`` values in native units (ints whole, log parameters unlogged).
         y: Observed value, noise included (NaN where the evaluation gave none: ``status`` not ``ok``).
         y_true: Noise-free value where the task reports it.
         best_y: Lowest finite ``y`` so far (None before the first).
         regret: Best-so-far simple regret from ``y_true`` (else ``y``) minus the known optimum;
             None when the optimum is unknown.
+        wall_seconds: Seconds of the cell's running time (fits, acquisitions, evaluations) at
+            which the evaluation finished; a resumed cell continues from its last replayed
+            evaluation, so the time it was not running does not count. NaN in results stored
+            before it was recorded.
         status: ``ok``, ``invalid`` (a non-finite ``y``) or ``timeout`` (stopped at the suite's
             ``evaluation_timeout_s``); only ``ok`` evaluations are told to the optimizer.
         fallback: What the optimizer fell back to in this step, if anything.
@@ -49,6 +64,8 @@ class RunRecord:
     seed: int
     iteration: int
     phase: str
+    q: int
+    batch: int
     x: list[float]
     y: float
     y_true: float | None
@@ -58,9 +75,19 @@ class RunRecord:
     fit_seconds: float
     acq_seconds: float
     eval_seconds: float
+    wall_seconds: float
     status: str
     fallback: str | None
     info: str
+
+
+def fill_added_run_fields(fields: dict[str, Any], n_init: int) -> dict[str, Any]:
+    """``fields`` of a :class:`RunRecord` stored before :data:`ADDED_RUN_COLUMNS` existed (one
+    point per BO step), with them filled in: ``q`` 1, ``batch`` from ``phase`` and ``iteration``
+    (``iteration - n_init + 1`` in the BO phase; ``n_init``: the cell's initial evaluations) and
+    ``wall_seconds`` NaN. Fields already there are kept."""
+    batch = 0 if fields["phase"] == "init" else fields["iteration"] - n_init + 1
+    return {"q": 1, "batch": batch, "wall_seconds": math.nan, **fields}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +123,8 @@ class ProbeRecord:
             (:func:`orthobench.probe.gp_probe.seconds_per_call`); None for qLogEI and TPE rows.
         threads: Torch's intra-op thread count the state ran with (its values and
             ``seconds_per_call`` depend on it).
+        q: The probe's batch size: each probe point is a batch of ``q`` points (qEI values at
+            ``q > 1``); files stored before it was recorded read NaN (``q = 1``).
     """
 
     suite: str
@@ -135,6 +164,7 @@ class ProbeRecord:
     info: str
     seconds_per_call: float | None = None
     threads: int | None = None
+    q: int = 1
 
 
 _ARROW_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}

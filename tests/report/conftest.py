@@ -23,9 +23,11 @@ from orthobench.suite import Cell, ComponentSpec
 NAN = float("nan")
 
 
-def cell(suite: str, task: str, optimizer: str, seed: int, n_init: int, budget: int) -> Cell:
-    """A cell of a built-in task and optimizer; ``task`` and ``optimizer`` are ``label`` or
-    ``label=name``."""
+def cell(
+    suite: str, task: str, optimizer: str, seed: int, n_init: int, budget: int, q: int = 1
+) -> Cell:
+    """A cell of a built-in task and optimizer proposing ``q`` points per BO step; ``task`` and
+    ``optimizer`` are ``label`` or ``label=name``."""
     task_label, _, task_name = task.partition("=")
     opt_label, _, opt_name = optimizer.partition("=")
     return Cell(
@@ -35,6 +37,7 @@ def cell(suite: str, task: str, optimizer: str, seed: int, n_init: int, budget: 
         seed=seed,
         n_init=n_init,
         budget=budget,
+        q=q,
     )
 
 
@@ -48,10 +51,13 @@ def write_cell(
     infos: Sequence[dict] | None = None,
     fallbacks: Sequence[str | None] | None = None,
     seconds: float = 0.5,
+    wall_seconds: Sequence[float] | None = None,
     label: str | None = None,
     metadata: dict | None = None,
 ) -> None:
-    """Store a cell whose evaluation ``i`` observed ``ys[i]`` (NaN: a failed evaluation)."""
+    """Store a cell whose evaluation ``i`` observed ``ys[i]`` (NaN: a failed evaluation) and
+    finished at ``wall_seconds[i]`` (default NaN: not recorded); BO evaluation ``j`` belongs to
+    step ``j // spec.q + 1``."""
     records, best = [], math.inf
     for i, y in enumerate(ys):
         ok = math.isfinite(y)
@@ -66,6 +72,8 @@ def write_cell(
                 seed=spec.seed,
                 iteration=i,
                 phase="bo" if bo else "init",
+                q=spec.q,
+                batch=(i - spec.n_init) // spec.q + 1 if bo else 0,
                 x=[float(i)],
                 y=y,
                 y_true=None,
@@ -75,6 +83,7 @@ def write_cell(
                 fit_seconds=seconds if bo else 0.0,
                 acq_seconds=seconds / 2 if bo else 0.0,
                 eval_seconds=0.01,
+                wall_seconds=NAN if wall_seconds is None else wall_seconds[i],
                 status="ok" if ok else "invalid",
                 fallback=(fallbacks[i] if fallbacks else None),
                 info=json.dumps(infos[i] if infos and bo else {}),

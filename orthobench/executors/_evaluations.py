@@ -1,0 +1,234 @@
+"""Where the evaluations of a cell's batch BO step run at once: worker processes or Dask.
+
+The process that runs the cell keeps its optimizer and its evaluation journal; only evaluations
+leave it, each its own job (:class:`orthobench.loop.EvaluationRequest` in,
+:class:`orthobench.loop.Outcome` back). A worker builds the cell's task once and reuses it for
+the cell's other evaluations. The loop's :class:`orthobench.loop.Evaluations` runs them here, one
+after the other (docs/design.md, "Batch steps and parallel evaluations").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+import torch
+
+from orthobench.exceptions import OrthobenchError
+from orthobench.executors._base import thread_limits
+from orthobench.loop import (
+    EvaluationRequest,
+    Evaluations,
+    Outcome,
+    _kill_descendants,
+    evaluate_point,
+    make_task,
+)
+from orthobench.suite import Cell
+from orthobench.tasks.base import Task
+
+#: Where a cell's evaluations run: ``inline`` (:class:`orthobench.loop.Evaluations`),
+#: ``process`` (:class:`ProcessEvaluations`) or ``dask`` (:class:`DaskEvaluations`).
+EVALUATION_KINDS = ("inline", "process", "dask")
+
+#: Seconds between an evaluation process's checks that its cell's process is still alive.
+_PARENT_POLL_S = 0.5
+#: Tasks that Dask evaluations built, by cell, in each worker process (the last few cells).
+_DASK_TASKS_KEPT = 4
+
+
+def make_evaluations(kind: str, workers: int, threads: int) -> Evaluations:
+    """Evaluations of ``kind`` (:data:`EVALUATION_KINDS`) running ``workers`` at once, each with
+    ``threads`` torch threads; one at a time they run here, whatever the kind."""
+    if kind not in EVALUATION_KINDS:
+        raise ValueError(f"Unknown evaluation kind {kind!r}; choose one of {EVALUATION_KINDS}.")
+    if workers == 1 or kind == "inline":
+        return Evaluations()
+    if kind == "process":
+        return ProcessEvaluations(workers, threads)
+    return DaskEvaluations(workers, threads)
+
+
+# ----------------------------------------------------------------------------------------------
+# Worker processes
+
+
+# The cell of this evaluation process and, once built, its task: an evaluation process serves
+# one cell (set by the pool's initializer, read by each evaluation).
+_WORKER: dict[str, Any] = {}
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this evaluation process, and what its evaluations started, once ``parent`` (the
+    cell's process) is no longer its parent."""
+    while os.getppid() == parent:
+        time.sleep(_PARENT_POLL_S)
+    _kill_descendants()
+    os._exit(1)
+
+
+def _start_worker(cell: Cell, device: str, threads: int, timeout: float | None) -> None:
+    """Initializer of an evaluation process: remember the cell, ignore Ctrl-C (the runner
+    handles it and the cell stops its evaluation processes) and exit with the cell's process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+    _WORKER.update(cell=cell, device=torch.device(device), threads=threads, timeout=timeout)
+
+
+def _evaluate_in_worker(request: EvaluationRequest) -> Outcome:
+    """One evaluation in an evaluation process, with the cell's time limit and thread count."""
+    cell: Cell = _WORKER["cell"]
+    if "task" not in _WORKER:
+        _WORKER["task"] = make_task(cell)
+    with thread_limits(_WORKER["threads"]):
+        return evaluate_point(
+            _WORKER["task"], request, _WORKER["device"], _WORKER["timeout"], cell.task.label
+        )
+
+
+class ProcessEvaluations(Evaluations):
+    """Runs up to ``workers`` evaluations at once, each in a spawned process of a pool kept for
+    the cell's lifetime (``spawn``: forking a process that initialized torch can hang).
+
+    Each process builds the cell's task at its first evaluation and keeps it, runs evaluations
+    with ``threads`` torch threads and the evaluation time limit (its main thread sets the
+    timer), ignores Ctrl-C and exits when the cell's process dies. An exception of an evaluation
+    fails the cell, as inline; so does an evaluation process that dies (one line naming the
+    iteration), never hanging it. :meth:`close` kills the processes and what their evaluations
+    started; the cell's timeout kills them with the cell's process group.
+
+    Args:
+        workers: Evaluation processes.
+        threads: Torch threads in each.
+    """
+
+    def __init__(self, workers: int, threads: int) -> None:
+        if workers < 1:
+            raise ValueError(f"`workers` must be >= 1, but got {workers=}.")
+        self.workers = workers
+        self.threads = threads
+        self._pool: ProcessPoolExecutor | None = None
+
+    def open(self, cell: Cell, task: Task, device: torch.device, timeout: float | None) -> None:
+        super().open(cell, task, device, timeout)
+        self._cell = cell
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker,
+            initargs=(cell, str(device), self.threads, timeout),
+        )
+
+    def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
+        futures: dict[Future, EvaluationRequest] = {
+            self._pool.submit(_evaluate_in_worker, request): request for request in requests
+        }
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: futures[f].position):
+                    request = futures[future]
+                    try:
+                        outcome = future.result()
+                    except BrokenProcessPool:
+                        raise OrthobenchError(
+                            f"cell {self._cell.id}: the process evaluating iteration "
+                            f"{request.iteration} died (a crash, a kill, os._exit); the "
+                            "evaluations finished before it are journaled."
+                        ) from None
+                    yield request, outcome
+        finally:
+            for future in pending:
+                future.cancel()
+
+    def close(self) -> None:
+        if self._pool is None:
+            return
+        # concurrent.futures lists its processes nowhere public; they are killed, not waited
+        # for: an evaluation of a failed cell may still run.
+        processes = list((self._pool._processes or {}).values())
+        for process in processes:
+            _kill_descendants(process.pid)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.join()
+        self._pool = None
+
+
+# ----------------------------------------------------------------------------------------------
+# Dask
+
+
+# Tasks built by Dask evaluations in this worker process: (cell id, config hash) -> task.
+_DASK_TASKS: dict[tuple[str, str], Task] = {}
+_DASK_LOCK = threading.Lock()
+
+
+def _evaluate_on_dask(cell: Cell, device: str, threads: int, request: EvaluationRequest) -> Outcome:
+    """One evaluation in a Dask worker, with the cell's task built once per worker process."""
+    key = (cell.id, cell.config_hash)
+    with _DASK_LOCK:
+        task = _DASK_TASKS.get(key)
+        if task is None:
+            task = _DASK_TASKS[key] = make_task(cell)
+            while len(_DASK_TASKS) > _DASK_TASKS_KEPT:
+                del _DASK_TASKS[next(iter(_DASK_TASKS))]
+    with thread_limits(threads):
+        return evaluate_point(task, request, torch.device(device), None, cell.task.label)
+
+
+class DaskEvaluations(Evaluations):
+    """Submits each evaluation of a step as its own Dask task, from the cell's own Dask task
+    (``distributed.worker_client``: the cell's worker thread leaves the worker's pool while it
+    waits, so the evaluations can use it). A CUDA evaluation asks for one ``GPU`` worker
+    resource, which the cell's own task holds too: a GPU cluster needs one more GPU worker than
+    it runs cells at once. Dask runs evaluations in worker threads, where no time limit can be
+    set. An exception of an evaluation, or a worker lost under it, fails the cell.
+
+    Args:
+        workers: Evaluations at once (the cluster schedules them; kept for the executor's count).
+        threads: Torch threads in each.
+    """
+
+    def __init__(self, workers: int, threads: int) -> None:
+        self.workers = workers
+        self.threads = threads
+
+    def open(self, cell: Cell, task: Task, device: torch.device, timeout: float | None) -> None:
+        super().open(cell, task, device, timeout)
+        self._cell = cell
+
+    def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
+        from distributed import as_completed, worker_client
+
+        resources = {"GPU": 1} if self._device.type == "cuda" else None
+        with worker_client() as client:
+            futures = {
+                client.submit(
+                    _evaluate_on_dask,
+                    self._cell,
+                    str(self._device),
+                    self.threads,
+                    request,
+                    pure=False,
+                    resources=resources,
+                ): request
+                for request in requests
+            }
+            try:
+                for future in as_completed(futures):
+                    yield futures[future], future.result()
+            finally:
+                for future in futures:
+                    future.cancel()

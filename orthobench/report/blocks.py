@@ -1,0 +1,61 @@
+"""The blocks of a report section: :class:`Figure`, :class:`Table` and the :class:`Section` that
+holds them, and the legend label of a run's series."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from orthobench.report.glossary import GLOSSARY
+
+
+@dataclass(frozen=True)
+class Figure:
+    svg: str
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A rendered table and the frame behind it (its CSV).
+
+    Args:
+        name: File-name-safe id: the CSV is ``<report stem>.<name>.csv``.
+        header: Column titles.
+        rows: Cells as text; ``bold`` holds (row, column) pairs shown in bold.
+        data: The numbers behind the table, written as CSV unformatted.
+    """
+
+    name: str
+    header: list[str]
+    rows: list[list[str]]
+    data: pd.DataFrame
+    bold: frozenset[tuple[int, int]] = frozenset()
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    title: str
+    intro: str = ""
+    blocks: list[Figure | Table | str] = field(default_factory=list)
+    terms: tuple[str, ...] = ()  # glossary entries the section uses
+
+    def __post_init__(self) -> None:
+        # A term the glossary lacks would leave the reader without its definition.
+        missing = [t for t in self.terms if t not in GLOSSARY]
+        if missing:
+            raise ValueError(f"Section {self.id!r} names terms the glossary lacks: {missing}.")
+
+    @property
+    def tables(self) -> list[Table]:
+        return [b for b in self.blocks if isinstance(b, Table)]
+
+
+def series(runs: pd.DataFrame) -> pd.Series:
+    """The legend label: the optimizer, prefixed by its run set when there are several."""
+    if runs["run_set"].nunique() <= 1:
+        return runs["optimizer"]
+    return runs["run_set"] + ": " + runs["optimizer"]

@@ -1,0 +1,361 @@
+"""Batch BO steps: ``q`` points per step, their records, their resume mid-step, the check of the
+optimizer's batch limit at load, and their evaluations running at once in worker processes and on
+Dask (docs/design.md, "Batch steps and parallel evaluations")."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from orthobench.cli import cli
+from orthobench.exceptions import ConfigError, OrthobenchError, ResultsError
+from orthobench.execution import run_suite
+from orthobench.executors import InlineExecutor, ProcessExecutor
+from orthobench.executors._evaluations import ProcessEvaluations
+from orthobench.loop import check_buildable, run_cell
+from orthobench.optimizers.sobol import SobolSearch
+from orthobench.results import EvaluationJournal, ResultStore, load_runs
+from orthobench.seeding import derive_seed
+from orthobench.suite import parse_suite
+from tests.test_loop import cell, comparable
+
+# Tasks of a light module of their own: evaluation processes import it, not this test module.
+TASKS_SOURCE = '''
+import json
+import os
+import time
+
+import numpy as np
+
+from orthobench.seeding import derive_seed
+from orthobench.space import SearchSpace
+from orthobench.tasks.base import Evaluation, Task
+
+
+class Logged(Task):
+    """A sphere on [-1, 1]^2 that sleeps ``seconds`` in each evaluation and appends it to
+    ``log`` (one JSON line: its seed, process id, start and end times)."""
+
+    optimal_value = 0.0
+
+    def __init__(self, log="", seconds=0.0):
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+        self.log, self.seconds = log, seconds
+
+    def evaluate(self, x, *, seed, device):
+        start = time.time()
+        time.sleep(self.seconds)
+        if self.log:
+            with open(self.log, "a") as fh:
+                line = {"seed": seed, "pid": os.getpid(), "start": start, "end": time.time()}
+                fh.write(json.dumps(line) + "\\n")
+        return Evaluation(y=float(np.sum(np.asarray(x) ** 2)))
+
+
+class DiesInBo(Logged):
+    """Ends its process at its first BO evaluation (a seed of the ``eval`` kind)."""
+
+    def evaluate(self, x, *, seed, device):
+        if seed not in {derive_seed(0, "eval-init", "dies", i) for i in range(2)}:
+            os._exit(3)
+        return super().evaluate(x, seed=seed, device=device)
+'''
+
+TASK = "batchtasks:Logged"
+
+
+@pytest.fixture(autouse=True)
+def batch_tasks(tmp_path_factory, monkeypatch) -> None:
+    """Make :data:`TASKS_SOURCE` importable as ``batchtasks`` (here and in spawned processes)."""
+    root = tmp_path_factory.mktemp("batchtasks")
+    (root / "batchtasks.py").write_text(TASKS_SOURCE)
+    monkeypatch.syspath_prepend(str(root))
+
+
+class OnePoint(SobolSearch):
+    """Sobol search that proposes one point per ask."""
+
+    @property
+    def max_batch(self) -> int:
+        return 1
+
+
+def batch_cell(q=4, n_init=4, budget=3, log=""):
+    spec = cell(task=TASK, n_init=n_init, budget=budget)
+    return dataclasses.replace(
+        spec, task=dataclasses.replace(spec.task, params={"log": log} if log else {}), q=q
+    )
+
+
+def logged(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# ----------------------------------------------------------------------------------------------
+# Cells and suites
+
+
+def test_a_q4_cell_makes_n_init_plus_4_budget_records_numbered_by_step():
+    records = run_cell(batch_cell(q=4, n_init=4, budget=3))
+    assert len(records) == 4 + 4 * 3
+    assert [r.iteration for r in records] == list(range(16))
+    assert [r.batch for r in records] == [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4
+    assert [r.phase for r in records] == ["init"] * 4 + ["bo"] * 12
+    assert {r.q for r in records} == {4}
+    walls = [r.wall_seconds for r in records]
+    assert all(np.isfinite(walls)) and walls == sorted(walls) and walls[0] > 0
+    # The step's timings are on each of its records; best_y is the running minimum.
+    assert len({(r.fit_seconds, r.acq_seconds) for r in records[4:8]}) == 1
+    np.testing.assert_allclose(
+        [r.best_y for r in records], np.minimum.accumulate([r.y for r in records])
+    )
+
+
+def test_batch_evaluations_are_seeded_by_iteration_as_single_steps_are(tmp_path):
+    log = tmp_path / "seeds.jsonl"
+    spec = batch_cell(q=3, n_init=2, budget=2, log=str(log))
+    records = run_cell(spec)
+    one = run_cell(dataclasses.replace(spec, q=1, task=dataclasses.replace(spec.task, params={})))
+    assert [r.x for r in records[:2]] == [r.x for r in one[:2]]  # the shared initial design
+    seeds = [line["seed"] for line in logged(log)]
+    assert seeds[:2] == [derive_seed(0, "eval-init", spec.task.label, i) for i in range(2)]
+    assert seeds[2:] == [
+        derive_seed(0, "eval", spec.task.label, spec.optimizer.label, i) for i in range(2, 8)
+    ]
+
+
+def test_q1_keeps_the_id_configuration_and_hash_of_cells_before_batch_steps():
+    """The hash is pinned from the code before ``q`` existed: stored cells stay reusable."""
+    spec = cell(n_init=5, budget=3)
+    assert spec.q == 1 and spec.id == "hartmann6__sobol__seed0"
+    assert "q" not in spec.config() and "q" not in spec.resolved_config()
+    assert spec.config_hash == "d8c45c4d03e6af1b"
+    batch = dataclasses.replace(spec, q=4)
+    assert batch.id == "hartmann6__sobol__q4__seed0"
+    assert batch.config()["q"] == 4 and batch.config_hash != spec.config_hash
+
+
+def test_a_list_of_batch_sizes_sweeps_them_one_cell_each():
+    data = {"name": "s", "budget": 2, "tasks": ["hartmann6"], "optimizers": ["sobol"]}
+    assert [c.id for c in parse_suite({**data, "seeds": 2, "q": [1, 4]}).cells()] == [
+        "hartmann6__sobol__seed0",
+        "hartmann6__sobol__q4__seed0",
+        "hartmann6__sobol__seed1",
+        "hartmann6__sobol__q4__seed1",
+    ]
+    assert [c.q for c in parse_suite({**data, "q": 3}).cells()] == [3]
+    assert [c.q for c in parse_suite(data).cells()] == [1]
+
+
+# ----------------------------------------------------------------------------------------------
+# The optimizer's batch limit, at load
+
+
+def test_a_q_above_the_optimizers_batch_limit_is_refused_before_any_cell():
+    spec = dataclasses.replace(cell(optimizer=f"{__name__}:OnePoint"), q=2)
+    with pytest.raises(ConfigError, match=r"^optimizers\.OnePoint: .*at most 1 point.* q=2"):
+        check_buildable([dataclasses.replace(spec, q=1), spec])
+    check_buildable([dataclasses.replace(spec, q=1)])
+
+
+def test_the_cli_refuses_a_q_above_the_batch_limit_with_one_line_and_exit_2(write_suite, tmp_path):
+    suite = write_suite(
+        f"""
+        name: batch
+        budget: 1
+        n_init: 2
+        q: [1, 3]
+        tasks: [hartmann6]
+        optimizers: ["{__name__}:OnePoint"]
+        """
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"])
+    assert result.exit_code == 2, result.output
+    (error,) = [line for line in result.output.splitlines() if "error" in line]
+    assert error.startswith("orthobench: error: ") and "optimizers.OnePoint: " in error
+    assert "at most 1 point(s) per BO step, but the suite asks q=3" in error
+    assert not list(out.glob("runs/*.parquet"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Resume mid-step
+
+
+def _journal_lines(spec, path: Path) -> tuple[list, list[str]]:
+    journal = EvaluationJournal(path, spec.config_hash)
+    return run_cell(spec, journal=journal), path.read_text().splitlines(keepends=True)
+
+
+def test_a_cell_killed_mid_step_reruns_only_the_missing_evaluations(tmp_path):
+    """Step 2 of a q=4 cell lost positions 1 and 3 (the others journaled out of order, as
+    parallel evaluations finish) and was never told: its other two are reused, the re-asked
+    points are checked against them, and the cell equals an uninterrupted one."""
+    log = tmp_path / "calls.jsonl"
+    spec = batch_cell(q=4, n_init=4, budget=3, log=str(log))
+    full, lines = _journal_lines(spec, tmp_path / "full.jsonl")
+    assert len(lines) == 16
+    states = [json.loads(line)["state"] is not None for line in lines]
+    assert states == [False] * 7 + [True] + [False] * 3 + [True] + [False] * 3 + [True]
+    log.unlink()
+    killed = EvaluationJournal(tmp_path / "killed.jsonl", spec.config_hash)
+    killed.path.write_text("".join(lines[:8] + [lines[10], lines[8]]))
+    resumed = run_cell(spec, journal=killed)
+    assert len(logged(log)) == 16 - 10
+    assert comparable(resumed) == comparable(full)
+    reused = [*range(9), 10]
+    assert [resumed[i].wall_seconds for i in reused] == [full[i].wall_seconds for i in reused]
+    new = [resumed[i].wall_seconds for i in (9, 11, 12, 13, 14, 15)]
+    assert min(new) >= max(full[i].wall_seconds for i in reused)
+    assert [r.iteration for r, _ in killed.read()] == list(range(16))
+
+
+def test_a_resume_whose_reasked_points_differ_from_the_journal_fails_in_one_line(tmp_path):
+    spec = batch_cell(q=2, n_init=2, budget=2)
+    _, lines = _journal_lines(spec, tmp_path / "full.jsonl")
+    entry = json.loads(lines[2])
+    entry["record"]["x"] = [0.123, 0.456]
+    journal = EvaluationJournal(tmp_path / "bad.jsonl", spec.config_hash)
+    journal.path.write_text("".join(lines[:2]) + json.dumps(entry) + "\n")
+    with pytest.raises(ResultsError, match=r"iteration 2 is not the journaled one.*--force"):
+        run_cell(spec, journal=journal)
+
+
+def test_a_journal_written_before_the_batch_columns_resumes(tmp_path):
+    """Journal lines without ``q``, ``batch`` and ``wall_seconds`` (written before they existed)
+    read with them filled in and resume as before."""
+    spec = cell(n_init=3, budget=3)
+    full, lines = _journal_lines(spec, tmp_path / "full.jsonl")
+    old = []
+    for line in lines[:4]:
+        entry = json.loads(line)
+        for key in ("q", "batch", "wall_seconds"):
+            del entry["record"][key]
+        old.append(json.dumps(entry) + "\n")
+    journal = EvaluationJournal(tmp_path / "old.jsonl", spec.config_hash)
+    journal.path.write_text("".join(old))
+    read = journal.read()
+    assert [(r.q, r.batch) for r, _ in read] == [(1, 0)] * 3 + [(1, 1)]
+    assert all(np.isnan(r.wall_seconds) for r, _ in read)
+    resumed = run_cell(spec, journal=journal)
+    assert comparable(resumed) == comparable(full)
+    assert resumed[4].wall_seconds > 0  # the clock starts from 0 after an unknown one
+
+
+# ----------------------------------------------------------------------------------------------
+# Parallel evaluations
+
+
+def test_executors_split_their_workers_between_cells_and_their_evaluations():
+    assert InlineExecutor().evaluation_workers(4) == 1
+    assert ProcessExecutor(workers=4).evaluation_workers(4) == 4
+    assert ProcessExecutor(workers=8).evaluation_workers(4) == 4
+    assert ProcessExecutor(workers=2).evaluation_workers(4) == 2
+    assert ProcessExecutor(workers=4).evaluation_workers(1) == 1
+
+
+def _suite(log: Path, seconds: float, q: int = 4, budget: int = 2):
+    return parse_suite(
+        {
+            "name": "parallel",
+            "n_init": q,
+            "budget": budget,
+            "q": q,
+            "tasks": [
+                {"name": TASK, "label": "logged", "params": {"log": str(log), "seconds": seconds}}
+            ],
+            "optimizers": ["sobol"],
+        }
+    )
+
+
+def _overlapping_steps(lines: list[dict], q: int) -> list[bool]:
+    """Per group of ``q`` evaluations (a step, in the order they started): whether all ran at
+    one moment (the latest start before the earliest end)."""
+    lines = sorted(lines, key=lambda line: line["start"])
+    groups = [lines[i : i + q] for i in range(0, len(lines), q)]
+    return [max(g["start"] for g in group) < min(g["end"] for g in group) for group in groups]
+
+
+def test_the_evaluations_of_a_step_overlap_in_evaluation_processes(tmp_path):
+    """Two evaluation processes (the smallest pool: spawning them is what takes the time), each
+    building the task once; the values are those of an inline run."""
+    log = tmp_path / "times.jsonl"
+    (spec,) = _suite(log, 0.5, q=2, budget=2).cells()
+    records = run_cell(spec, evaluations=ProcessEvaluations(2, threads=1))
+    lines = logged(log)
+    assert len(lines) == 2 + 2 * 2
+    assert _overlapping_steps(lines, 2) == [True] * 3
+    assert len({line["pid"] for line in lines}) == 2
+    assert comparable(records) == comparable(run_cell(spec))
+
+
+@pytest.mark.slow
+def test_the_evaluations_of_a_step_overlap_on_the_process_pool(tmp_path):
+    """``--workers 4`` and ``q = 4``: one cell at a time, its four evaluations at once."""
+    log = tmp_path / "times.jsonl"
+    suite = _suite(log, 1.0)
+    summary = run_suite(
+        suite,
+        ResultStore(tmp_path / "out"),
+        device="cpu",
+        executor=ProcessExecutor(workers=4),
+        show_progress=False,
+    )
+    assert summary.count("ok") == 1, summary.failed
+    lines = logged(log)
+    assert len(lines) == 4 + 4 * 2
+    assert _overlapping_steps(lines, 4) == [True] * 3
+    assert len({line["pid"] for line in lines}) == 4  # each evaluation process built the task once
+    frame = load_runs([tmp_path / "out"])
+    assert frame["batch"].tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert frame["y"].tolist() == [r.y for r in run_cell(suite.cells()[0])]
+
+
+@pytest.mark.slow
+def test_the_evaluations_of_a_step_overlap_on_dask(tmp_path):
+    pytest.importorskip("dask.distributed")
+    from orthobench.executors import DaskExecutor
+
+    log = tmp_path / "times.jsonl"
+    suite = _suite(log, 1.0)
+    summary = run_suite(
+        suite,
+        ResultStore(tmp_path / "out"),
+        device="cpu",
+        executor=DaskExecutor(workers=4),
+        show_progress=False,
+    )
+    assert summary.count("ok") == 1, summary.failed
+    lines = logged(log)
+    assert len(lines) == 4 + 4 * 2
+    assert _overlapping_steps(lines, 4) == [True] * 3
+    frame = load_runs([tmp_path / "out"])
+    assert frame["y"].tolist() == [r.y for r in run_cell(suite.cells()[0])]
+
+
+def test_an_evaluation_process_that_dies_fails_its_cell_in_one_line(tmp_path):
+    """The cell fails, as an evaluation's exception fails it inline, and does not hang; its
+    journal keeps what finished."""
+    (spec,) = parse_suite(
+        {
+            "name": "dies",
+            "n_init": 2,
+            "budget": 1,
+            "q": 2,
+            "tasks": [{"name": "batchtasks:DiesInBo", "label": "dies"}],
+            "optimizers": ["sobol"],
+        }
+    ).cells()
+    journal = EvaluationJournal(tmp_path / "j.jsonl", spec.config_hash)
+    start = time.monotonic()
+    with pytest.raises(OrthobenchError, match=r"process evaluating iteration [23] died"):
+        run_cell(spec, journal=journal, evaluations=ProcessEvaluations(2, threads=1))
+    assert time.monotonic() - start < 60
+    assert [r.iteration for r, _ in journal.read()] == [0, 1]
