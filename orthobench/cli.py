@@ -255,15 +255,19 @@ def run(
     if not force:
         _refuse_changed(store, cells, out_dir)
     n_cells = len(cells)
-    if force:
-        to_run = n_cells
-    else:
-        stored = store.stored()
-        to_run = sum(not store.is_stored(cell, stored) for cell in cells)
+    stored = None if force else store.stored()
+    running = [c for c in cells if force or not store.is_stored(c, stored)]
+    # A cell with q > 1 points per step holds a worker per evaluation it runs at once.
+    slots = sum(runner.evaluation_workers(c.q) for c in running)
+    batch = (
+        ", the evaluations of a BO step in parallel"
+        if runner.workers > 1 and any(c.q > 1 for c in running)
+        else ""
+    )
     click.echo(
-        f"suite {suite.name}: {n_cells} cells ({to_run} to run) on {resolved} ({runner.name}, "
-        f"{_workers_text(runner, scheduler, to_run, 'cells to run')}, {threads_per_cell} "
-        f"thread(s) per cell) "
+        f"suite {suite.name}: {n_cells} cells ({len(running)} to run) on {resolved} "
+        f"({runner.name}, {_workers_text(runner, scheduler, slots, 'cells to run')}{batch}, "
+        f"{threads_per_cell} thread(s) per cell) "
         f"-> {out_dir}",
         err=True,
     )

@@ -437,6 +437,7 @@ TASKS = Registry(
         "ackley8": "orthobench.tasks.synthetic:ackley8",
         "michalewicz10": "orthobench.tasks.synthetic:michalewicz10",
         "levy16": "orthobench.tasks.synthetic:levy16",
+        "delayed": "orthobench.tasks.synthetic:delayed",
         "cnn": "orthobench.tasks.cnn:CNNTask",
         "wm811k-vit": "orthobench.tasks.wafer_vit:WaferViTTask",
     },

@@ -184,6 +184,25 @@ def test_the_cli_refuses_a_q_above_the_batch_limit_with_one_line_and_exit_2(writ
     assert not list(out.glob("runs/*.parquet"))
 
 
+def test_the_run_header_counts_a_worker_per_evaluation_of_a_step(write_suite, tmp_path):
+    """Two cells, q = 1 and q = 3, hold 4 workers: --workers 4 is not capped at the 2 cells."""
+    suite = write_suite(
+        f"""
+        name: batch
+        budget: 1
+        n_init: 2
+        q: [1, 3]
+        tasks: [hartmann6]
+        optimizers: ["{__name__}:OnePoint"]
+        """
+    )
+    result = CliRunner().invoke(
+        cli, ["run", str(suite), "-o", str(tmp_path / "out"), "--workers", "4"]
+    )
+    (header,) = [line for line in result.output.splitlines() if line.startswith("suite batch:")]
+    assert "(process, 4 worker(s), the evaluations of a BO step in parallel, " in header, header
+
+
 # ----------------------------------------------------------------------------------------------
 # Resume mid-step
 

@@ -6,6 +6,9 @@ the wrapped BoTorch function, so noise has one owner and is seeded per evaluatio
 
 from __future__ import annotations
 
+import time
+from typing import Literal
+
 import numpy as np
 import torch
 from botorch.test_functions import Ackley, Hartmann, Levy, Michalewicz
@@ -73,3 +76,36 @@ def michalewicz10(noise_std: NonNegativeFloat = 0.0) -> SyntheticTask:
 def levy16(noise_std: NonNegativeFloat = 0.0) -> SyntheticTask:
     """Levy16: 16-d, [-10, 10]^16, rugged, global minimum 0 at (1, ..., 1)."""
     return SyntheticTask(Levy(dim=16), noise_std=noise_std)
+
+
+#: The synthetic functions by task name, for :func:`delayed`.
+_FUNCTIONS = {
+    "hartmann6": hartmann6,
+    "ackley8": ackley8,
+    "michalewicz10": michalewicz10,
+    "levy16": levy16,
+}
+
+
+class DelayedTask(SyntheticTask):
+    """A synthetic function whose every evaluation also waits ``seconds`` of wall time: a stand-in
+    for an expensive evaluation that costs no CPU (a remote job, a queue), to measure how a batch
+    step's evaluations overlap on workers without the cores' contention of a training task."""
+
+    def __init__(self, inner: SyntheticTask, seconds: float) -> None:
+        super().__init__(inner.function, noise_std=inner.noise_std)
+        self.seconds = float(seconds)
+
+    def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
+        time.sleep(self.seconds)
+        return super().evaluate(x, seed=seed, device=device)
+
+
+@task_factory
+def delayed(
+    function: Literal[tuple(_FUNCTIONS)] = "hartmann6",
+    seconds: NonNegativeFloat = 1.0,
+    noise_std: NonNegativeFloat = 0.0,
+) -> DelayedTask:
+    """A synthetic ``function`` whose evaluations each wait ``seconds`` (:class:`DelayedTask`)."""
+    return DelayedTask(_FUNCTIONS[function](noise_std=noise_std), seconds)

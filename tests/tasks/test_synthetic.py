@@ -1,5 +1,7 @@
 """Synthetic tasks: bounds, known optima (regret is exact), seeded noise owned by the task."""
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -44,3 +46,13 @@ def test_noise_is_seeded_and_has_the_requested_scale():
 def test_negative_noise_is_rejected():
     with pytest.raises(ValueError, match="noise_std"):
         TASKS.create("levy16", noise_std=-1.0)
+
+
+def test_delayed_waits_and_returns_the_functions_value():
+    delayed = TASKS.create("delayed", function="levy16", seconds=0.2)
+    x = np.full(16, 0.5)
+    start = time.perf_counter()
+    evaluation = delayed.evaluate(x, seed=0, device=torch.device("cpu"))
+    assert time.perf_counter() - start >= 0.2
+    expected = TASKS.create("levy16").evaluate(x, seed=0, device=torch.device("cpu"))
+    assert evaluation == expected and delayed.optimal_value == 0.0

@@ -1,0 +1,99 @@
+"""The batch probe's tables: estimators against naive MC at q = 1 and q > 1, and equal accuracy.
+
+Reads the rows of ``orthobench probe suites/probe-batch.yaml -o DIR`` and prints two tables.
+
+1. Per (function, q, estimator, S): the MSE ratio of naive theta-MC over the estimator
+   (> 1: better), median and [min, max] over the states, the states where it is below 1, and
+   the two-sided Wilcoxon signed-rank p-value of the log ratios against 0 over the states,
+   Holm-adjusted over the functions of each (q, estimator, S) (the states are seed-paired: every
+   estimator of a state is rebuilt on that state); rows ``all functions`` pool the states of
+   every function (not adjusted).
+2. Equal accuracy: per q, for each estimator and S, the MSE over the MSE of the paper's estimator
+   (``orth``) at the largest S on the same state, worst (largest) and median over all states of
+   every function, and the smallest S whose worst ratio is at most 1 (no worse than ``orth`` at the
+   largest budget on any state).
+
+Run: ``.venv/bin/python benchmarks/batch_probe_tables.py DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from orthobench.report.stats import holm
+from orthobench.results import load_probe
+
+#: The paper's estimator, the reference of the equal-accuracy table.
+PAPER = "orth"
+
+
+def against_mc(rows: pd.DataFrame) -> pd.DataFrame:
+    """Table 1: one row per (task, q, estimator, S) of the estimators other than ``mc``."""
+    out = []
+    others = rows[rows["estimator"] != "mc"]
+    pooled = others.assign(task="all functions")
+    for (task, q, est, s), group in pd.concat([others, pooled]).groupby(
+        ["task", "q", "estimator", "mc_samples"]
+    ):
+        ratio = group["mse_ratio"].to_numpy(dtype=float)
+        log = np.log(ratio)
+        p = stats.wilcoxon(log).pvalue if log.size >= 5 and np.any(log != 0) else np.nan
+        out.append(
+            {"task": task, "q": q, "estimator": est, "S": s, "states": ratio.size,
+             "median": np.median(ratio), "min": ratio.min(), "max": ratio.max(),
+             "below_1": int((ratio < 1).sum()), "p": p}
+        )  # fmt: skip
+    table = pd.DataFrame(out)
+    table["p_holm"] = np.nan
+    for _, group in table[table["task"] != "all functions"].groupby(["q", "estimator", "S"]):
+        valid = group["p"].dropna()
+        if not valid.empty:
+            table.loc[valid.index, "p_holm"] = holm(valid.to_numpy())
+    return table
+
+
+def equal_accuracy(rows: pd.DataFrame) -> pd.DataFrame:
+    """Table 2: per (q, estimator, S), MSE over ``orth``'s at the largest S on the same state."""
+    largest = rows["mc_samples"].max()
+    key = ["task", "seed", "state_iteration", "q"]
+    paper = rows[(rows["estimator"] == PAPER) & (rows["mc_samples"] == largest)]
+    merged = rows.merge(paper[[*key, "mse"]].rename(columns={"mse": "paper_mse"}), on=key)
+    merged["ratio"] = merged["mse"] / merged["paper_mse"]
+    table = (
+        merged.groupby(["q", "estimator", "mc_samples"])["ratio"]
+        .agg(worst="max", median="median", states="size")
+        .reset_index()
+    )
+    return table.rename(columns={"mc_samples": "S"}), largest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dir")
+    args = parser.parse_args()
+    rows = load_probe([args.dir])
+    rows["q"] = rows["q"].fillna(1).astype(int)
+    table = against_mc(rows)
+    print("task | q | estimator | S | states | MSE ratio vs mc: median [min, max] | below 1 | "
+          "signed-rank p (Holm over functions)")  # fmt: skip
+    for r in table.itertuples():
+        print(
+            f"{r.task} | {r.q} | {r.estimator} | {r.S} | {r.states} | {r.median:.2f} "
+            f"[{r.min:.2f}, {r.max:.2f}] | {r.below_1} | {r.p:.3g} ({r.p_holm:.3g})"
+        )
+    equal, largest = equal_accuracy(rows)
+    print(f"\nq | estimator | S | states | MSE / MSE of {PAPER} at S={largest}: worst | median")
+    for r in equal.itertuples():
+        print(f"{r.q} | {r.estimator} | {r.S} | {r.states} | {r.worst:.2f} | {r.median:.2f}")
+    print(f"\nsmallest S with worst ratio <= 1 (no worse than {PAPER} at S={largest} on any state)")
+    for (q, est), group in equal.groupby(["q", "estimator"]):
+        ok = group[group["worst"] <= 1.0]["S"]
+        print(f"q={q} {est}: {int(ok.min()) if not ok.empty else 'none of the budgets'}")
+
+
+if __name__ == "__main__":
+    main()

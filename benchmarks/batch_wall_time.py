@@ -1,0 +1,104 @@
+"""Wall seconds per BO step at q = 1, 2, 4, 8 points per step, on as many workers as points.
+
+For each batch size ``q`` the script writes a one-cell-per-seed suite of ``--task`` (``delayed``:
+Hartmann6 whose evaluations each wait ``--seconds`` without using the CPU; ``cnn-digits``: the
+CNN of ``suites/cnn-digits.yaml``, one epoch on scikit-learn's 8x8 digits) and ``--optimizer``,
+runs it with ``orthobench run --workers q`` (the process pool: the q evaluations of a step run in
+q worker processes of the cell) and reads the stored rows back. Printed per q: the wall seconds
+per BO step (each seed's mean over its steps from the recorded ``wall_seconds``, then the median
+and [min, max] over seeds), the median seconds of one evaluation, the step over one evaluation,
+and the best-so-far regret after the last step (median over seeds). Steps and evaluations are
+the cells' own records; torch runs 1 thread per cell and per evaluation process.
+
+A step at ``q`` on ``q`` workers takes about its fit, its acquisition and one evaluation when the
+machine has a core per worker; with fewer cores, CPU-bound evaluations (the CNN) share them.
+Run: ``.venv/bin/python benchmarks/batch_wall_time.py [--task delayed|cnn-digits] [--q 1,2,4,8]
+[--seeds 3] [--steps 3] [--optimizer sobol] [--seconds 2] -o results/batch-wall-time``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from orthobench.results import load_runs
+
+#: The task entry of each ``--task`` choice (``{seconds}`` filled from ``--seconds``).
+TASKS = {
+    "delayed": {"name": "delayed", "params": {"function": "hartmann6", "seconds": None}},
+    "cnn-digits": {"name": "cnn", "params": {"dataset": "digits", "outlier_prob": 0.2}},
+}
+#: Small acquisition settings, so the step's time is mostly its evaluations.
+OPTIMIZER_PARAMS = {
+    "sobol": {},
+    "qlogei": {"raw_samples": 128, "num_restarts": 4},
+    "orthobo": {"theta_samples": 64, "raw_samples": 128, "num_restarts": 4},
+}
+
+
+def suite(task: str, optimizer: str, q: int, seeds: int, steps: int, seconds: float) -> dict:
+    entry = {**TASKS[task], "label": task}
+    if task == "delayed":
+        entry["params"] = {**entry["params"], "seconds": seconds}
+    return {
+        "name": f"batch-wall-time-q{q}",
+        "seeds": seeds,
+        "n_init": 4,
+        "budget": steps,
+        "q": q,
+        "tasks": [entry],
+        "optimizers": [{"name": optimizer, "params": OPTIMIZER_PARAMS[optimizer]}],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=sorted(TASKS), default="delayed")
+    parser.add_argument("--optimizer", choices=sorted(OPTIMIZER_PARAMS), default="sobol")
+    parser.add_argument("--q", default="1,2,4,8")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=2.0, help="delay of `delayed`")
+    parser.add_argument("-o", "--output", type=Path, required=True)
+    args = parser.parse_args()
+    orthobench = Path(sys.executable).with_name("orthobench")
+    print(
+        f"task {args.task}, optimizer {args.optimizer}, seeds {args.seeds}, BO steps "
+        f"{args.steps}, cores {os.cpu_count()}, 1 torch thread per process"
+    )
+    print("q | workers | wall s per step: median [min, max] | one evaluation s | step / "
+          "evaluation | final regret (median)")  # fmt: skip
+    for q in (int(v) for v in args.q.split(",")):
+        out = args.output / f"q{q}"
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "suite.yaml"
+        spec = suite(args.task, args.optimizer, q, args.seeds, args.steps, args.seconds)
+        path.write_text(yaml.safe_dump(spec, sort_keys=False))
+        subprocess.run(
+            [orthobench, "run", str(path), "-o", str(out), "--workers", str(q), "--threads-per-cell", "1",
+             "-q", "--force"],
+            check=True,
+        )  # fmt: skip
+        rows = load_runs([out])
+        per_seed, finals = [], []
+        for _, cell in rows.groupby("cell_id"):
+            ends = cell.groupby("batch")["wall_seconds"].max().sort_index()
+            per_seed.append(float(ends.diff().dropna().mean()))
+            finals.append(float(cell.sort_values("iteration")["regret"].iloc[-1]))
+        evaluation = float(rows.loc[rows["phase"] == "bo", "eval_seconds"].median())
+        step = statistics.median(per_seed)
+        print(
+            f"{q} | {q} | {step:.2f} [{min(per_seed):.2f}, {max(per_seed):.2f}] | "
+            f"{evaluation:.2f} | {step / evaluation:.2f} | {statistics.median(finals):.3g}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
