@@ -16,14 +16,17 @@ Batch probes (a state's ``q > 1``, :mod:`orthobench.probe.states`): each probe i
 points (``N x q x d``) and the per-draw values are
 :meth:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_qei`, the inner Monte Carlo
 mean over ``K = INNER_SAMPLES`` (OrthoBO's count) scrambled-Sobol normal base samples, as
-:class:`~orthobench.acquisition.MarginalLogQEI` evaluates OrthoBO's batch acquisition. The base
-samples are drawn once per state (:func:`inner_base_samples`) and shared by every rebuild,
-estimator, budget and the reference: OrthoBO fixes them for a BO step as it fixes its theta
-draws, and the theta estimators only reduce the noise over theta, so the rebuild variance is
-over theta draws alone, as at ``q = 1``; the target is the theta-marginal of the per-draw inner
-estimates on those base samples (unbiased for the marginal qEI over base-sample draws). Fresh
-base samples per rebuild would add inner-MC noise that no theta estimator touches to both sides of
-every ratio, pulling the ratios towards 1.
+:class:`~orthobench.acquisition.MarginalLogQEI` evaluates OrthoBO's batch acquisition. Each rebuild
+draws its own base samples (:func:`inner_base_samples`), shared by the estimators of the rebuild
+(common random numbers), as each BO step of OrthoBO draws its own: the rebuilds' values are the
+nested estimator of the paper's appendix, whose noise is over theta draws and base samples, and
+whose target is the marginal qEI itself. The reference averages the per-draw values of
+``reference_samples`` scrambled-Sobol theta draws, each chunk of :data:`_REFERENCE_CHUNK` draws
+on its own :data:`REFERENCE_INNER_SAMPLES` base samples, so its inner-MC error averages out over
+the chunks too. (Base samples fixed for the whole state would make the target the marginal of
+one set of base samples, which differs between estimators whose per-draw covariance differs: the
+Rao-Blackwellized draws add a rank-one term, so the same base samples give other function
+samples, and their MSE would count that difference as bias.)
 
 Estimators with the same draws (equal-weight sampling, or the same rule; RB or not) share them in
 a rebuild (common random numbers), so every ratio against naive iid theta-MC (``mc``) is paired.
@@ -68,6 +71,9 @@ from orthobench.theta_estimators import ThetaDraws, draw_thetas, estimate
 
 #: Theta draws per batch of the reference (bounds the ``S x N`` memory of one batch).
 _REFERENCE_CHUNK = 512
+#: Inner base samples of each reference chunk at ``q > 1`` (8 times a rebuild's, and every chunk
+#: has its own).
+REFERENCE_INNER_SAMPLES = 8 * INNER_SAMPLES
 #: Candidates per timed acquisition call, and timed calls per estimator and budget (after one
 #: untimed warm-up call); :func:`seconds_per_call` reports their median.
 COST_CANDIDATES = 512
@@ -80,15 +86,18 @@ def _outer_log(log_top: torch.Tensor, est: torch.Tensor, mc: torch.Tensor) -> to
 
 
 def inner_base_samples(
-    state: ProbeState, dtype: torch.dtype, device: torch.device
+    state: ProbeState, dtype: torch.dtype, device: torch.device, *keys: object
 ) -> torch.Tensor | None:
-    """The state's fixed ``K x q`` inner base samples of batch EI: ``K = INNER_SAMPLES``
-    scrambled-Sobol standard normals (as OrthoBO draws them per step), seeded by the state;
-    None at ``q = 1`` (analytic EI per draw)."""
+    """``K x q`` inner base samples of batch EI for the rebuild or reference chunk ``keys``:
+    scrambled-Sobol standard normals (as OrthoBO draws them per step), ``K = INNER_SAMPLES`` for
+    a rebuild and :data:`REFERENCE_INNER_SAMPLES` for the reference (``keys`` starting with
+    ``"reference"``), seeded by the state and ``keys``; None at ``q = 1`` (analytic EI per
+    draw)."""
     if state.q == 1:
         return None
-    seed = derive_seed(state.seed, "probe-inner", state.id) % (2**31)
-    return draw_sobol_normal_samples(d=state.q, n=INNER_SAMPLES, seed=seed).to(device, dtype)
+    count = REFERENCE_INNER_SAMPLES if keys[:1] == ("reference",) else INNER_SAMPLES
+    seed = derive_seed(state.seed, "probe-inner", state.id, *keys) % (2**31)
+    return draw_sobol_normal_samples(d=state.q, n=count, seed=seed).to(device, dtype)
 
 
 def log_values(gp: ThetaSampledGP, X: torch.Tensor, base: torch.Tensor | None) -> torch.Tensor:
@@ -188,7 +197,6 @@ def gp_values(
         model, fit_info = fit_model(x, -y, state.surrogate)
     laplace = laplace_posterior(model, keep_raw=spec.laplace == "unfloored")
     X = probes.unsqueeze(-2) if probes.ndim == 2 else probes  # N x q x d
-    base = inner_base_samples(state, X.dtype, X.device)  # K x q, or None at q = 1
     jittered = 0  # theta samples of the state whose Cholesky factor needed jitter
 
     # Reference of the theta-marginal target: many scrambled-Sobol theta draws (chunked).
@@ -196,10 +204,12 @@ def gp_values(
         spec.reference_samples, "qmc", seed=derive_seed(state.seed, "probe-reference", state.id)
     )
     log_chunks = []
-    for z in z_ref.split(_REFERENCE_CHUNK):
+    for chunk, z in enumerate(z_ref.split(_REFERENCE_CHUNK)):
         gp = ThetaSampledGP.from_model(model, laplace.theta(z))
         jittered += gp.n_jittered
-        log_chunks.append(log_values(gp, X, base))
+        log_chunks.append(
+            log_values(gp, X, inner_base_samples(state, X.dtype, X.device, "reference", chunk))
+        )
     log_ref = torch.cat(log_chunks)
     reference = {"theta": torch.logsumexp(log_ref, dim=0) - math.log(log_ref.shape[0])}
     # qLogEI's target: EI at the MAP hyperparameters (at q > 1 qLogEI on many Sobol' function
@@ -208,7 +218,7 @@ def gp_values(
     log_std = float(model.outcome_transform.stdvs.squeeze().log())
     if "qlogei" in names:
         with torch.no_grad():
-            if base is None:
+            if state.q == 1:
                 reference["map"] = LogExpectedImprovement(model, best_f=(-y).max())(X) - log_std
             else:
                 sampler = SobolQMCNormalSampler(
@@ -232,6 +242,7 @@ def gp_values(
         counts = dict.fromkeys(names, s)
         naive: dict[int, list[np.ndarray]] = {}  # count != S -> naive iid MC values per rebuild
         for r in range(spec.rebuilds):
+            base = inner_base_samples(state, X.dtype, X.device, s, r)  # K x q; None at q = 1
             for (is_rule, sampling, _), members in groups.items():
                 keys = ("rule", sampling) if is_rule else (sampling,)
                 draws = draw_thetas(
@@ -287,7 +298,7 @@ def gp_values(
                     s,
                     probes.shape[-1],
                     seed=derive_seed(state.seed, "probe-cost", state.id, name, s),
-                    base_samples=base,
+                    base_samples=inner_base_samples(state, X.dtype, X.device, "cost"),
                 )
     refs = {k: v.exp().cpu().numpy() for k, v in reference.items()}
     info = {
