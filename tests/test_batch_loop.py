@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 from orthobench.cli import cli
@@ -18,7 +19,7 @@ from orthobench.exceptions import ConfigError, OrthobenchError, ResultsError
 from orthobench.execution import run_suite
 from orthobench.executors import InlineExecutor, ProcessExecutor
 from orthobench.executors._evaluations import ProcessEvaluations
-from orthobench.loop import check_buildable, run_cell
+from orthobench.loop import check_buildable, make_task, run_cell
 from orthobench.optimizers.sobol import SobolSearch
 from orthobench.results import EvaluationJournal, ResultStore, load_runs
 from orthobench.seeding import derive_seed
@@ -313,6 +314,19 @@ def test_the_evaluations_of_a_step_overlap_in_evaluation_processes(tmp_path):
     assert _overlapping_steps(lines, 2) == [True] * 3
     assert len({line["pid"] for line in lines}) == 2
     assert comparable(records) == comparable(run_cell(spec))
+
+
+@pytest.mark.slow
+def test_every_evaluation_process_starts_when_the_cell_opens_them(tmp_path):
+    """Started at its first evaluation, a process would add its start (seconds of imports) to a
+    BO step's wall time: all of them start, and build the task, when the cell opens them."""
+    (spec,) = _suite(tmp_path / "times.jsonl", 0.0, q=3, budget=1).cells()
+    evaluations = ProcessEvaluations(3, threads=1)
+    evaluations.open(spec, make_task(spec), torch.device("cpu"), None)
+    try:
+        assert len(evaluations._pool._processes) == 3
+    finally:
+        evaluations.close()
 
 
 @pytest.mark.slow

@@ -76,18 +76,23 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _start_worker(cell: Cell, device: str, threads: int, timeout: float | None) -> None:
-    """Initializer of an evaluation process: remember the cell, ignore Ctrl-C (the runner
-    handles it and the cell stops its evaluation processes) and exit with the cell's process."""
+    """Initializer of an evaluation process: remember the cell and build its task, ignore Ctrl-C
+    (the runner handles it and the cell stops its evaluation processes) and exit with the cell's
+    process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     _WORKER.update(cell=cell, device=torch.device(device), threads=threads, timeout=timeout)
+    _WORKER["task"] = make_task(cell)
+
+
+def _started() -> int:
+    """A no-op job that returns once its process has started (and built the cell's task)."""
+    return os.getpid()
 
 
 def _evaluate_in_worker(request: EvaluationRequest) -> Outcome:
     """One evaluation in an evaluation process, with the cell's time limit and thread count."""
     cell: Cell = _WORKER["cell"]
-    if "task" not in _WORKER:
-        _WORKER["task"] = make_task(cell)
     with thread_limits(_WORKER["threads"]):
         return evaluate_point(
             _WORKER["task"], request, _WORKER["device"], _WORKER["timeout"], cell.task.label
@@ -98,7 +103,9 @@ class ProcessEvaluations(Evaluations):
     """Runs up to ``workers`` evaluations at once, each in a spawned process of a pool kept for
     the cell's lifetime (``spawn``: forking a process that initialized torch can hang).
 
-    Each process builds the cell's task at its first evaluation and keeps it, runs evaluations
+    All ``workers`` processes are started, and each builds the cell's task, when the cell opens
+    them (a process started at its first evaluation would add its start, seconds of imports, to
+    a step's time); each keeps the task, runs evaluations
     with ``threads`` torch threads and the evaluation time limit (its main thread sets the
     timer), ignores Ctrl-C and exits when the cell's process dies. An exception of an evaluation
     fails the cell, as inline; so does an evaluation process that dies (one line naming the
@@ -126,6 +133,18 @@ class ProcessEvaluations(Evaluations):
             initializer=_start_worker,
             initargs=(cell, str(device), self.threads, timeout),
         )
+        # The pool starts a process per job while none is idle: as many no-op jobs at once
+        # start them all.
+        started = [self._pool.submit(_started) for _ in range(self.workers)]
+        try:
+            for future in started:
+                future.result()
+        except BrokenProcessPool:
+            self.close()
+            raise OrthobenchError(
+                f"cell {cell.id}: an evaluation process could not start (building the task "
+                "in a new process failed or the process died)."
+            ) from None
 
     def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
         futures: dict[Future, EvaluationRequest] = {
