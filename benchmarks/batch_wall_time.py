@@ -7,7 +7,8 @@ runs it with ``orthobench run --workers q`` (the process pool: the q evaluations
 q worker processes of the cell) and reads the stored rows back. Printed per q: the wall seconds
 per BO step (each seed's mean over its steps from the recorded ``wall_seconds``, then the median
 and [min, max] over seeds), the median seconds of one evaluation, the step over one evaluation,
-and the best-so-far regret after the last step (median over seeds). Steps and evaluations are
+and the best-so-far after the last step, median over seeds: the regret, or the objective
+(``best_y``) for a task with no known optimum. Steps and evaluations are
 the cells' own records; torch runs 1 thread per cell and per evaluation process.
 
 A step at ``q`` on ``q`` workers takes about its fit, its acquisition and one evaluation when the
@@ -25,6 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from orthobench.results import load_runs
@@ -73,7 +75,7 @@ def main() -> None:
         f"{args.steps}, cores {os.cpu_count()}, 1 torch thread per process"
     )
     print("q | workers | wall s per step: median [min, max] | one evaluation s | step / "
-          "evaluation | final regret (median)")  # fmt: skip
+          "evaluation | final best (median)")  # fmt: skip
     for q in (int(v) for v in args.q.split(",")):
         out = args.output / f"q{q}"
         out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +92,8 @@ def main() -> None:
         for _, cell in rows.groupby("cell_id"):
             ends = cell.groupby("batch")["wall_seconds"].max().sort_index()
             per_seed.append(float(ends.diff().dropna().mean()))
-            finals.append(float(cell.sort_values("iteration")["regret"].iloc[-1]))
+            last = cell.sort_values("iteration").iloc[-1]
+            finals.append(float(last["best_y"] if pd.isna(last["regret"]) else last["regret"]))
         evaluation = float(rows.loc[rows["phase"] == "bo", "eval_seconds"].median())
         step = statistics.median(per_seed)
         print(
