@@ -179,6 +179,13 @@ BatchSize = Annotated[
     Interval(ge=1, le=MAX_EVALUATIONS),
     Field(description="points proposed per BO step"),
 ]
+#: Batch sizes to sweep (``q: 4`` is short for ``[4]``), distinct.
+BatchSizes = Annotated[
+    tuple[BatchSize, ...],
+    MinLen(1),
+    AfterValidator(_check_distinct_batch_sizes),
+    Shorthand(_one_batch_size),
+]
 #: The dtype of a cell's run.
 Dtype = Annotated[Literal["float64", "float32"], Field(description="torch dtype of the run")]
 DTYPES: tuple[str, ...] = get_args(get_args(Dtype)[0])
@@ -329,12 +336,7 @@ class ProbeSpec:
         16, description="independent estimates per budget, state and estimator"
     )
     n_probes: ProbeCount = Field(64, description="probe points per state")
-    q: Annotated[
-        tuple[BatchSize, ...],
-        MinLen(1),
-        AfterValidator(_check_distinct_batch_sizes),
-        Shorthand(_one_batch_size),
-    ] = Field(
+    q: BatchSizes = Field(
         (1,),
         description="batch sizes of the probed acquisition (a list: one state per value): at "
         "q > 1 each probe is a batch of q points and the GP estimators' values are qEI "
@@ -467,12 +469,7 @@ class Suite:
     seeds: Seeds = Field((0,), description="seeds (a count n stands for 0..n-1)")
     n_init: InitialDesign = 8
     budget: Budget
-    q: Annotated[
-        tuple[BatchSize, ...],
-        MinLen(1),
-        AfterValidator(_check_distinct_batch_sizes),
-        Shorthand(_one_batch_size),
-    ] = Field(
+    q: BatchSizes = Field(
         (1,),
         description="batch sizes: points proposed, and evaluated at once, per BO step (a list: "
         "one cell per value); a cell makes n_init + q * budget evaluations",

@@ -330,46 +330,31 @@ def test_every_evaluation_process_starts_when_the_cell_opens_them(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_evaluations_of_a_step_overlap_on_the_process_pool(tmp_path):
+@pytest.mark.parametrize("executor", ["process", "dask"])
+def test_the_evaluations_of_a_step_overlap_on_the_pool_and_dask(tmp_path, executor):
     """``--workers 4`` and ``q = 4``: one cell at a time, its four evaluations at once."""
+    if executor == "dask":
+        pytest.importorskip("dask.distributed")
+        from orthobench.executors import DaskExecutor as Executor
+    else:
+        Executor = ProcessExecutor
     log = tmp_path / "times.jsonl"
     suite = _suite(log, 1.0)
     summary = run_suite(
         suite,
         ResultStore(tmp_path / "out"),
         device="cpu",
-        executor=ProcessExecutor(workers=4),
+        executor=Executor(workers=4),
         show_progress=False,
     )
     assert summary.count("ok") == 1, summary.failed
     lines = logged(log)
     assert len(lines) == 4 + 4 * 2
     assert _overlapping_steps(lines, 4) == [True] * 3
-    assert len({line["pid"] for line in lines}) == 4  # each evaluation process built the task once
+    if executor == "process":  # each evaluation process built the task once
+        assert len({line["pid"] for line in lines}) == 4
     frame = load_runs([tmp_path / "out"])
     assert frame["batch"].tolist() == [0] * 4 + [1] * 4 + [2] * 4
-    assert frame["y"].tolist() == [r.y for r in run_cell(suite.cells()[0])]
-
-
-@pytest.mark.slow
-def test_the_evaluations_of_a_step_overlap_on_dask(tmp_path):
-    pytest.importorskip("dask.distributed")
-    from orthobench.executors import DaskExecutor
-
-    log = tmp_path / "times.jsonl"
-    suite = _suite(log, 1.0)
-    summary = run_suite(
-        suite,
-        ResultStore(tmp_path / "out"),
-        device="cpu",
-        executor=DaskExecutor(workers=4),
-        show_progress=False,
-    )
-    assert summary.count("ok") == 1, summary.failed
-    lines = logged(log)
-    assert len(lines) == 4 + 4 * 2
-    assert _overlapping_steps(lines, 4) == [True] * 3
-    frame = load_runs([tmp_path / "out"])
     assert frame["y"].tolist() == [r.y for r in run_cell(suite.cells()[0])]
 
 
