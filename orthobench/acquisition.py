@@ -6,7 +6,8 @@ estimator of the grammar (a weighted sum with weights from the draws alone,
 :func:`~orthobench.estimators.estimator_weights`) gives the marginal estimate and its outer log,
 with the gradient. :class:`MarginalLogEI` is paper Alg. 1 with Eqs. (22) and (24) (analytic EI per
 draw); :class:`MarginalLogQEI` the batch version (the appendix's nested estimator: qEI per draw by
-inner Monte Carlo on fixed base samples). Both computed in log space (docs/design.md, "EI in log
+inner Monte Carlo on fixed base samples); :class:`MarginalLogCEI` constrained EI (the appendix's
+Corollary "Orthogonalized constrained EI": EI times the probability of feasibility per draw). Both computed in log space (docs/design.md, "EI in log
 space") with the outer log's floor relative to the naive estimate (docs/design.md, "Relative
 outer-log floor").
 """
@@ -305,6 +306,87 @@ class MarginalLogQEI(MarginalLogAcquisition):
     def forward(self, X: Tensor) -> Tensor:
         """``L(X)`` for ``batch x q x d`` candidates -> ``batch`` (see
         :class:`MarginalLogAcquisition`)."""
+        return self._log_marginal(X)
+
+
+class MarginalLogCEI(MarginalLogAcquisition):
+    r""":class:`MarginalLogAcquisition` of constrained EI per draw, ``q = 1``.
+
+    With independent GPs for the objective (each ensemble member) and for each constraint
+    ``c_i`` (feasible where ``c_i <= 0``), a joint draw ``s`` is the member's draw ``s`` with
+    every constraint GP's draw ``s``, and (paper, appendix, constrained EI)
+
+    .. math::
+
+        \log \mathrm{CEI}_s(x) = \log \mathrm{EI}_s(x)
+            + \sum_i \log P(c_i(x) \le 0 \mid \theta_{i,s}),
+
+    with EI against the best *feasible* observation (the members' ``best_f``: build them on
+    the data with that incumbent). The controls of a joint draw are the whitened draws of every
+    GP side by side (independent standard normals: still mean 0 and covariance I), so the
+    estimators' weights come from the joint draws as for EI.
+
+    ``b x 1 x d`` -> ``b``.
+
+    Args:
+        model, members, controls, weights, estimator, alpha: As
+            :class:`MarginalLogAcquisition`.
+        constraints: One :class:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP` per
+            constraint, fitted to the constraint values as observed, each with as many draws as
+            every member.
+        constraint_controls: Per constraint, its ``S x K_i`` whitened draws.
+        point_weights: Per member, weights of a point set drawn in the *joint* space of the
+            member's and the constraints' whitened coordinates, or ``None``.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        members: Sequence[ThetaSampledGP],
+        controls: Sequence[Tensor],
+        weights: Sequence[float] | Tensor,
+        *,
+        constraints: Sequence[ThetaSampledGP],
+        constraint_controls: Sequence[Tensor],
+        estimator: str = DEFAULT_CONTROL_VARIATE,
+        alpha: float = 1e-3,
+        point_weights: Sequence[Tensor | None] | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            members,
+            controls,
+            weights,
+            estimator=estimator,
+            alpha=alpha,
+            point_weights=point_weights,
+        )
+        if len(constraints) == 0 or len(constraints) != len(constraint_controls):
+            raise ValueError(
+                f"Need at least one constraint GP and one controls tensor per constraint, but "
+                f"got {len(constraints)} GPs and {len(constraint_controls)} controls."
+            )
+        for i, (gp, z) in enumerate(zip(constraints, constraint_controls, strict=True)):
+            if gp.num_samples != z.shape[0] or any(
+                m.num_samples != gp.num_samples for m in self.members
+            ):
+                raise ValueError(
+                    f"Constraint {i}: every GP needs the same number of draws, but the members "
+                    f"have {[m.num_samples for m in self.members]} and the constraint "
+                    f"{gp.num_samples} (controls: {z.shape[0]})."
+                )
+        self.constraints = list(constraints)
+        extra = [z.detach() for z in constraint_controls]
+        self.controls = [torch.cat([z, *extra], dim=-1) for z in self.controls]
+
+    def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+        flat = X.reshape(-1, *X.shape[-2:])  # b x 1 x d
+        feasible = sum(gp.log_prob_below(flat) for gp in self.constraints)
+        return X.shape[:-2], [gp.log_ei(flat) + feasible for gp in self.members]
+
+    @t_batch_mode_transform(expected_q=1)
+    def forward(self, X: Tensor) -> Tensor:
+        """``L(x)`` for ``b x 1 x d`` candidates -> ``b`` (see :class:`MarginalLogAcquisition`)."""
         return self._log_marginal(X)
 
 

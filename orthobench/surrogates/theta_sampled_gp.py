@@ -297,6 +297,8 @@ class ThetaSampledGP:
         y_std: Standard deviation of the outcome standardization (original units).
         constant_mean_variance: Variance ``v_c >= 0`` of the constant mean around the value in
             ``theta``, integrated out analytically (0: the constant mean is fixed at ``theta``).
+        best_f: The incumbent of EI on the standardized scale; None: the largest training target
+            (constrained EI passes the best feasible one).
 
     Example:
         >>> from orthobench.surrogates.fit import fit_model
@@ -320,6 +322,7 @@ class ThetaSampledGP:
         y_mean: float = 0.0,
         y_std: float = 1.0,
         constant_mean_variance: float = 0.0,
+        best_f: float | None = None,
     ) -> None:
         if not constant_mean_variance >= 0:
             raise ValueError(
@@ -332,7 +335,7 @@ class ThetaSampledGP:
         self.train_y = train_y.detach()
         self.y_mean = y_mean
         self.y_std = y_std
-        self.best_f = float(self.train_y.max())
+        self.best_f = float(self.train_y.max()) if best_f is None else float(best_f)
         with torch.no_grad():
             self.hp: GPHyperparameters = unpack_theta(self.theta, layout)
             n = train_x.shape[0]
@@ -389,9 +392,15 @@ class ThetaSampledGP:
 
     @classmethod
     def from_model(
-        cls, model: SingleTaskGP, theta: torch.Tensor, *, constant_mean_variance: float = 0.0
+        cls,
+        model: SingleTaskGP,
+        theta: torch.Tensor,
+        *,
+        constant_mean_variance: float = 0.0,
+        best_f: float | None = None,
     ) -> ThetaSampledGP:
-        """Build from a :func:`~orthobench.surrogates.gp.build_gp` model and ``S x p`` samples."""
+        """Build from a :func:`~orthobench.surrogates.gp.build_gp` model and ``S x p`` samples
+        (``best_f`` on the model's standardized scale)."""
         tf = model.outcome_transform
         return cls(
             theta_layout(model),
@@ -401,6 +410,7 @@ class ThetaSampledGP:
             y_mean=float(tf.means.squeeze()),
             y_std=float(tf.stdvs.squeeze()),
             constant_mean_variance=constant_mean_variance,
+            best_f=best_f,
         )
 
     @property
@@ -512,6 +522,25 @@ class ThetaSampledGP:
         noise = (chol.reshape(-1, q) @ base_samples.T).reshape(-1, b, q, base_samples.shape[0])
         best = (mean.unsqueeze(-1) + noise).amax(dim=-2)  # S x b x K
         return logmeanexp(log_fatplus(best - self.best_f, tau=TAU_RELU), dim=-1)
+
+    def log_prob_below(self, X: torch.Tensor, threshold: float = 0.0) -> torch.Tensor:
+        r"""Per-sample ``log P(f(x) <= threshold | theta_s)`` of a GP fitted to a constraint
+        ``f`` as observed (not negated: feasible where ``f <= threshold``).
+
+        ``log Phi((t - mu_s(x)) / sigma_s(x))`` with ``t`` the threshold on the model's
+        standardized scale, ``(threshold - y_mean) / y_std``; ``log_ndtr`` keeps it finite where
+        the probability underflows.
+
+        Args:
+            X: ``batch x 1 x d`` candidates.
+            threshold: The constraint's bound in original units.
+
+        Returns:
+            ``S x batch`` log probabilities.
+        """
+        mean, var = self.mean_and_variance(X)
+        bound = (threshold - self.y_mean) / self.y_std
+        return torch.special.log_ndtr((bound - mean) / var.sqrt())
 
     def log_predictive_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         r"""Log density of observations under the sample mixture, in original units.
