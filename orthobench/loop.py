@@ -23,7 +23,6 @@ The loop never knows how it is executed (inline, process pool, cluster).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import math
@@ -41,6 +40,7 @@ import numpy as np
 import torch
 from torch.quasirandom import SobolEngine
 
+from orthobench.bests import Bests
 from orthobench.exceptions import (
     ConfigError,
     OrthobenchError,
@@ -166,8 +166,10 @@ def _build(component: str, build: Callable[[], _T], timeout: float, where: str =
         raise ConfigError(component, f"cannot be built{where}: {describe_error(err)}") from err
 
 
-def _task_dim(cell: Cell) -> int:
-    return make_task(cell).space.dim
+def _task_shape(cell: Cell) -> tuple[int, int]:
+    """The dimension and the number of constraints of the cell's task."""
+    task = make_task(cell)
+    return task.space.dim, task.n_constraints
 
 
 def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> None:
@@ -187,29 +189,44 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> None
     naming the component.
 
     Each optimizer must also propose the largest batch size ``q`` of its cells in one ask (its
-    :attr:`~orthobench.optimizers.base.Optimizer.max_batch`).
+    :attr:`~orthobench.optimizers.base.Optimizer.max_batch`), and handle constraints
+    (:attr:`~orthobench.optimizers.base.Optimizer.handles_constraints`) where its task has some
+    (:attr:`~orthobench.tasks.base.Task.n_constraints`).
 
     Raises:
         OrthobenchError: a task's or optimizer's own, as it raised it.
         ConfigError: at field ``tasks.<label>`` or ``optimizers.<label>``, with the constructor's
             error, for a component that cannot be built or is not built in time; at
-            ``optimizers.<label>`` for an optimizer whose ``max_batch`` is below a cell's ``q``.
+            ``optimizers.<label>`` for an optimizer whose ``max_batch`` is below a cell's ``q``
+            or that does not handle its task's constraints; at ``tasks.<label>`` for an
+            ``n_constraints`` that is not a non-negative int.
     """
     timeout = BUILD_TIMEOUT_S if timeout is None else timeout
-    dims: dict[str, int] = {}
+    shapes: dict[str, tuple[int, int]] = {}
     largest: dict[tuple[str, str], Cell] = {}
     for c in cells:
         key = (c.task.label, c.optimizer.label)
         if key not in largest or c.q > largest[key].q:
             largest[key] = c
     for cell in largest.values():
-        if cell.task.label not in dims:
-            dims[cell.task.label] = _build(
-                f"tasks.{cell.task.label}", functools.partial(_task_dim, cell), timeout
+        if cell.task.label not in shapes:
+            shapes[cell.task.label] = _build(
+                f"tasks.{cell.task.label}", functools.partial(_task_shape, cell), timeout
+            )
+        dim, n_constraints = shapes[cell.task.label]
+        if (
+            isinstance(n_constraints, bool)
+            or not isinstance(n_constraints, int)
+            or n_constraints < 0
+        ):
+            raise ConfigError(
+                f"tasks.{cell.task.label}",
+                f"{cell.task.name!r} must declare `n_constraints` as an int >= 0, but has "
+                f"{show_value(n_constraints)}.",
             )
         optimizer = _build(
             f"optimizers.{cell.optimizer.label}",
-            functools.partial(make_optimizer, cell, dims[cell.task.label], torch.device("cpu")),
+            functools.partial(make_optimizer, cell, dim, torch.device("cpu")),
             timeout,
             f" for task {cell.task.label!r}",
         )
@@ -219,6 +236,13 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> None
                 f"optimizers.{cell.optimizer.label}",
                 f"{cell.optimizer.name!r} proposes at most {limit} point(s) per BO step, but the "
                 f"suite asks q={cell.q}; lower q or choose an optimizer with batch proposals.",
+            )
+        if n_constraints and not optimizer.handles_constraints:
+            raise ConfigError(
+                f"optimizers.{cell.optimizer.label}",
+                f"{cell.optimizer.name!r} does not handle constraints, but task "
+                f"{cell.task.label!r} has {n_constraints}: choose an optimizer that does (sobol) "
+                "or an unconstrained task.",
             )
 
 
@@ -329,7 +353,8 @@ class EvaluationRequest:
 @dataclass(frozen=True)
 class Outcome:
     """What one evaluation gave: ``status`` ``ok``, ``invalid`` (a non-finite ``y``) or
-    ``timeout`` (``y`` NaN), the task's values and extras, and its wall seconds."""
+    ``timeout`` (``y`` NaN, each constraint value NaN), the task's values and extras, its wall
+    seconds and its ``n_constraints`` constraint values."""
 
     status: str
     y: float
@@ -337,6 +362,7 @@ class Outcome:
     is_outlier: bool
     info: dict[str, Any]
     seconds: float
+    constraints: tuple[float, ...] = ()
 
 
 def evaluate_point(
@@ -352,7 +378,8 @@ def evaluate_point(
 
     Raises:
         TypeError: when ``evaluate`` returns something else than an
-            :class:`~orthobench.tasks.base.Evaluation`. An exception of the task's is raised as
+            :class:`~orthobench.tasks.base.Evaluation`, or one with another number of constraint
+            values than the task's ``n_constraints``. An exception of the task's is raised as
             it is: either fails the cell.
     """
     start = time.perf_counter()
@@ -368,12 +395,19 @@ def evaluate_point(
                 OrthobenchWarning,
                 stacklevel=2,
             )
-        return Outcome("timeout", math.nan, None, False, {}, time.perf_counter() - start)
+        nan = (math.nan,) * task.n_constraints
+        return Outcome("timeout", math.nan, None, False, {}, time.perf_counter() - start, nan)
     seconds = time.perf_counter() - start
     if not isinstance(evaluation, Evaluation):
         raise TypeError(
             f"`evaluate` of task {label!r} must return an Evaluation, but returned "
             f"{show_value(evaluation)} (at iteration {request.iteration})."
+        )
+    if len(evaluation.constraints) != task.n_constraints:
+        raise TypeError(
+            f"`evaluate` of task {label!r} must return {task.n_constraints} constraint value(s) "
+            f"(its `n_constraints`), but returned {len(evaluation.constraints)} (at iteration "
+            f"{request.iteration})."
         )
     y = float(evaluation.y)
     return Outcome(
@@ -383,6 +417,7 @@ def evaluate_point(
         bool(evaluation.is_outlier),
         evaluation.info,
         seconds,
+        evaluation.constraints,
     )
 
 
@@ -464,51 +499,6 @@ def _check_reasked(
             )
 
 
-class _Bests:
-    """Best-so-far ``best_y`` and ``regret`` of records taken in iteration order."""
-
-    def __init__(self, task: Task) -> None:
-        self.task = task
-        self.best_y = math.inf
-        self.best_true = math.inf
-
-    def _with(self, record: RunRecord, best_y: float, best_true: float) -> RunRecord:
-        if record.status == "ok":
-            best_y = min(best_y, record.y)
-            best_true = min(best_true, record.y if record.y_true is None else record.y_true)
-        return dataclasses.replace(
-            record,
-            best_y=best_y if math.isfinite(best_y) else None,
-            regret=self.task.regret(best_true) if math.isfinite(best_true) else None,
-        )
-
-    def provisional(self, record: RunRecord, done: dict[int, RunRecord]) -> RunRecord:
-        """``record`` with the bests of the taken records and of those of its step in ``done``
-        that precede it: its final ones when its step finishes in order (always, one at a time)."""
-        earlier = sorted((r for i, r in done.items() if i < record.iteration), key=_iteration)
-        best_y, best_true = self.best_y, self.best_true
-        for r in earlier:
-            if r.status == "ok":
-                best_y = min(best_y, r.y)
-                best_true = min(best_true, r.y if r.y_true is None else r.y_true)
-        return self._with(record, best_y, best_true)
-
-    def take(self, record: RunRecord) -> RunRecord:
-        """``record`` with its final bests, which then count for the next."""
-        record = self._with(record, self.best_y, self.best_true)
-        if record.best_y is not None:
-            self.best_y = record.best_y
-        if record.status == "ok":
-            self.best_true = min(
-                self.best_true, record.y if record.y_true is None else record.y_true
-            )
-        return record
-
-
-def _iteration(record: RunRecord) -> int:
-    return record.iteration
-
-
 def run_cell(
     cell: Cell,
     device: torch.device | str = "cpu",
@@ -527,12 +517,15 @@ def run_cell(
 
     ``regret`` is the best-so-far simple regret: the lowest noise-free value among the points of
     this and lower iterations (:attr:`Evaluation.y_true` where the task reports it, else ``y``)
-    minus the known optimum; None when the optimum is unknown. Evaluations with a non-finite
+    minus the known optimum; None when the optimum is unknown. Of a constrained task, only
+    feasible points count, for ``best_y`` too, and both are None before the first
+    (:class:`~orthobench.bests.Bests`); the optimizer is told the objective values alone. Evaluations with a non-finite
     ``y`` are recorded with ``status="invalid"`` and not told to the optimizer; so are
     evaluations stopped after ``evaluation_timeout`` seconds (:func:`evaluation_deadline`), with
     ``status="timeout"`` and ``y`` NaN. An exception of an evaluation, or an evaluation that
     returns something else than an :class:`~orthobench.tasks.base.Evaluation` (``TypeError``),
-    fails the cell; its journal keeps the evaluations finished before. Non-finite floats in the
+    fails the cell, as does one with another number of constraint values than the task's
+    ``n_constraints``; its journal keeps the evaluations finished before. Non-finite floats in the
     stored ``info`` become null.
 
     With a ``journal``, each evaluation is appended to it as it finishes, but the one that
@@ -576,7 +569,7 @@ def run_cell(
         default=0.0,
     )
     records: list[RunRecord] = []
-    bests = _Bests(task)
+    bests = Bests(task)
 
     def progress() -> None:
         if on_evaluation is not None:
@@ -618,6 +611,8 @@ def run_cell(
                 default=str,
                 allow_nan=False,
             ),
+            constraints=list(outcome.constraints),
+            feasible=all(c <= 0 for c in outcome.constraints),
         )
 
     def run_step(batch: int, units: np.ndarray, step: dict[str, Any]) -> None:

@@ -85,6 +85,10 @@ class Optimizer(ABC):
     #: The surrogate model the optimizer fits (None: none); readers of stored results learn it
     #: from the registry by the stored optimizer name.
     surrogate: ClassVar[Surrogate | None] = None
+    #: Whether the optimizer may run on a task with constraints (``Task.n_constraints > 0``): the
+    #: loop refuses, before any cell runs, a constrained task with an optimizer that says no
+    #: (:func:`orthobench.loop.check_buildable`), as it would search the objective alone.
+    handles_constraints: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -20,6 +20,9 @@ class SobolSearch(Optimizer):
     """
 
     min_observations = 0
+    #: Its points do not depend on the observations, so constraints change nothing it does: only
+    #: the best-so-far counts feasible points alone, and the loop computes that.
+    handles_constraints = True
 
     def __init__(self, dim: int, **kwargs) -> None:
         super().__init__(dim, **kwargs)

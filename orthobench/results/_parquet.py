@@ -111,9 +111,12 @@ def _with_added_run_columns(table: pa.Table) -> pa.Table:
             "q": np.ones(table.num_rows, dtype=np.int64),
             "batch": np.where(init, 0, iteration - int(init.sum()) + 1).astype(np.int64),
             "wall_seconds": np.full(table.num_rows, np.nan),
+            "constraints": [[]] * table.num_rows,
+            "feasible": np.ones(table.num_rows, dtype=bool),
         }
         for name in missing:
-            table = table.append_column(RUN_SCHEMA.field(name), pa.array(added[name]))
+            field = RUN_SCHEMA.field(name)
+            table = table.append_column(field, pa.array(added[name], type=field.type))
     absent = [name for name in RUN_SCHEMA.names if name not in table.column_names]
     if absent:
         raise pa.ArrowInvalid(f"no column {absent[0]!r} of the cell record schema")

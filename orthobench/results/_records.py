@@ -27,8 +27,10 @@ METADATA_KEY = b"orthobench"
 #: stored cells stay reusable.
 SCHEMA_VERSION = 3
 
-#: The :class:`RunRecord` columns added within :data:`SCHEMA_VERSION` 3, with batch BO steps.
-ADDED_RUN_COLUMNS = ("q", "batch", "wall_seconds")
+#: The :class:`RunRecord` columns added within :data:`SCHEMA_VERSION` 3: with batch BO steps
+#: (``q``, ``batch``, ``wall_seconds``), then with constrained tasks (``constraints``,
+#: ``feasible``).
+ADDED_RUN_COLUMNS = ("q", "batch", "wall_seconds", "constraints", "feasible")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,9 +46,11 @@ class RunRecord:
         x: ``d`` values in native units (ints whole, log parameters unlogged).
         y: Observed value, noise included (NaN where the evaluation gave none: ``status`` not ``ok``).
         y_true: Noise-free value where the task reports it.
-        best_y: Lowest finite ``y`` so far (None before the first).
-        regret: Best-so-far simple regret from ``y_true`` (else ``y``) minus the known optimum;
-            None when the optimum is unknown.
+        best_y: Lowest ``y`` of the ``ok`` and feasible evaluations so far (None before the
+            first).
+        regret: Best-so-far simple regret from ``y_true`` (else ``y``) of the same evaluations,
+            minus the known (feasible) optimum; None when the optimum is unknown or before the
+            first such evaluation.
         wall_seconds: Seconds of the cell's running time (fits, acquisitions, evaluations) at
             which the evaluation finished; a resumed cell continues from its last replayed
             evaluation, so the time it was not running does not count. NaN in results stored
@@ -55,6 +59,11 @@ class RunRecord:
             ``evaluation_timeout_s``); only ``ok`` evaluations are told to the optimizer.
         fallback: What the optimizer fell back to in this step, if anything.
         info: JSON object: the optimizer's step diagnostics and the task's extras.
+        constraints: The task's ``n_constraints`` constraint values ``c_i(x)`` (feasible where
+            all are ``<= 0``); NaN each where the evaluation gave none (a timeout); empty for an
+            unconstrained task and in results stored before they were recorded.
+        feasible: Whether every constraint value is ``<= 0``: True without constraints (and in
+            results stored before they were recorded, all unconstrained).
     """
 
     suite: str
@@ -79,15 +88,25 @@ class RunRecord:
     status: str
     fallback: str | None
     info: str
+    constraints: list[float] = dataclasses.field(default_factory=list)
+    feasible: bool = True
 
 
 def fill_added_run_fields(fields: dict[str, Any], n_init: int) -> dict[str, Any]:
     """``fields`` of a :class:`RunRecord` stored before :data:`ADDED_RUN_COLUMNS` existed (one
     point per BO step), with them filled in: ``q`` 1, ``batch`` from ``phase`` and ``iteration``
-    (``iteration - n_init + 1`` in the BO phase; ``n_init``: the cell's initial evaluations) and
-    ``wall_seconds`` NaN. Fields already there are kept."""
+    (``iteration - n_init + 1`` in the BO phase; ``n_init``: the cell's initial evaluations),
+    ``wall_seconds`` NaN, ``constraints`` empty and ``feasible`` True (the tasks of such results
+    were unconstrained). Fields already there are kept."""
     batch = 0 if fields["phase"] == "init" else fields["iteration"] - n_init + 1
-    return {"q": 1, "batch": batch, "wall_seconds": math.nan, **fields}
+    return {
+        "q": 1,
+        "batch": batch,
+        "wall_seconds": math.nan,
+        "constraints": [],
+        "feasible": True,
+        **fields,
+    }
 
 
 @dataclass(frozen=True, kw_only=True)

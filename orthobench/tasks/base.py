@@ -30,12 +30,17 @@ class Evaluation:
             a bool.
         info: A dict of JSON-serializable extras (e.g. training accuracy), stored with the record.
             Non-finite floats in it (a diverged loss) are stored as null: JSON has no NaN.
+        constraints: The ``n_constraints`` constraint values ``c_i(x)`` of a constrained task
+            (:attr:`Task.n_constraints`), real numbers (a list is stored as a tuple of floats);
+            the point is feasible when every ``c_i(x) <= 0`` (a NaN one is not). Empty for an
+            unconstrained task.
     """
 
     y: float
     y_true: float | None = None
     is_outlier: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    constraints: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not _is_real(self.y):
@@ -51,6 +56,20 @@ class Evaluation:
             )
         if not isinstance(self.info, dict):
             raise TypeError(f"`Evaluation.info` must be a dict, but got {show_value(self.info)}.")
+        if not isinstance(self.constraints, (tuple, list)) or not all(
+            map(_is_real, self.constraints)
+        ):
+            raise TypeError(
+                f"`Evaluation.constraints` must be a tuple of real numbers, but got "
+                f"{show_value(self.constraints)}."
+            )
+        # A frozen dataclass: the one coercion (to floats, so a record stores what it compares).
+        object.__setattr__(self, "constraints", tuple(float(c) for c in self.constraints))
+
+    @property
+    def feasible(self) -> bool:
+        """Whether every constraint value is ``<= 0`` (True without constraints)."""
+        return all(c <= 0 for c in self.constraints)
 
 
 def _is_real(value: Any) -> bool:
@@ -62,13 +81,18 @@ class Task(ABC):
     """An objective to minimize over a box of named parameters.
 
     Subclasses set :attr:`space` (native bounds and parameter kinds) and, where known, the
-    minimum :attr:`optimal_value` so regret is exact. ``evaluate`` receives one native point and a
+    minimum :attr:`optimal_value` so regret is exact. A constrained task declares
+    :attr:`n_constraints` and returns that many constraint values with each evaluation
+    (:attr:`Evaluation.constraints`, feasible where all are ``<= 0``). ``evaluate`` receives one native point and a
     seed that determines all its randomness (observation noise, data shuffling, outliers), so an
     evaluation is reproducible wherever it runs. A task owns its noise: optimizers never add any.
     """
 
-    #: Known minimum of the noise-free objective, or None.
+    #: Known minimum of the noise-free objective (over the feasible points of a constrained
+    #: task), or None.
     optimal_value: float | None = None
+    #: How many constraint values each :class:`Evaluation` carries (0: unconstrained).
+    n_constraints: int = 0
 
     def __init__(self, space: SearchSpace) -> None:
         self.space = space

@@ -1,0 +1,100 @@
+"""Constrained synthetic benchmark problems (BoTorch's constrained test functions).
+
+Standard bounds, minimization, optional Gaussian noise on the objective owned by the task (as
+:class:`~orthobench.tasks.synthetic.SyntheticTask`); the constraint values are noise-free.
+BoTorch calls a point feasible where every *slack* ``s_i(x) >= 0``
+(``ConstrainedBaseTestProblem.is_feasible``); orthobench's convention is ``c_i(x) <= 0``, so the
+task reports ``c_i = -s_i``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from botorch.test_functions.synthetic import (
+    ConstrainedGramacy,
+    ConstrainedHartmann,
+    ConstrainedSyntheticTestFunction,
+    PressureVessel,
+    SpeedReducer,
+    TensionCompressionString,
+    WeldedBeamSO,
+)
+
+from orthobench.config.params import NonNegativeFloat
+from orthobench.registry import task_factory
+from orthobench.tasks.base import Evaluation
+from orthobench.tasks.synthetic import SyntheticTask
+
+
+class ConstrainedTask(SyntheticTask):
+    """A BoTorch constrained synthetic test function as a :class:`~orthobench.tasks.base.Task`.
+
+    ``y = f(x) + noise_std * eps`` as in :class:`~orthobench.tasks.synthetic.SyntheticTask`, and
+    the ``n_constraints`` values ``c(x) = -slack(x)`` (``1 x n_constraints`` from BoTorch's
+    ``evaluate_slack_true``), noise-free. :attr:`optimal_value` is the minimum over the feasible
+    points.
+
+    Args:
+        function: A noise-free, non-negated BoTorch ``ConstrainedSyntheticTestFunction``.
+        noise_std: Standard deviation of the objective's observation noise.
+    """
+
+    def __init__(
+        self, function: ConstrainedSyntheticTestFunction, *, noise_std: float = 0.0
+    ) -> None:
+        if function.constraint_noise_std is not None:
+            raise ValueError("Wrap a function without constraint noise: the task owns noise.")
+        super().__init__(function, noise_std=noise_std)
+        self.n_constraints = int(function.num_constraints)
+
+    def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
+        objective = super().evaluate(x, seed=seed, device=device)
+        x_t = torch.as_tensor(np.asarray(x, dtype=float).reshape(1, -1), dtype=torch.float64)
+        slack = self.function.evaluate_slack_true(x_t)[0]
+        return Evaluation(y=objective.y, y_true=objective.y_true, constraints=(-slack).tolist())
+
+
+@task_factory
+def gramacy(noise_std: NonNegativeFloat = 0.0) -> ConstrainedTask:
+    """Gramacy: 2-d, [0, 1]^2, minimize x1 + x2 under 2 constraints (a sinusoidal one and
+    x1^2 + x2^2 <= 1.5); minimum about 0.5998 at about (0.1954, 0.4044), an approximation
+    (BoTorch's ``ConstrainedGramacy``, from Gramacy et al. 2016)."""
+    return ConstrainedTask(ConstrainedGramacy(), noise_std=noise_std)
+
+
+@task_factory
+def constrained_hartmann6(noise_std: NonNegativeFloat = 0.0) -> ConstrainedTask:
+    """Hartmann6 on [0, 1]^6 under 1 constraint ``||x||_2 <= 1`` (the feasible set of
+    ``||x||^2 <= 1``), which Hartmann6's global minimum -3.32237 meets (BoTorch's
+    ``ConstrainedHartmann``, from Letham et al. 2019)."""
+    return ConstrainedTask(ConstrainedHartmann(dim=6), noise_std=noise_std)
+
+
+@task_factory
+def pressure_vessel(noise_std: NonNegativeFloat = 0.0) -> ConstrainedTask:
+    """Pressure vessel design: 4-d, 4 constraints, x1 and x2 rounded to multiples of 0.0625 in
+    the objective; 6059.946341 is the best known value, not a proven minimum (BoTorch's
+    ``PressureVessel``, from Coello Coello 2002)."""
+    return ConstrainedTask(PressureVessel(), noise_std=noise_std)
+
+
+@task_factory
+def tension_compression_string(noise_std: NonNegativeFloat = 0.0) -> ConstrainedTask:
+    """Tension/compression spring design: 3-d, 4 constraints; 0.012681 is the best known value,
+    not a proven minimum (BoTorch's ``TensionCompressionString``, from Coello Coello 2002)."""
+    return ConstrainedTask(TensionCompressionString(), noise_std=noise_std)
+
+
+@task_factory
+def welded_beam(noise_std: NonNegativeFloat = 0.0) -> ConstrainedTask:
+    """Welded beam design: 4-d, 6 constraints; 1.728226 is the best known value, not a proven
+    minimum (BoTorch's ``WeldedBeamSO``, from Coello Coello 2002)."""
+    return ConstrainedTask(WeldedBeamSO(), noise_std=noise_std)
+
+
+@task_factory
+def speed_reducer(noise_std: NonNegativeFloat = 0.0) -> ConstrainedTask:
+    """Speed reducer design: 7-d, 11 constraints; 2996.3482 is the best known value, not a
+    proven minimum (BoTorch's ``SpeedReducer``, from Lemonge et al. 2010)."""
+    return ConstrainedTask(SpeedReducer(), noise_std=noise_std)
