@@ -577,10 +577,13 @@ def run_cell(
 
     def told(batch: list[RunRecord]) -> None:
         """Tell the valid records: their evaluated points (ints rounded, bounds clipped) in the
-        unit cube and their values."""
+        unit cube, their values and, on a constrained task, their constraint values."""
         ok = [r for r in batch if r.status == "ok"]
         if ok:
-            tell(space.to_unit(np.array([r.x for r in ok])), np.array([r.y for r in ok]))
+            constraints = np.array([r.constraints for r in ok]) if task.n_constraints else None
+            tell(
+                space.to_unit(np.array([r.x for r in ok])), np.array([r.y for r in ok]), constraints
+            )
 
     def record(request: EvaluationRequest, outcome: Outcome, batch: int, step: dict) -> RunRecord:
         """The record of a finished evaluation, its bests not yet set."""

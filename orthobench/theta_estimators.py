@@ -140,10 +140,11 @@ class ThetaDraws:
         """``S``: EI evaluations (one per draw) behind an estimate."""
         return self.theta.shape[0]
 
-    def gp(self, model: SingleTaskGP) -> ThetaSampledGP:
-        """The model under these draws (constant mean integrated out with RB)."""
+    def gp(self, model: SingleTaskGP, best_f: float | None = None) -> ThetaSampledGP:
+        """The model under these draws (constant mean integrated out with RB; ``best_f``: EI's
+        incumbent on the model's standardized scale, None: its largest target)."""
         return ThetaSampledGP.from_model(
-            model, self.theta, constant_mean_variance=self.constant_mean_variance
+            model, self.theta, constant_mean_variance=self.constant_mean_variance, best_f=best_f
         )
 
 

@@ -106,6 +106,7 @@ class Optimizer(ABC):
         self.dtype = dtype
         self.train_x = torch.empty(0, dim, device=self.device, dtype=dtype)
         self.train_y = torch.empty(0, device=self.device, dtype=dtype)
+        self.train_c = torch.empty(0, 0, device=self.device, dtype=dtype)
         self._asks = 0
 
     @staticmethod  # noqa: B027 -- optional hook
@@ -172,8 +173,10 @@ class Optimizer(ABC):
     def _ask(self, n: int) -> Suggestion:
         """Propose ``n`` points (``n x d``) from the history; ``n`` and the history are checked."""
 
-    def tell(self, x: np.ndarray, y: np.ndarray) -> None:
-        """Add evaluated points (``n x d`` unit cube) with their objective values (``n``)."""
+    def tell(self, x: np.ndarray, y: np.ndarray, constraints: np.ndarray | None = None) -> None:
+        """Add evaluated points (``n x d`` unit cube) with their objective values (``n``) and, on
+        a constrained task, their constraint values (``n x m``, feasible where every one is
+        ``<= 0``; kept in :attr:`train_c`, which has ``m = 0`` columns on other tasks)."""
         x_t = torch.as_tensor(np.atleast_2d(x), device=self.device, dtype=self.dtype)
         y_t = torch.as_tensor(np.atleast_1d(y), device=self.device, dtype=self.dtype)
         if x_t.shape[-1] != self.dim or x_t.shape[0] != y_t.shape[0]:
@@ -182,9 +185,28 @@ class Optimizer(ABC):
             )
         if not torch.isfinite(y_t).all():
             raise ValueError(f"tell() needs finite objective values, but got {y_t.tolist()}.")
+        m = self.train_c.shape[-1] if self.train_y.shape[0] else None
+        c_t = torch.as_tensor(
+            np.zeros((y_t.shape[0], 0)) if constraints is None else np.atleast_2d(constraints),
+            device=self.device,
+            dtype=self.dtype,
+        )
+        if c_t.shape[0] != y_t.shape[0] or (m is not None and c_t.shape[-1] != m):
+            raise ValueError(
+                f"tell() needs constraints of shape n x m = {y_t.shape[0]} x "
+                f"{'m' if m is None else m}, but got {tuple(c_t.shape)}."
+            )
+        if not torch.isfinite(c_t).all():
+            raise ValueError(f"tell() needs finite constraint values, but got {c_t.tolist()}.")
         self._on_tell(x_t, y_t)
         self.train_x = torch.cat([self.train_x, x_t])
         self.train_y = torch.cat([self.train_y, y_t])
+        self.train_c = c_t if m is None else torch.cat([self.train_c, c_t])
+
+    @property
+    def feasible(self) -> torch.Tensor:
+        """``t`` bools: which told points met every constraint (all of them without any)."""
+        return (self.train_c <= 0).all(dim=-1)
 
     def _on_tell(self, x: torch.Tensor, y: torch.Tensor) -> None:  # noqa: B027 -- optional hook
         """Hook called with the new points *before* they join the history (no-op by default)."""

@@ -23,7 +23,7 @@ import torch
 from annotated_types import Ge, Interval
 from botorch.utils.sampling import draw_sobol_normal_samples
 
-from orthobench.acquisition import MarginalLogEI, MarginalLogQEI
+from orthobench.acquisition import MarginalLogCEI, MarginalLogEI, MarginalLogQEI
 from orthobench.config.params import (
     Count,
     KernelEnsemble,
@@ -38,8 +38,8 @@ from orthobench.optimizers.base import Suggestion
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble, check_weight_floor
-from orthobench.surrogates.fit import FITS, WarmStarts
-from orthobench.surrogates.laplace import THETA_SAMPLING
+from orthobench.surrogates.fit import FITS, WarmStarts, fit_model
+from orthobench.surrogates.laplace import THETA_SAMPLING, LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_algebra import get_theta
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import (
@@ -137,6 +137,7 @@ class OrthoBO(GPOptimizer):
     """
 
     min_observations = 2
+    handles_constraints = True
 
     def __init__(
         self,
@@ -207,6 +208,8 @@ class OrthoBO(GPOptimizer):
         self.alpha = alpha
         # The previous step's members, kept to score the observation that follows them.
         self._previous: list[ThetaSampledGP] = []
+        # On a constrained task, this step's (model, Laplace posterior) of each constraint.
+        self._constraint_fits: list[tuple[Any, LaplacePosterior]] = []
 
     @staticmethod
     def check_params(
@@ -258,32 +261,48 @@ class OrthoBO(GPOptimizer):
         return self._build_acquisition(self._fit())
 
     def _fit(self) -> list[EnsembleMember]:
+        """Fit the ensemble on the objective and, on a constrained task, one GP (the first
+        member's kernel, MAP and Laplace posterior) per constraint, kept for the acquisition."""
+        device = self._fit_device(self.train_x.shape[0])
         with torch_seed(self._step_seed("fit")):
             members = self.ensemble.fit(
-                self.train_x,
-                -self.train_y,
-                warm_starts=self._warm_starts.current,
-                device=self._fit_device(self.train_x.shape[0]),
+                self.train_x, -self.train_y, warm_starts=self._warm_starts.current, device=device
             )
+            self._constraint_fits = [
+                _constraint_fit(self.train_x, c, members[0].kernel, self.fit)
+                for c in self.train_c.T
+            ]
         self._warm_starts.record([get_theta(m.model) for m in members])
         return members
+
+    def _incumbent(self, member: EnsembleMember) -> float | None:
+        """EI's incumbent on ``member``'s standardized scale: on a constrained task the best
+        feasible observation, or, with none feasible yet, 6 below the lowest (BoTorch's
+        fallback of a value under every observation, so the acquisition seeks feasibility);
+        None (the best observation) otherwise."""
+        if not self._constraint_fits:
+            return None
+        targets = member.model.train_targets  # standardized -y
+        feasible = self.feasible.to(targets.device)
+        return float(targets[feasible].max()) if feasible.any() else float(targets.min()) - 6.0
 
     def _build_acquisition(
         self, members: list[EnsembleMember], theta_samples: int | None = None, q: int = 1
     ) -> MarginalLogEI | MarginalLogQEI:
         """The acquisition of batches of ``q`` points on ``theta_samples`` draws per member
         (default: ``self.theta_samples``): marginal EI at ``q = 1``, the nested marginal qEI on
-        :data:`INNER_SAMPLES` scrambled-Sobol' normal base samples, seeded per step, above."""
+        :data:`INNER_SAMPLES` scrambled-Sobol' normal base samples, seeded per step, above; on a
+        constrained task the marginal constrained EI (``q = 1``), each joint draw pairing a
+        member's draw with every constraint GP's draw of the same index (each GP's draws of its
+        own seed: independent, so a pair is a draw of the joint posterior)."""
+        budget = theta_samples or self.theta_samples
         gps: list[ThetaSampledGP] = []
         controls, point_weights = [], []
         for i, member in enumerate(members):
             draws = draw_thetas(
-                member.laplace,
-                self.theta_estimator,
-                theta_samples or self.theta_samples,
-                seed=self._step_seed("theta", i),
+                member.laplace, self.theta_estimator, budget, seed=self._step_seed("theta", i)
             )
-            gps.append(draws.gp(member.model))
+            gps.append(draws.gp(member.model, self._incumbent(member)))
             controls.append(draws.z)
             point_weights.append(draws.weights)
         spec = self.theta_estimator
@@ -292,6 +311,8 @@ class OrthoBO(GPOptimizer):
             "alpha": self.alpha,
             "point_weights": point_weights,
         }
+        if self._constraint_fits:
+            return self._constrained_acquisition(members, gps, controls, budget, q, common)
         if q == 1:
             return MarginalLogEI(members[0].model, gps, controls, self.ensemble.weights, **common)
         base_samples = draw_sobol_normal_samples(
@@ -303,6 +324,51 @@ class OrthoBO(GPOptimizer):
             controls,
             self.ensemble.weights,
             base_samples=base_samples,
+            **common,
+        )
+
+    def _constrained_acquisition(
+        self,
+        members: list[EnsembleMember],
+        gps: list[ThetaSampledGP],
+        controls: list[torch.Tensor],
+        budget: int,
+        q: int,
+        common: dict[str, Any],
+    ) -> MarginalLogCEI:
+        """:class:`MarginalLogCEI` of the members' draws and the constraint GPs' draws.
+
+        Raises:
+            ValueError: for ``q > 1`` (no batch constrained EI yet), or a point set with unequal
+                weights (its rule holds in one GP's space; pairing two rules' points does not
+                keep the weights).
+        """
+        if q > 1:
+            raise ValueError(
+                f"{type(self).__name__} proposes one point per step on a constrained task (no "
+                f"batch constrained EI), but was asked for {q}."
+            )
+        weights = [w for w in common["point_weights"] if w is not None]
+        if any(not torch.allclose(w, w.mean().expand_as(w)) for w in weights):
+            raise ValueError(
+                f"The estimator {self.estimator!r} weights its points unequally: on a "
+                "constrained task use equal-weight draws (a control-variate estimator, or "
+                "qmc-owen)."
+            )
+        constraint_gps, constraint_controls = [], []
+        for i, (model, laplace) in enumerate(self._constraint_fits):
+            draws = draw_thetas(
+                laplace, self.theta_estimator, budget, seed=self._step_seed("theta-constraint", i)
+            )
+            constraint_gps.append(draws.gp(model))
+            constraint_controls.append(draws.z)
+        return MarginalLogCEI(
+            members[0].model,
+            gps,
+            controls,
+            self.ensemble.weights,
+            constraints=constraint_gps,
+            constraint_controls=constraint_controls,
             **common,
         )
 
@@ -432,6 +498,15 @@ class OrthoBO(GPOptimizer):
                     f"{member.kernel}: {gp.n_jittered} theta draw(s) needed Cholesky jitter"
                 )
         return "; ".join(fallbacks) or None
+
+
+def _constraint_fit(
+    x: torch.Tensor, values: torch.Tensor, kernel: str, fit: str
+) -> tuple[Any, LaplacePosterior]:
+    """A constraint's GP on its values as observed (feasible where ``<= 0``), fitted by ``fit``
+    from its default start, and its Laplace posterior."""
+    model, _ = fit_model(x, values, kernel, fit=fit)
+    return model, laplace_posterior(model)
 
 
 def _kernels(kernel: str | list[str]) -> list[str]:
