@@ -42,6 +42,15 @@ GLOSSARY: dict[str, str] = {
         "Per BO step, a seed's value at step k is its best-so-far value at the end of the step "
         "(after all q evaluations); curves are trimmed to the seed with the fewest steps."
     ),
+    "feasible share": (
+        "On a constrained task, the share of a cell's evaluations (initial design included) "
+        "whose every constraint value was at most 0; a seed's share, then the median and range "
+        "over seeds."
+    ),
+    "first feasible evaluation": (
+        "The number (from 1, initial design included) of a cell's first evaluation that met "
+        "every constraint; until then it has no best-so-far value or regret."
+    ),
     "wall seconds": (
         "Seconds of a cell's running time at which an evaluation finished (fits, acquisitions "
         "and evaluations; evaluations run at once overlap). Against wall seconds, a seed's value "

@@ -18,6 +18,7 @@ from orthobench.report import aggregate, compare, diagnostics, figures, tables
 from orthobench.report.batch_sections import step_curves_section, step_time_section
 from orthobench.report.blocks import Figure, Section, Table, series
 from orthobench.report.data import ResultSet
+from orthobench.report.feasibility_sections import feasibility_section
 from orthobench.report.stats import sig
 
 
@@ -597,6 +598,7 @@ def build_sections(
         lambda: curves_section(results, colors),
         lambda: step_curves_section(results, colors),
         lambda: final_section(results, reference),
+        lambda: feasibility_section(results),
         lambda: across_section(results, colors),
         lambda: runtime_section(results, colors),
         lambda: step_time_section(results),

@@ -54,14 +54,17 @@ def write_cell(
     wall_seconds: Sequence[float] | None = None,
     label: str | None = None,
     metadata: dict | None = None,
+    constraints: Sequence[Sequence[float]] | None = None,
 ) -> None:
     """Store a cell whose evaluation ``i`` observed ``ys[i]`` (NaN: a failed evaluation) and
-    finished at ``wall_seconds[i]`` (default NaN: not recorded); BO evaluation ``j`` belongs to
-    step ``j // spec.q + 1``."""
+    finished at ``wall_seconds[i]`` (default NaN: not recorded), with ``constraints[i]`` (feasible
+    where all are <= 0; default none); BO evaluation ``j`` belongs to step ``j // spec.q + 1``."""
     records, best = [], math.inf
     for i, y in enumerate(ys):
+        values = [float(v) for v in constraints[i]] if constraints else []
+        feasible = all(v <= 0 for v in values)
         ok = math.isfinite(y)
-        best = min(best, y) if ok else best
+        best = min(best, y) if ok and feasible else best
         bo = i >= spec.n_init
         records.append(
             RunRecord(
@@ -87,6 +90,8 @@ def write_cell(
                 status="ok" if ok else "invalid",
                 fallback=(fallbacks[i] if fallbacks else None),
                 info=json.dumps(infos[i] if infos and bo else {}),
+                constraints=values,
+                feasible=feasible,
             )
         )
     meta = {"device": "cpu", "git_sha": "a" * 40, "versions": {"orthobench": "0.1.0"}}
