@@ -9,19 +9,30 @@ acquisition. Their MC noise comes from function samples (a ``SobolQMCNormalSampl
 each step), not from surrogate-parameter samples as OrthoBO's does (docs/design.md,
 "Like-for-like baseline").
 
+On a constrained task (``train_c`` has ``m > 0`` columns) :class:`QLogEI` fits one GP per
+outcome -- the objective on ``-y``, each constraint on its values as observed -- into a
+``ModelListGP`` and weights the improvement over the best feasible value by each constraint
+sample's feasibility (``c_i <= 0``), as BoTorch's constrained ``qLogExpectedImprovement``
+[Gardner2014constrained]_; :class:`QUCB` stays unconstrained.
+
 References:
     .. [Ament2023logei] S. Ament, S. Daulton, D. Eriksson, M. Balandat, E. Bakshy. Unexpected
        Improvements to Expected Improvement for Bayesian Optimization. NeurIPS 2023.
+    .. [Gardner2014constrained] J. Gardner, M. Kusner, Z. Xu, K. Weinberger, J. Cunningham.
+       Bayesian Optimization with Inequality Constraints. ICML 2014.
 """
 
 from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+import torch
 from botorch.acquisition import AcquisitionFunction, qLogExpectedImprovement, qUpperConfidenceBound
-from botorch.models import SingleTaskGP
+from botorch.acquisition.objective import GenericMCObjective
+from botorch.acquisition.utils import get_infeasible_cost
+from botorch.models import ModelListGP, SingleTaskGP
 from botorch.sampling import SobolQMCNormalSampler
 from torch import Tensor
 
@@ -75,25 +86,50 @@ class _GPAcquisitionOptimizer(GPOptimizer):
 
     @abstractmethod
     def _acquisition(
-        self, model: SingleTaskGP, sampler: SobolQMCNormalSampler
+        self, model: SingleTaskGP | ModelListGP, sampler: SobolQMCNormalSampler
     ) -> AcquisitionFunction:
-        """The acquisition to maximize on the fitted model."""
+        """The acquisition to maximize on the fitted model: a ``SingleTaskGP`` of ``-y``, or on a
+        constrained history a ``ModelListGP`` of ``-y`` and the ``m`` constraints, in that order."""
+
+    def _fit(self, where: torch.device) -> tuple[SingleTaskGP | ModelListGP, dict[str, Any]]:
+        """Fit the GP of ``-y`` and, on a constrained history, one GP per constraint column.
+
+        Returns the model (a ``ModelListGP`` of ``1 + m`` outputs when ``m > 0``) and the fit info
+        (the largest gradient norm, stationary only if every fit is, fallbacks joined).
+        """
+        targets = [-self.train_y] + list(self.train_c.T)  # each t
+        models, infos = [], []
+        for i, target in enumerate(targets):
+            model, info = fit_model(
+                self.train_x.to(where),
+                target.to(where),
+                self.kernel,
+                fit=self.fit,
+                warm_start=self._warm_starts.get(i),
+            )
+            models.append(model)
+            infos.append(info)
+        if len(models) == 1:
+            return models[0], infos[0]
+        fallbacks = [
+            f"outcome {i}: {info['fallback']}" for i, info in enumerate(infos) if info["fallback"]
+        ]
+        return ModelListGP(*models), {
+            "grad_norm": max(info["grad_norm"] for info in infos),
+            "stationary": all(info["stationary"] for info in infos),
+            "fallback": "; ".join(fallbacks),
+        }
 
     def _ask(self, n: int) -> Suggestion:
         where = self._fit_device(self.train_x.shape[0])
         acq_where = devices.acq_device(self.acq_device, self.device, self.train_x.shape[0])
         with torch_seed(self._step_seed("fit")):
             t0 = time.perf_counter()
-            model, fit_info = fit_model(
-                self.train_x.to(where),
-                -self.train_y.to(where),
-                self.kernel,
-                fit=self.fit,
-                warm_start=self._warm_starts.get(0),
-            )
+            model, fit_info = self._fit(where)
             model = model.to(acq_where)
             t1 = time.perf_counter()
-        self._warm_starts.record([get_theta(model)])
+        submodels = model.models if isinstance(model, ModelListGP) else [model]
+        self._warm_starts.record([get_theta(m) for m in submodels])
         acqf = self._acquisition(model, self._sampler(self.function_samples))
         candidate = self._maximize(acqf, q=n, bounds=self._unit_bounds().to(acq_where))
         t2 = time.perf_counter()
@@ -112,7 +148,15 @@ class _GPAcquisitionOptimizer(GPOptimizer):
 
 
 class QLogEI(_GPAcquisitionOptimizer):
-    """GP + qLogExpectedImprovement, maximized with ``optimize_acqf`` (jointly over a ``q``-batch).
+    r"""GP + qLogExpectedImprovement, maximized with ``optimize_acqf`` (jointly over a ``q``-batch).
+
+    On a constrained history (``m > 0``) the acquisition is BoTorch's constrained qLogEI on a
+    ``ModelListGP`` of ``-y`` and the ``m`` constraints: per joint sample ``Z`` (``... x q x
+    (1 + m)``), the improvement ``max_j (Z_j0 - best_f)^+`` with each point's improvement
+    weighted by ``prod_i sigmoid(-Z_ji / eta)`` (feasible where ``Z_ji <= 0``), and ``best_f``
+    the best feasible ``-y``; with no feasible observation, a value below every ``-y`` and the
+    GP's 6-sigma lower bound on the told points (BoTorch's ``get_infeasible_cost``), so the
+    acquisition then seeks feasibility first.
 
     Args:
         dim: Number of search dimensions.
@@ -127,6 +171,8 @@ class QLogEI(_GPAcquisitionOptimizer):
         acq_device: Where the acquisition is maximized (:data:`orthobench.devices.ACQ_DEVICES`;
             ``auto``: on the CPU for small GPs, :func:`orthobench.devices.acq_device`).
     """
+
+    handles_constraints: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -154,10 +200,28 @@ class QLogEI(_GPAcquisitionOptimizer):
         )
 
     def _acquisition(
-        self, model: SingleTaskGP, sampler: SobolQMCNormalSampler
+        self, model: SingleTaskGP | ModelListGP, sampler: SobolQMCNormalSampler
     ) -> AcquisitionFunction:
-        best_f = (-self.train_y).max().to(model.train_targets.device)
-        return qLogExpectedImprovement(model, best_f=best_f, sampler=sampler)
+        if not isinstance(model, ModelListGP):
+            best_f = (-self.train_y).max().to(model.train_targets.device)
+            return qLogExpectedImprovement(model, best_f=best_f, sampler=sampler)
+        device = model.models[0].train_targets.device
+        m = self.train_c.shape[-1]
+        feasible = self.feasible
+        if feasible.any():
+            best_f = (-self.train_y[feasible]).max()
+        else:
+            objective_model = model.models[0]
+            with torch.no_grad():
+                lower = -get_infeasible_cost(self.train_x.to(device), objective_model).squeeze()
+            best_f = torch.minimum(lower.to(self.train_y), (-self.train_y).min())
+        return qLogExpectedImprovement(
+            model,
+            best_f=best_f.to(device),
+            sampler=sampler,
+            objective=GenericMCObjective(lambda Z, X=None: Z[..., 0]),
+            constraints=[lambda Z, i=i: Z[..., i] for i in range(1, m + 1)],
+        )
 
 
 class QUCB(_GPAcquisitionOptimizer):

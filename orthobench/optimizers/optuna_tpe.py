@@ -25,6 +25,15 @@ complete the batch is random sampling, liar or not. At ``n = 1`` the liar change
 trial being sampled is excluded from its own split, and the pending trials of the previous ask
 were told or marked FAIL before it.
 
+On a constrained task each told trial carries its ``m`` constraint values as Optuna constraints
+``c0 .. c{m-1}`` (``Trial.set_constraint``, or ``create_trial(constraints=...)`` for an added
+trial; feasible where every value is ``<= 0``, our convention too). ``TPESampler`` reads them
+from every trial (``FrozenTrial.constraints``) when it splits the history: an infeasible trial
+joins the good density ``l`` only after every feasible one, ranked by its total violation
+``sum_i max(c_i, 0)`` (Optuna's ``_split_trials``, the constrained TPE of [Watanabe2023ctpe]_).
+Optuna 5 deprecates the sampler's ``constraints_func`` for this per-trial API, which needs no
+sampler option, so the unconstrained study is exactly what it was.
+
 ``multivariate`` is passed explicitly: Optuna 5 defaults to the multivariate TPE for
 single-objective studies, while the paper's TPE and most published baselines are univariate
 (docs/design.md, "Univariate TPE by default").
@@ -32,11 +41,14 @@ single-objective studies, while the paper's TPE and most published baselines are
 References:
     .. [Watanabe2023tpe] S. Watanabe. Tree-Structured Parzen Estimator: Understanding Its
        Algorithm Components and Their Roles for Better Empirical Performance. arXiv:2304.11127.
+    .. [Watanabe2023ctpe] S. Watanabe, F. Hutter. c-TPE: Tree-structured Parzen Estimator with
+       Inequality Constraints for Expensive Hyperparameter Optimization. IJCAI 2023.
 """
 
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 import numpy as np
 import optuna
@@ -69,6 +81,7 @@ class OptunaTPE(Optimizer):
 
     min_observations = 0
     surrogate = "tpe"
+    handles_constraints: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -131,8 +144,22 @@ class OptunaTPE(Optimizer):
             info["failed_pending"] = failed
         return Suggestion(x=x, acq_seconds=t1 - t0, info=info)
 
-    def _on_tell(self, x: Tensor, y: Tensor) -> None:
-        for point, value in zip(x.cpu().numpy(), y.tolist(), strict=True):
+    def tell(self, x: np.ndarray, y: np.ndarray, constraints: np.ndarray | None = None) -> None:
+        """:meth:`Optimizer.tell`, then the told points join the study (see the module doc)."""
+        start = self.train_y.shape[0]
+        super().tell(x, y, constraints)
+        self._tell_study(self.train_x[start:], self.train_y[start:], self.train_c[start:])
+
+    def _tell_study(self, x: Tensor, y: Tensor, c: Tensor) -> None:
+        """Complete the matching pending trials or add completed ones.
+
+        Args:
+            x: ``n x d`` told points (unit cube).
+            y: ``n`` objective values.
+            c: ``n x m`` constraint values (``m = 0``: no constraints are set).
+        """
+        for point, value, row in zip(x.cpu().numpy(), y.tolist(), c.tolist(), strict=True):
+            constraints = {f"c{i}": float(v) for i, v in enumerate(row)}
             match = next(
                 (
                     k
@@ -143,6 +170,8 @@ class OptunaTPE(Optimizer):
             )
             if match is not None:
                 trial, _ = self._pending.pop(match)
+                for key, v in constraints.items():
+                    trial.set_constraint(key, v)
                 self.study.tell(trial, value)
             else:
                 params = {
@@ -150,5 +179,10 @@ class OptunaTPE(Optimizer):
                     for name, v in zip(self._names, np.clip(point, 0.0, 1.0), strict=True)
                 }
                 self.study.add_trial(
-                    create_trial(params=params, distributions=self._distributions, value=value)
+                    create_trial(
+                        params=params,
+                        distributions=self._distributions,
+                        value=value,
+                        constraints=constraints or None,
+                    )
                 )

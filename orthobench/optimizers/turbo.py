@@ -28,11 +28,24 @@ Default constants are those of [Eriksson2019turbo]_: ``L_init = 0.8``, ``L_min =
 ``L_max = 1.6``, ``tau_succ = 3``, ``tau_fail = ceil(max(4, d) / q)`` for batch size ``q``.
 (BoTorch's TuRBO tutorial uses ``tau_succ = 10``; set ``success_tolerance`` to match it.)
 
+On a constrained task (``train_c`` has ``m > 0`` columns) TuRBO is SCBO [Eriksson2021scbo]_: the
+region is centred at the run's best feasible point or, while the run has none, at its point of
+least total violation ``v = sum_i max(c_i, 0)``; a batch succeeds when it improves that incumbent
+(a feasible value below the best feasible one by ``min_improvement |best|``, a first feasible
+point, or, while none is feasible, a violation below ``(1 - min_improvement)`` times the least).
+Each constraint gets its own GP on the run's values; Thompson sampling draws one joint sample of
+the objective and constraint GPs per proposed point and takes the best objective sample among the
+candidates whose sampled constraints are all ``<= 0``, else the smallest sampled total violation
+(BoTorch's ``ConstrainedMaxPosteriorSampling``); ``acquisition="qlogei"`` uses the constrained
+qLogEI of :class:`~orthobench.optimizers.botorch_baselines.QLogEI` inside the region.
+
 References:
     .. [Eriksson2019turbo] D. Eriksson, M. Pearce, J. Gardner, R. D. Turner, M. Poloczek.
        Scalable Global Optimization via Local Bayesian Optimization. NeurIPS 2019.
     .. [Ament2023logei] S. Ament, S. Daulton, D. Eriksson, M. Balandat, E. Bakshy. Unexpected
        Improvements to Expected Improvement for Bayesian Optimization. NeurIPS 2023.
+    .. [Eriksson2021scbo] D. Eriksson, M. Poloczek. Scalable Constrained Bayesian Optimization.
+       AISTATS 2021.
 """
 
 from __future__ import annotations
@@ -40,12 +53,16 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+import numpy as np
 import torch
 from botorch.acquisition import qLogExpectedImprovement
+from botorch.acquisition.objective import GenericMCObjective
+from botorch.acquisition.utils import get_infeasible_cost
 from botorch.generation import MaxPosteriorSampling
-from botorch.models import SingleTaskGP
+from botorch.generation.sampling import ConstrainedMaxPosteriorSampling
+from botorch.models import ModelListGP, SingleTaskGP
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
@@ -74,7 +91,10 @@ class TrustRegionState:
         success_tolerance: Consecutive improving batches that double the length.
         failure_tolerance: Consecutive non-improving batches that halve the length.
         min_improvement: Relative improvement a batch needs to count as a success.
-        best_value: Best objective value of the run so far.
+        best_value: Best objective value of the run so far (on a constrained task: of its
+            feasible points, ``inf`` while there is none).
+        best_violation: Least total constraint violation of the run so far (0 once a point is
+            feasible; ``inf`` until a constrained batch is seen).
     """
 
     length: float
@@ -87,11 +107,39 @@ class TrustRegionState:
     success_counter: int = 0
     failure_counter: int = 0
     restart_triggered: bool = False
+    best_violation: float = math.inf
 
-    def update(self, y: Tensor) -> None:
-        """Count the batch ``y`` (``q`` values) as a success or failure and resize the region."""
-        batch_best = y.min().item()
-        if batch_best < self.best_value - self.min_improvement * abs(self.best_value):
+    def observe(self, y: Tensor, c: Tensor | None = None) -> None:
+        """Take the batch into the incumbent without counting it (a run's initial design).
+
+        Args:
+            y: ``q`` objective values.
+            c: ``q x m`` constraint values (None or ``m = 0``: unconstrained).
+        """
+        if c is None or c.shape[-1] == 0:
+            self.best_value = min(self.best_value, y.min().item())
+            return
+        violation = c.clamp_min(0.0).sum(dim=-1)  # q
+        feasible = violation == 0
+        if feasible.any():
+            self.best_value = min(self.best_value, y[feasible].min().item())
+        self.best_violation = min(self.best_violation, violation.min().item())
+
+    def improves(self, y: Tensor, c: Tensor | None = None) -> bool:
+        """Whether the batch (``q`` values, ``q x m`` constraints) is a success (see the module)."""
+        threshold = self.best_value - self.min_improvement * abs(self.best_value)
+        if c is None or c.shape[-1] == 0:
+            return y.min().item() < threshold
+        violation = c.clamp_min(0.0).sum(dim=-1)  # q
+        feasible = violation == 0
+        if feasible.any():
+            return self.best_violation > 0 or y[feasible].min().item() < threshold
+        return violation.min().item() < (1.0 - self.min_improvement) * self.best_violation
+
+    def update(self, y: Tensor, c: Tensor | None = None) -> None:
+        """Count the batch ``y`` (``q`` values; on a constrained task with its ``q x m``
+        constraints ``c``) as a success or failure and resize the region."""
+        if self.improves(y, c):
             self.success_counter += 1
             self.failure_counter = 0
         else:
@@ -103,7 +151,7 @@ class TrustRegionState:
         elif self.failure_counter >= self.failure_tolerance:
             self.length /= 2.0
             self.failure_counter = 0
-        self.best_value = min(self.best_value, batch_best)
+        self.observe(y, c)
         self.restart_triggered = self.length < self.length_min
 
 
@@ -137,6 +185,8 @@ class TuRBO(GPOptimizer):
     value), the restart count, where the current run begins and how many restart-design points
     were drawn; with ``fit="fast"``, the last fitted theta (the warm start).
     """
+
+    handles_constraints: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -204,6 +254,7 @@ class TuRBO(GPOptimizer):
         self._run_start = 0  # index in the history where the current run begins
         self._design_size = 0  # points of a restart design (set by the first tell)
         self._restart_design: SobolEngine | None = None
+        self._told_c: np.ndarray | None = None  # the constraints of the tell in progress
 
     @staticmethod
     def check_params(*, length_init: float, length_min: float, length_max: float, **_: Any) -> None:
@@ -236,18 +287,27 @@ class TuRBO(GPOptimizer):
     def _run_size(self) -> int:
         return self.train_y.shape[0] - self._run_start
 
+    def tell(self, x: np.ndarray, y: np.ndarray, constraints: np.ndarray | None = None) -> None:
+        """:meth:`Optimizer.tell`; the constraints also count towards the trust region."""
+        self._told_c = None if constraints is None else np.atleast_2d(constraints)
+        try:
+            super().tell(x, y, constraints)
+        finally:
+            self._told_c = None
+
     def _on_tell(self, x: Tensor, y: Tensor) -> None:
         self._warm_starts.advance()
+        c = None if self._told_c is None else torch.as_tensor(self._told_c).to(y)  # q x m
         if self._design_size == 0:
             self._design_size = y.shape[0]
         if self._run_size < self._design_size:
             # Still the run's initial design: it sets the incumbent, it is no success or failure.
-            self.state.best_value = min(self.state.best_value, y.min().item())
+            self.state.observe(y, c)
             return
         self.state.failure_tolerance = self.failure_tolerance or math.ceil(
             max(4.0, self.dim) / y.shape[0]
         )
-        self.state.update(y)
+        self.state.update(y, c)
         if self.state.restart_triggered:
             self.restarts += 1
             self._run_start = self.train_y.shape[0] + y.shape[0]
@@ -299,24 +359,39 @@ class TuRBO(GPOptimizer):
             x = self._restart_design.draw(n, dtype=self.dtype)
             return Suggestion(x=x.numpy(), info=self._info("restart-design"))
         x_run, y_run = self.train_x[self._run_start :], self.train_y[self._run_start :]
+        c_run = self.train_c[self._run_start :]  # t_run x m
         where = self._fit_device(x_run.shape[0])
         t0 = time.perf_counter()
+        models = []
         with torch_seed(self._step_seed("fit")):
-            model, fit_info = fit_model(
-                x_run.to(where),
-                -y_run.to(where),
-                self.kernel,
-                fit=self.fit,
-                warm_start=self._warm_starts.get(0),
-            )
-            model = model.to(self.device)
+            for i, target in enumerate([-y_run, *c_run.T]):
+                gp, gp_info = fit_model(
+                    x_run.to(where),
+                    target.to(where),
+                    self.kernel,
+                    fit=self.fit,
+                    warm_start=self._warm_starts.get(i),
+                )
+                models.append(gp.to(self.device))
+                if i == 0:
+                    fit_info = gp_info
+                else:
+                    fit_info = {
+                        "grad_norm": max(fit_info["grad_norm"], gp_info["grad_norm"]),
+                        "stationary": fit_info["stationary"] and gp_info["stationary"],
+                        "fallback": "; ".join(
+                            f for f in (fit_info["fallback"], gp_info["fallback"]) if f
+                        ),
+                    }
+        model, constraint_models = models[0], models[1:]
         t1 = time.perf_counter()
-        self._warm_starts.record([get_theta(model)])
-        lower, upper = self.region(model, x_run[y_run.argmin()])
+        self._warm_starts.record([get_theta(gp) for gp in models])
+        center = x_run[self.center_index(y_run, c_run)]
+        lower, upper = self.region(model, center)
         if self.acquisition == "ts":
-            x = self._thompson(model, x_run[y_run.argmin()], lower, upper, n)
+            x = self._thompson(model, center, lower, upper, n, constraint_models)
         else:
-            x = self._qlogei(model, y_run, lower, upper, n)
+            x = self._qlogei(model, y_run, lower, upper, n, constraint_models, c_run)
         t2 = time.perf_counter()
         info = self._info("trust-region")
         info["region_volume"] = (upper - lower).prod().item()
@@ -329,6 +404,19 @@ class TuRBO(GPOptimizer):
             x=x.detach().cpu().numpy(), fit_seconds=t1 - t0, acq_seconds=t2 - t1, info=info
         )
 
+    @staticmethod
+    def center_index(y_run: Tensor, c_run: Tensor) -> int:
+        """Index of the region's center in the run: its best point (``y_run``: ``t``), or with
+        constraints (``c_run``: ``t x m``, ``m > 0``) its best feasible point, else the point of
+        least total violation ``sum_i max(c_i, 0)``."""
+        if c_run.shape[-1] == 0:
+            return int(y_run.argmin())
+        violation = c_run.clamp_min(0.0).sum(dim=-1)  # t
+        feasible = violation == 0
+        if feasible.any():
+            return int(torch.where(feasible, y_run, math.inf).argmin())
+        return int(violation.argmin())
+
     def region(self, model: SingleTaskGP, center: Tensor) -> tuple[Tensor, Tensor]:
         """Bounds ``(lower, upper)`` (each ``d``) of the trust region around ``center`` (``d``).
 
@@ -340,9 +428,16 @@ class TuRBO(GPOptimizer):
         return (center - half).clamp(0.0, 1.0), (center + half).clamp(0.0, 1.0)
 
     def _thompson(
-        self, model: SingleTaskGP, center: Tensor, lower: Tensor, upper: Tensor, n: int
+        self,
+        model: SingleTaskGP,
+        center: Tensor,
+        lower: Tensor,
+        upper: Tensor,
+        n: int,
+        constraint_models: list[SingleTaskGP] | None = None,
     ) -> Tensor:
-        """The maximizers of ``n`` joint posterior samples of ``-f`` over perturbed Sobol candidates."""
+        """The maximizers of ``n`` joint posterior samples of ``-f`` over perturbed Sobol candidates
+        (with ``constraint_models``: among the candidates sampled feasible, SCBO's rule)."""
         sobol = SobolEngine(self.dim, scramble=True, seed=self._step_seed("ts-sobol") % (2**31))
         points = lower + (upper - lower) * sobol.draw(self.n_candidates, dtype=self.dtype).to(
             self.device
@@ -357,14 +452,43 @@ class TuRBO(GPOptimizer):
             no_dim, torch.randint(self.dim, (int(no_dim.sum()),), generator=gen, device=self.device)
         ] = True
         candidates = torch.where(mask, points, center)
+        if constraint_models:
+            sampling = ConstrainedMaxPosteriorSampling(
+                model=model, constraint_model=ModelListGP(*constraint_models), replacement=False
+            )
+        else:
+            sampling = MaxPosteriorSampling(model=model, replacement=False)
         with torch_seed(self._step_seed("ts-sample")), torch.no_grad():
-            return MaxPosteriorSampling(model=model, replacement=False)(candidates, num_samples=n)
+            return sampling(candidates, num_samples=n)
 
     def _qlogei(
-        self, model: SingleTaskGP, y_run: Tensor, lower: Tensor, upper: Tensor, n: int
+        self,
+        model: SingleTaskGP,
+        y_run: Tensor,
+        lower: Tensor,
+        upper: Tensor,
+        n: int,
+        constraint_models: list[SingleTaskGP] | None = None,
+        c_run: Tensor | None = None,
     ) -> Tensor:
-        """qLogEI of ``-f`` over the run's best, maximized inside the region -> ``n x d``."""
+        """qLogEI of ``-f`` over the run's best (with constraints: the constrained qLogEI over
+        the best feasible ``-y``), maximized inside the region -> ``n x d``."""
+        sampler = self._sampler(self.function_samples)
+        if not constraint_models:
+            acqf = qLogExpectedImprovement(model, best_f=(-y_run).max(), sampler=sampler)
+            return self._maximize(acqf, q=n, bounds=torch.stack([lower, upper]))
+        feasible = (c_run <= 0).all(dim=-1)  # t_run
+        if feasible.any():
+            best_f = (-y_run[feasible]).max()
+        else:
+            with torch.no_grad():
+                lower_bound = -get_infeasible_cost(model.train_inputs[0], model).squeeze()
+            best_f = torch.minimum(lower_bound.to(y_run), (-y_run).min())
         acqf = qLogExpectedImprovement(
-            model, best_f=(-y_run).max(), sampler=self._sampler(self.function_samples)
+            ModelListGP(model, *constraint_models),
+            best_f=best_f,
+            sampler=sampler,
+            objective=GenericMCObjective(lambda Z, X=None: Z[..., 0]),
+            constraints=[lambda Z, i=i: Z[..., i] for i in range(1, len(constraint_models) + 1)],
         )
         return self._maximize(acqf, q=n, bounds=torch.stack([lower, upper]))
