@@ -580,10 +580,12 @@ def run_cell(
         unit cube, their values and, on a constrained task, their constraint values."""
         ok = [r for r in batch if r.status == "ok"]
         if ok:
-            constraints = np.array([r.constraints for r in ok]) if task.n_constraints else None
-            tell(
-                space.to_unit(np.array([r.x for r in ok])), np.array([r.y for r in ok]), constraints
-            )
+            x, y = space.to_unit(np.array([r.x for r in ok])), np.array([r.y for r in ok])
+            # Constraints only where there are some: a plugin's ``tell(x, y)`` keeps working.
+            if task.n_constraints:
+                tell(x, y, np.array([r.constraints for r in ok]))
+            else:
+                tell(x, y)
 
     def record(request: EvaluationRequest, outcome: Outcome, batch: int, step: dict) -> RunRecord:
         """The record of a finished evaluation, its bests not yet set."""
