@@ -47,10 +47,18 @@ BLOCK = re.compile(
 
 
 def states_frame(results: Path) -> pd.DataFrame:
-    """The scalar columns of the stored probe rows, one row per state, S and estimator."""
+    """The scalar columns of the stored probe rows, one row per state, S and estimator.
+
+    The estimator probe's states are of single points: its ``q`` column (all 1) is left out.
+
+    Raises:
+        ValueError: for rows of batch states (``q > 1``), which the tables do not cover.
+    """
     probe = load_probe([results])
+    if "q" in probe and (probe["q"].fillna(1) != 1).any():
+        raise ValueError(f"{results} holds batch probe states (q > 1): the tables are of q = 1.")
     scalar = [c for c in probe.columns if probe[c].dtype != object or c in ("baseline", "suite")]
-    scalar = [c for c in scalar if c not in ("info",)]
+    scalar = [c for c in scalar if c not in ("info", "q")]
     frame = probe[scalar].sort_values(["task", "kernel", "seed", "state_iteration", "mc_samples"])
     floats = frame.select_dtypes("float").columns
     frame = frame.copy()
