@@ -134,3 +134,15 @@ def test_the_cli_refuses_a_constrained_task_with_ucb_and_exits_2(write_suite, tm
         result.output
     )
     assert not list((tmp_path / "out").glob("runs/*.parquet"))
+
+
+def test_orthobo_is_refused_a_batch_on_a_constrained_task_at_load(tmp_path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: c\nbudget: 1\nn_init: 4\nq: 2\ntasks: [gramacy]\n"
+        "optimizers: [{name: orthobo, params: {theta_samples: 16}}]\n"
+    )
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(tmp_path / "out"), "-q"])
+    assert result.exit_code == 2, result.output
+    (error,) = [line for line in result.output.splitlines() if "error" in line]
+    assert "at most 1 point(s) per BO step on a constrained task ('gramacy')" in error

@@ -327,6 +327,11 @@ class OrthoBO(GPOptimizer):
             **common,
         )
 
+    @property
+    def constrained_max_batch(self) -> int:
+        """One point per step on a constrained task: no batch constrained EI yet."""
+        return 1
+
     def _constrained_acquisition(
         self,
         members: list[EnsembleMember],
