@@ -165,17 +165,19 @@ def test_a_q_above_the_optimizers_batch_limit_is_refused_before_any_cell():
     check_buildable([dataclasses.replace(spec, q=1)])
 
 
+#: Cells of q = 1 and q = 3 of an optimizer that proposes one point per step.
+ONE_POINT_SUITE = f"""
+    name: batch
+    budget: 1
+    n_init: 2
+    q: [1, 3]
+    tasks: [hartmann6]
+    optimizers: ["{__name__}:OnePoint"]
+    """
+
+
 def test_the_cli_refuses_a_q_above_the_batch_limit_with_one_line_and_exit_2(write_suite, tmp_path):
-    suite = write_suite(
-        f"""
-        name: batch
-        budget: 1
-        n_init: 2
-        q: [1, 3]
-        tasks: [hartmann6]
-        optimizers: ["{__name__}:OnePoint"]
-        """
-    )
+    suite = write_suite(ONE_POINT_SUITE)
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"])
     assert result.exit_code == 2, result.output
@@ -187,16 +189,7 @@ def test_the_cli_refuses_a_q_above_the_batch_limit_with_one_line_and_exit_2(writ
 
 def test_the_run_header_counts_a_worker_per_evaluation_of_a_step(write_suite, tmp_path):
     """Two cells, q = 1 and q = 3, hold 4 workers: --workers 4 is not capped at the 2 cells."""
-    suite = write_suite(
-        f"""
-        name: batch
-        budget: 1
-        n_init: 2
-        q: [1, 3]
-        tasks: [hartmann6]
-        optimizers: ["{__name__}:OnePoint"]
-        """
-    )
+    suite = write_suite(ONE_POINT_SUITE)
     result = CliRunner().invoke(
         cli, ["run", str(suite), "-o", str(tmp_path / "out"), "--workers", "4"]
     )

@@ -229,6 +229,7 @@ def gp_values(
                 reference["map"] = acqf(X) - log_std
 
     out: dict[tuple[str, int], dict[str, Any]] = {}
+    cost_base = inner_base_samples(state, X.dtype, X.device, "cost")  # for seconds_per_call
     parsed = {n: parse_estimator(n) for n in names}
     # RB draws are the first p - 1 coordinates of the plain ones, so RB or not share a group.
     groups: dict[tuple[bool, str, bool], list[str]] = {}
@@ -298,7 +299,7 @@ def gp_values(
                     s,
                     probes.shape[-1],
                     seed=derive_seed(state.seed, "probe-cost", state.id, name, s),
-                    base_samples=inner_base_samples(state, X.dtype, X.device, "cost"),
+                    base_samples=cost_base,
                 )
     refs = {k: v.exp().cpu().numpy() for k, v in reference.items()}
     info = {

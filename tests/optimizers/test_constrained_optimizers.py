@@ -16,8 +16,9 @@ from torch.quasirandom import SobolEngine
 from orthobench.optimizers.base import Optimizer
 from orthobench.optimizers.botorch_baselines import QUCB, QLogEI
 from orthobench.optimizers.optuna_tpe import OptunaTPE
-from orthobench.optimizers.turbo import TrustRegionState, TuRBO
+from orthobench.optimizers.turbo import TuRBO
 from orthobench.registry import OPTIMIZERS, TASKS
+from tests.optimizers.test_turbo import state as trust_region_state
 
 TINY_EI = dict(function_samples=16, raw_samples=16, num_restarts=2, fit="fast")
 
@@ -196,14 +197,7 @@ def test_scbo_proposals_lie_in_the_region_around_the_incumbent(feasible: bool) -
 
 
 def test_scbo_success_counts_feasible_improvement_then_violation() -> None:
-    s = TrustRegionState(
-        length=0.8,
-        length_min=0.5**7,
-        length_max=1.6,
-        success_tolerance=3,
-        failure_tolerance=2,
-        min_improvement=1e-3,
-    )
+    s = trust_region_state(best_value=math.inf)
     s.observe(torch.tensor([0.0, 1.0]), torch.tensor([[1.0], [0.5]]))  # nothing feasible
     assert (s.best_value, s.best_violation) == (math.inf, 0.5)
     assert s.improves(torch.tensor([5.0]), torch.tensor([[0.2]]))  # less violation
