@@ -121,5 +121,5 @@ def history(task: str, seed: int, n_init: int, steps: int = 0) -> tuple[torch.Te
         state_iteration=steps,
         n_init=n_init,
     )
-    x, y, _ = build_history(state, spec, torch.device("cpu"), torch.float64)
+    x, y, *_ = build_history(state, spec, torch.device("cpu"), torch.float64)
     return x, y

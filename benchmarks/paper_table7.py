@@ -224,7 +224,7 @@ def gp_rows(spec, kernel: str, n_init: int, seeds, mc_samples, rebuilds: int) ->
                 state_iteration=0,
                 n_init=n_init,
             )
-            x, y, _ = build_history(state, spec, torch.device("cpu"), torch.float64)
+            x, y, *_ = build_history(state, spec, torch.device("cpu"), torch.float64)
             X = probe_points(state, spec, x.shape[-1], torch.float64, torch.device("cpu"))
             X = X.unsqueeze(-2)
             with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
@@ -275,7 +275,7 @@ def tpe_rows(spec, seeds, rebuilds: int, s: int = 32) -> list[dict]:
                 state_iteration=0,
                 n_init=spec.n_init,
             )
-            x, y, _ = build_history(state, spec, torch.device("cpu"), torch.float64)
+            x, y, *_ = build_history(state, spec, torch.device("cpu"), torch.float64)
             X = probe_points(state, spec, x.shape[-1], torch.float64, torch.device("cpu"))
             key = derive_seed(state.seed, "probe-tpe", state.id)
             # Same seed and rebuild: every optimizer has the same S fits (common random numbers);

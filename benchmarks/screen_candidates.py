@@ -82,7 +82,7 @@ def build_state(task: str, seed: int):
         n_init=N0,
     )  # fmt: skip
     device = torch.device("cpu")
-    x, y, _ = build_history(state, spec, device, DTYPE)
+    x, y, *_ = build_history(state, spec, device, DTYPE)
     probes = probe_points(state, spec, x.shape[-1], DTYPE, device)
     with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
         model, _ = fit_model(x, -y, KERNEL)

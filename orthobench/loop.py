@@ -172,7 +172,7 @@ def _task_shape(cell: Cell) -> tuple[int, int]:
     return task.space.dim, task.n_constraints
 
 
-def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> None:
+def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict[str, int]:
     """Build the task and the optimizer of every (task, optimizer) pair among ``cells`` once,
     before any of them runs, each within ``timeout`` seconds (None: :data:`BUILD_TIMEOUT_S`).
 
@@ -192,6 +192,9 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> None
     :attr:`~orthobench.optimizers.base.Optimizer.max_batch`), and handle constraints
     (:attr:`~orthobench.optimizers.base.Optimizer.handles_constraints`) where its task has some
     (:attr:`~orthobench.tasks.base.Task.n_constraints`).
+
+    Returns:
+        The number of constraints of each task, by label.
 
     Raises:
         OrthobenchError: a task's or optimizer's own, as it raised it.
@@ -246,6 +249,7 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> None
                 f"{cell.task.label!r} has {n_constraints}: choose an optimizer that does (sobol) "
                 "or an unconstrained task.",
             )
+    return {label: n_constraints for label, (_, n_constraints) in shapes.items()}
 
 
 class _EvaluationTimeout(BaseException):

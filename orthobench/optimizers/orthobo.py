@@ -269,22 +269,18 @@ class OrthoBO(GPOptimizer):
                 self.train_x, -self.train_y, warm_starts=self._warm_starts.current, device=device
             )
             self._constraint_fits = [
-                _constraint_fit(self.train_x, c, members[0].kernel, self.fit)
+                constraint_fit(self.train_x, c, members[0].kernel, self.fit)
                 for c in self.train_c.T
             ]
         self._warm_starts.record([get_theta(m.model) for m in members])
         return members
 
     def _incumbent(self, member: EnsembleMember) -> float | None:
-        """EI's incumbent on ``member``'s standardized scale: on a constrained task the best
-        feasible observation, or, with none feasible yet, 6 below the lowest (BoTorch's
-        fallback of a value under every observation, so the acquisition seeks feasibility);
-        None (the best observation) otherwise."""
+        """EI's incumbent on ``member``'s standardized scale: on a constrained task
+        :func:`constrained_incumbent`; None (the best observation) otherwise."""
         if not self._constraint_fits:
             return None
-        targets = member.model.train_targets  # standardized -y
-        feasible = self.feasible.to(targets.device)
-        return float(targets[feasible].max()) if feasible.any() else float(targets.min()) - 6.0
+        return constrained_incumbent(member.model.train_targets, self.feasible)
 
     def _build_acquisition(
         self, members: list[EnsembleMember], theta_samples: int | None = None, q: int = 1
@@ -505,13 +501,21 @@ class OrthoBO(GPOptimizer):
         return "; ".join(fallbacks) or None
 
 
-def _constraint_fit(
+def constraint_fit(
     x: torch.Tensor, values: torch.Tensor, kernel: str, fit: str
 ) -> tuple[Any, LaplacePosterior]:
     """A constraint's GP on its values as observed (feasible where ``<= 0``), fitted by ``fit``
     from its default start, and its Laplace posterior."""
     model, _ = fit_model(x, values, kernel, fit=fit)
     return model, laplace_posterior(model)
+
+
+def constrained_incumbent(targets: torch.Tensor, feasible: torch.Tensor) -> float:
+    """Constrained EI's incumbent among ``t`` (standardized, maximized) ``targets``: the best
+    feasible one, or, with none feasible yet, 6 below the lowest (BoTorch's fallback of a value
+    under every observation, so the acquisition seeks feasibility first)."""
+    feasible = feasible.to(targets.device)
+    return float(targets[feasible].max()) if feasible.any() else float(targets.min()) - 6.0
 
 
 def _kernels(kernel: str | list[str]) -> list[str]:

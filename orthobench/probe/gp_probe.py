@@ -47,8 +47,11 @@ raw-sample screen of them, so 512 batches would overstate a step's cost).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,11 +60,11 @@ from botorch.acquisition import LogExpectedImprovement, qLogExpectedImprovement
 from botorch.sampling import SobolQMCNormalSampler
 from botorch.utils.sampling import draw_sobol_normal_samples
 
-from orthobench.acquisition import MarginalLogEI, MarginalLogQEI
+from orthobench.acquisition import MarginalLogCEI, MarginalLogEI, MarginalLogQEI
 from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, ThetaEstimator, parse_estimator
-from orthobench.optimizers.orthobo import INNER_SAMPLES
+from orthobench.optimizers.orthobo import INNER_SAMPLES, constrained_incumbent, constraint_fit
 from orthobench.probe.metrics import ALPHA
-from orthobench.probe.states import ProbeState
+from orthobench.probe.states import ProbeState, check_constrained_states
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import ProbeSpec
 from orthobench.surrogates.fit import fit_model
@@ -100,27 +103,94 @@ def inner_base_samples(
     return draw_sobol_normal_samples(d=state.q, n=count, seed=seed).to(device, dtype)
 
 
-def log_values(gp: ThetaSampledGP, X: torch.Tensor, base: torch.Tensor | None) -> torch.Tensor:
+def log_values(
+    gp: ThetaSampledGP,
+    X: torch.Tensor,
+    base: torch.Tensor | None,
+    constraints: Sequence[ThetaSampledGP] = (),
+) -> torch.Tensor:
     """Per-draw log acquisition values ``S x N`` at ``N x q x d`` probes: analytic log-EI
-    (``base`` None, ``q = 1``) or log-qEI on the ``K x q`` base samples ``base``."""
+    (``base`` None, ``q = 1``) or log-qEI on the ``K x q`` base samples ``base``; with
+    ``constraints`` (their GPs under draws paired with ``gp``'s by index, ``q = 1``) log-CEI,
+    ``log EI + sum_i log P(c_i <= 0)`` (:class:`~orthobench.acquisition.MarginalLogCEI`)."""
     with torch.no_grad():
-        return gp.log_ei(X) if base is None else gp.log_qei(X, base)
+        log = gp.log_ei(X) if base is None else gp.log_qei(X, base)
+        return log + sum(c.log_prob_below(X) for c in constraints)
+
+
+@dataclass(frozen=True)
+class _Outcomes:
+    """A state's fitted GPs: the objective's and, on a constrained task, one (model, Laplace
+    posterior) per constraint, with constrained EI's incumbent (standardized; None: the best
+    observation)."""
+
+    model: Any
+    laplace: LaplacePosterior
+    constraints: tuple[tuple[Any, LaplacePosterior], ...] = ()
+    best_f: float | None = None
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """One estimate's draws: the objective's and, paired by index, each constraint's."""
+
+    objective: ThetaDraws
+    constraints: tuple[ThetaDraws, ...] = ()
+
+    @property
+    def joint(self) -> ThetaDraws:
+        """The objective's draws with every GP's whitened draws side by side as controls
+        (independent standard normals: mean 0, covariance I), as
+        :class:`~orthobench.acquisition.MarginalLogCEI` takes them.
+
+        Raises:
+            ValueError: for a point set with unequal weights and constraints (its rule holds
+                in one GP's space; pairing points of several rules does not keep the weights).
+        """
+        weights = self.objective.weights
+        if (
+            self.constraints
+            and weights is not None
+            and not torch.allclose(weights, weights.mean().expand_as(weights))
+        ):
+            raise ValueError(
+                f"The point set {self.objective.estimator.name!r} weights its points unequally: "
+                "on a constrained task probe equal-weight draws (a control-variate estimator, "
+                "or qmc-owen)."
+            )
+        z = torch.cat([self.objective.z, *(d.z for d in self.constraints)], dim=-1)
+        return dataclasses.replace(self.objective, z=z)
+
+
+def _draw(outcomes: _Outcomes, estimator: ThetaEstimator | str, budget: int, seed: int) -> _Draws:
+    """The draws of ``estimator`` within ``budget`` on every GP of the state, each GP's of its
+    own seed (``seed``; ``derive_seed(seed, "constraint", i)`` for constraint ``i``), as OrthoBO
+    draws them per step."""
+    return _Draws(
+        draw_thetas(outcomes.laplace, estimator, budget, seed=seed),
+        tuple(
+            draw_thetas(laplace, estimator, budget, seed=derive_seed(seed, "constraint", i))
+            for i, (_, laplace) in enumerate(outcomes.constraints)
+        ),
+    )
 
 
 def _scaled_values(
-    model: Any, draws: ThetaDraws, X: torch.Tensor, base: torch.Tensor | None
+    outcomes: _Outcomes, draws: _Draws, X: torch.Tensor, base: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """``(top, values, jittered)``: per-probe max log value ``N``, ``exp(log - top)`` ``S x N``
     (:func:`log_values`) and the number of draws whose Cholesky factor needed jitter."""
-    gp = draws.gp(model)
-    log = log_values(gp, X, base)  # S x N
+    gp = draws.objective.gp(outcomes.model, outcomes.best_f)
+    constraints = [
+        d.gp(model) for d, (model, _) in zip(draws.constraints, outcomes.constraints, strict=True)
+    ]
+    log = log_values(gp, X, base, constraints)  # S x N
     top = log.max(dim=0).values
-    return top, (log - top).exp(), gp.n_jittered
+    return top, (log - top).exp(), gp.n_jittered + sum(c.n_jittered for c in constraints)
 
 
 def seconds_per_call(
-    model: Any,
-    laplace: LaplacePosterior,
+    outcomes: _Outcomes,
     estimator: ThetaEstimator,
     budget: int,
     dim: int,
@@ -132,27 +202,41 @@ def seconds_per_call(
 
     The acquisition is :class:`~orthobench.acquisition.MarginalLogEI` on ``estimator``'s draws
     within ``budget`` EI evaluations (as ``orthobo`` builds it: point sets by their weights, the
-    others by the estimator), or with ``K x q`` ``base_samples``
-    :class:`~orthobench.acquisition.MarginalLogQEI`, called on ``COST_CANDIDATES // q`` uniform
-    batches of ``q`` points, ``(COST_CANDIDATES // q) x q x dim`` (``q = 1`` without base samples),
-    with ``L(X).sum().backward()``; the median of ``COST_REPEATS`` calls after one warm-up call. It
-    runs on torch's current thread count (recorded beside it by the probe).
+    others by the estimator), with constraints :class:`~orthobench.acquisition.MarginalLogCEI`,
+    or with ``K x q`` ``base_samples`` :class:`~orthobench.acquisition.MarginalLogQEI`, called on
+    ``COST_CANDIDATES // q`` uniform batches of ``q`` points, ``(COST_CANDIDATES // q) x q x dim``
+    (``q = 1`` without base samples), with ``L(X).sum().backward()``; the median of
+    ``COST_REPEATS`` calls after one warm-up call. It runs on torch's current thread count
+    (recorded beside it by the probe).
     """
-    draws = draw_thetas(laplace, estimator, budget, seed=seed)
+    draws = _draw(outcomes, estimator, budget, seed)
+    model, objective = outcomes.model, draws.objective
+    gp = objective.gp(model, outcomes.best_f)
     common: dict[str, Any] = {
         "estimator": "mc" if estimator.point_set else estimator.base,
-        "point_weights": [draws.weights],
+        "point_weights": [objective.weights],
     }
-    if base_samples is None:
-        acqf: MarginalLogEI | MarginalLogQEI = MarginalLogEI(
-            model, [draws.gp(model)], [draws.z], [1.0], **common
+    acqf: MarginalLogEI | MarginalLogQEI | MarginalLogCEI
+    if draws.constraints:
+        acqf = MarginalLogCEI(
+            model,
+            [gp],
+            [objective.z],
+            [1.0],
+            constraints=[
+                d.gp(m) for d, (m, _) in zip(draws.constraints, outcomes.constraints, strict=True)
+            ],
+            constraint_controls=[d.z for d in draws.constraints],
+            **common,
         )
+    elif base_samples is None:
+        acqf = MarginalLogEI(model, [gp], [objective.z], [1.0], **common)
     else:
         acqf = MarginalLogQEI(
-            model, [draws.gp(model)], [draws.z], [1.0], base_samples=base_samples, **common
+            model, [gp], [objective.z], [1.0], base_samples=base_samples, **common
         )
     q = 1 if base_samples is None else base_samples.shape[-1]
-    theta = laplace.theta_hat
+    theta = outcomes.laplace.theta_hat
     generator = torch.Generator(device="cpu").manual_seed(seed % (2**63 - 1))
     X = torch.rand(max(COST_CANDIDATES // q, 1), q, dim, generator=generator, dtype=theta.dtype)
     X = X.to(theta.device).requires_grad_(True)
@@ -176,13 +260,24 @@ def gp_values(
     x: torch.Tensor,
     y: torch.Tensor,
     probes: torch.Tensor,
+    constraints: torch.Tensor | None = None,
 ) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[str, np.ndarray], dict[str, Any]]:
     """Rebuild values of the GP estimators ``names`` and their references on one state.
+
+    On a constrained task the values are constrained EI (:func:`log_values`), as OrthoBO
+    maximizes it: one GP per constraint (the state's kernel, fitted as the objective's), EI
+    against the best feasible observation (:func:`~orthobench.optimizers.orthobo.constrained_incumbent`),
+    and each estimate's draws of every GP paired by index, their whitened draws side by side as
+    the estimators' controls; the reference pairs ``reference_samples`` scrambled-Sobol draws of
+    each GP likewise. Only equal-weight estimators at ``q = 1`` are probed there
+    (:func:`~orthobench.probe.states.check_constrained_states`).
 
     Args:
         x: ``t x d`` history in the unit cube.
         y: ``t`` observed values (minimized; the GP is fitted to ``-y``).
         probes: ``N x d`` probe points, or ``N x q x d`` batches at the state's ``q > 1``.
+        constraints: ``t x m`` constraint values of the history (feasible where all are
+            ``<= 0``), or None on an unconstrained task.
 
     Returns:
         ``{(name, S): {"ei": R x N, "log": R x N, "n_evaluations": int, "baseline": R x N |
@@ -196,20 +291,42 @@ def gp_values(
     with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
         model, fit_info = fit_model(x, -y, state.surrogate)
     laplace = laplace_posterior(model, keep_raw=spec.laplace == "unfloored")
+    outcomes = _Outcomes(model, laplace)
+    if constraints is not None:
+        check_constrained_states([state], spec, {state.task.label: constraints.shape[-1]})
+        fits = []
+        for i, values in enumerate(constraints.T):
+            with torch_seed(derive_seed(state.seed, "probe-fit", state.id, "constraint", i)):
+                fits.append(constraint_fit(x, values, state.surrogate, "botorch"))
+        feasible = (constraints <= 0).all(dim=-1)
+        best_f = constrained_incumbent(model.train_targets, feasible)
+        outcomes = _Outcomes(model, laplace, tuple(fits), best_f)
     X = probes.unsqueeze(-2) if probes.ndim == 2 else probes  # N x q x d
     jittered = 0  # theta samples of the state whose Cholesky factor needed jitter
 
     # Reference of the theta-marginal target: many scrambled-Sobol theta draws (chunked).
-    z_ref = laplace.sample_whitened(
-        spec.reference_samples, "qmc", seed=derive_seed(state.seed, "probe-reference", state.id)
-    )
+    reference_seed = derive_seed(state.seed, "probe-reference", state.id)
+    z_ref = laplace.sample_whitened(spec.reference_samples, "qmc", seed=reference_seed)
+    constraint_refs = [
+        (
+            m,
+            lap,
+            lap.sample_whitened(
+                spec.reference_samples, "qmc", seed=derive_seed(reference_seed, "constraint", i)
+            ),
+        )
+        for i, (m, lap) in enumerate(outcomes.constraints)
+    ]
     log_chunks = []
     for chunk, z in enumerate(z_ref.split(_REFERENCE_CHUNK)):
-        gp = ThetaSampledGP.from_model(model, laplace.theta(z))
-        jittered += gp.n_jittered
-        log_chunks.append(
-            log_values(gp, X, inner_base_samples(state, X.dtype, X.device, "reference", chunk))
-        )
+        rows = slice(chunk * _REFERENCE_CHUNK, chunk * _REFERENCE_CHUNK + z.shape[0])
+        gp = ThetaSampledGP.from_model(model, laplace.theta(z), best_f=outcomes.best_f)
+        constraint_gps = [
+            ThetaSampledGP.from_model(m, lap.theta(zc[rows])) for m, lap, zc in constraint_refs
+        ]
+        jittered += gp.n_jittered + sum(c.n_jittered for c in constraint_gps)
+        base = inner_base_samples(state, X.dtype, X.device, "reference", chunk)
+        log_chunks.append(log_values(gp, X, base, constraint_gps))
     log_ref = torch.cat(log_chunks)
     reference = {"theta": torch.logsumexp(log_ref, dim=0) - math.log(log_ref.shape[0])}
     # qLogEI's target: EI at the MAP hyperparameters (at q > 1 qLogEI on many Sobol' function
@@ -246,30 +363,30 @@ def gp_values(
             base = inner_base_samples(state, X.dtype, X.device, s, r)  # K x q; None at q = 1
             for (is_rule, sampling, _), members in groups.items():
                 keys = ("rule", sampling) if is_rule else (sampling,)
-                draws = draw_thetas(
-                    laplace,
+                draws = _draw(
+                    outcomes,
                     parsed[members[0]],
                     s,
-                    seed=derive_seed(state.seed, "probe-rebuild", state.id, s, r, *keys),
+                    derive_seed(state.seed, "probe-rebuild", state.id, s, r, *keys),
                 )
-                top, values, n_jittered = _scaled_values(model, draws, X, base)
+                top, values, n_jittered = _scaled_values(outcomes, draws, X, base)
                 jittered += n_jittered
                 mc = values.mean(dim=0)
                 for name in members:
-                    est = estimate(values, draws, parsed[name])
+                    est = estimate(values, draws.joint, parsed[name])
                     ei[name].append((top.exp() * est).cpu().numpy())
                     log[name].append(_outer_log(top, est, mc).cpu().numpy())
-                    counts[name] = draws.n_evaluations
+                    counts[name] = draws.objective.n_evaluations
             for count in sorted(set(counts.values()) - {s}):
                 # Naive iid theta-MC at the rule's count; the seed is the one `mc` would use with
                 # a budget of `count`, so the same state probed at S = count pairs with it.
-                draws = draw_thetas(
-                    laplace,
+                draws = _draw(
+                    outcomes,
                     "mc",
                     count,
-                    seed=derive_seed(state.seed, "probe-rebuild", state.id, count, r, "iid"),
+                    derive_seed(state.seed, "probe-rebuild", state.id, count, r, "iid"),
                 )
-                top, values, n_jittered = _scaled_values(model, draws, X, base)
+                top, values, n_jittered = _scaled_values(outcomes, draws, X, base)
                 jittered += n_jittered
                 naive.setdefault(count, []).append((top.exp() * values.mean(dim=0)).cpu().numpy())
             if "qlogei" in ei:
@@ -293,8 +410,7 @@ def gp_values(
             }
             if name not in FUNCTION_SAMPLE_ESTIMATORS:
                 out[(name, s)]["seconds_per_call"] = seconds_per_call(
-                    model,
-                    laplace,
+                    outcomes,
                     parsed[name],
                     s,
                     probes.shape[-1],

@@ -67,6 +67,7 @@ from orthobench.probe.states import (
     ProbeState,
     ProbeUnit,
     build_history,
+    check_constrained_states,
     probe_points,
     state_cell,
     state_estimators,
@@ -202,13 +203,13 @@ def probe_state(
     state: ProbeState, spec: ProbeSpec, device: torch.device, dtype: torch.dtype = torch.float64
 ) -> list[ProbeRecord]:
     """Run the probe on one state; one record (with raw values) per (estimator, S)."""
-    x, y, regret = build_history(state, spec, device, dtype)
+    x, y, regret, constraints = build_history(state, spec, device, dtype)
     probes = probe_points(state, spec, x.shape[-1], dtype, device)
     names = state_estimators(state, spec)
     if state.surrogate == "tpe":
         values, refs, info = tpe_values(spec, state, names, x, y, probes)
     else:
-        values, refs, info = gp_values(spec, state, names, x, y, probes)
+        values, refs, info = gp_values(spec, state, names, x, y, probes, constraints)
     return _summaries(state, spec, values, refs, names[0], regret, info)
 
 
@@ -328,10 +329,11 @@ def run_probe(
                 done.append(unit)
         # As for cells: a task or state optimizer that cannot be built stops the probe here with
         # one line, not in every state after the others ran.
-        check_buildable(
+        n_constraints = check_buildable(
             [state_cell(job.unit.state, spec, torch.float64) for job in jobs],
             timeout=executor.timeout,
         )
+        check_constrained_states([job.unit.state for job in jobs], spec, n_constraints)
         return jobs, done
 
     summary = run_units(

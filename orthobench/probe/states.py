@@ -16,15 +16,18 @@ has the id, configuration and probe points it had before batch probes existed.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
 from torch.quasirandom import SobolEngine
 
-from orthobench.config.names import TPE_ESTIMATORS, parse_estimator
+from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, TPE_ESTIMATORS, parse_estimator
+from orthobench.exceptions import ConfigError
 from orthobench.loop import make_task, run_cell
 from orthobench.seeding import derive_seed
 from orthobench.suite import ID_SEPARATOR, Cell, ComponentSpec, ProbeSpec
@@ -126,6 +129,39 @@ class ProbeUnit:
         return [(name, s) for s in self.spec.mc_samples for name in names]
 
 
+def check_constrained_states(
+    states: Iterable[ProbeState], spec: ProbeSpec, n_constraints: Mapping[str, int]
+) -> None:
+    """Refuse a probe of a constrained task (``n_constraints`` by task label) that asks for what
+    the constrained probe does not measure: a TPE or qLogEI estimator, or ``q > 1`` (no batch
+    constrained EI). (A point set with unequal weights is refused where it is drawn: its rule's
+    weights hold in one GP's space, not in the joint space of paired draws.)
+
+    Raises:
+        ConfigError: at ``probe.estimators`` or ``probe.q``, naming the task.
+    """
+    refused = [
+        name
+        for name in spec.estimators
+        if name in FUNCTION_SAMPLE_ESTIMATORS or parse_estimator(name).base in TPE_ESTIMATORS
+    ]
+    for state in states:
+        if not n_constraints.get(state.task.label):
+            continue
+        where = f"task {state.task.label!r} has constraints"
+        if refused:
+            raise ConfigError(
+                "probe.estimators",
+                f"{where}: the constrained probe measures OrthoBO's theta estimators of "
+                f"constrained EI only, not {', '.join(refused)}; probe those on "
+                "unconstrained tasks in another suite.",
+            )
+        if state.q != 1:
+            raise ConfigError(
+                "probe.q", f"{where}: constrained EI is probed at q = 1 only, but got q={state.q}."
+            )
+
+
 def state_cell(state: ProbeState, spec: ProbeSpec, dtype: torch.dtype) -> Cell:
     """The cell whose run is the state's history: ``n_init`` shared initial points, then
     ``state_iteration`` steps of the state optimizer with the state's kernel.
@@ -149,17 +185,27 @@ def state_cell(state: ProbeState, spec: ProbeSpec, dtype: torch.dtype) -> Cell:
     )
 
 
+class History(NamedTuple):
+    """A state's valid history (:func:`build_history`)."""
+
+    x: torch.Tensor  # t x d, in the unit cube
+    y: torch.Tensor  # t observed values (minimized)
+    regret: float | None  # best-so-far regret of the last evaluation; None: optimum unknown
+    constraints: torch.Tensor | None  # t x m constraint values; None on an unconstrained task
+
+
 def build_history(
     state: ProbeState, spec: ProbeSpec, device: torch.device, dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor, float | None]:
-    """The state's valid history in the unit cube, ``x`` (``t x d``) and ``y`` (``t``), and the
-    best-so-far regret of its last evaluation (None when the optimum is unknown)."""
+) -> History:
+    """The state's valid (``ok``) evaluations, as its state optimizer made them."""
     cell = state_cell(state, spec, dtype)
     records = [r for r in run_cell(cell, device) if r.status == "ok"]
-    space = make_task(cell).space
-    x = torch.as_tensor(space.to_unit(np.array([r.x for r in records])), dtype=dtype, device=device)
-    y = torch.as_tensor([r.y for r in records], dtype=dtype, device=device)
-    return x, y, records[-1].regret
+    task = make_task(cell)
+    as_tensor = functools.partial(torch.as_tensor, dtype=dtype, device=device)
+    x = as_tensor(task.space.to_unit(np.array([r.x for r in records])))
+    y = as_tensor([r.y for r in records])
+    constraints = as_tensor([r.constraints for r in records]) if task.n_constraints else None
+    return History(x, y, records[-1].regret, constraints)
 
 
 def probe_points(

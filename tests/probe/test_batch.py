@@ -82,7 +82,7 @@ def test_q4_values_are_marginal_log_qei_on_the_rebuild_draws(probed, name):
     unit: ProbeUnit = probe_units("t", SPEC)[1]
     state, s = unit.state, SPEC.mc_samples[0]
     cpu = torch.device("cpu")
-    x, y, _ = build_history(state, SPEC, cpu, torch.float64)
+    x, y, *_ = build_history(state, SPEC, cpu, torch.float64)
     with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
         model, _ = fit_model(x, -y, state.surrogate)
     laplace = laplace_posterior(model)

@@ -106,7 +106,8 @@ def test_the_cost_is_forward_and_backward_on_a_batch_of_512_candidates(monkeypat
         laplace = laplace_posterior(model)
     for name in ("orth", "radial-cross+rb"):  # equal weights with controls; a weighted rule
         calls.clear()
-        seconds = gp_probe.seconds_per_call(model, laplace, parse_estimator(name), 16, 3, seed=0)
+        outcomes = gp_probe._Outcomes(model, laplace)
+        seconds = gp_probe.seconds_per_call(outcomes, parse_estimator(name), 16, 3, seed=0)
         assert seconds > 0
         assert calls == [((gp_probe.COST_CANDIDATES, 1, 3), True)] * 3  # warm-up + 2 timed
 

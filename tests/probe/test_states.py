@@ -39,13 +39,13 @@ def test_the_state_cell_runs_the_spec_optimizer_with_the_probe_kernel():
 
 def test_the_history_is_the_state_cell_run_in_the_unit_cube():
     spec = dataclasses.replace(SPEC, state_optimizer=QLOGEI)
-    x, y, regret = build_history(state(), spec, torch.device("cpu"), torch.float64)
+    x, y, regret, _ = build_history(state(), spec, torch.device("cpu"), torch.float64)
     records = run_cell(state_cell(state(), spec, torch.float64))
     assert x.shape == (7, 6) and torch.all((x >= 0) & (x <= 1))
     np.testing.assert_array_equal(y.numpy(), [r.y for r in records])
     assert regret == records[-1].regret
     # The shared initial design is the same whatever the optimizer; the BO step is its own.
-    x_default, _, _ = build_history(state(), SPEC, torch.device("cpu"), torch.float64)
+    x_default, *_ = build_history(state(), SPEC, torch.device("cpu"), torch.float64)
     torch.testing.assert_close(x[:6], x_default[:6], rtol=0, atol=0)
     assert not torch.equal(x[6], x_default[6])
 
