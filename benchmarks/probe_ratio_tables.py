@@ -1,6 +1,7 @@
-"""The batch probe's tables: estimators against naive MC at q = 1 and q > 1, and equal accuracy.
+"""A probe's ratio tables: estimators against naive MC per task and q, and equal accuracy.
 
-Reads the rows of ``orthobench probe suites/probe-batch.yaml -o DIR`` and prints two tables.
+Reads the rows of ``orthobench probe SUITE -o DIR`` (``suites/probe-batch.yaml``: q = 1 and
+q > 1; ``suites/probe-constrained.yaml``: constrained EI) and prints two tables.
 
 1. Per (function, q, estimator, S): the MSE ratio of naive theta-MC over the estimator
    (> 1: better), median and [min, max] over the states, the states where it is below 1, and
@@ -13,7 +14,7 @@ Reads the rows of ``orthobench probe suites/probe-batch.yaml -o DIR`` and prints
    every function, and the smallest S whose worst ratio is at most 1 (no worse than ``orth`` at the
    largest budget on any state).
 
-Run: ``.venv/bin/python benchmarks/batch_probe_tables.py DIR``.
+Run: ``.venv/bin/python benchmarks/probe_ratio_tables.py DIR``.
 """
 
 from __future__ import annotations
