@@ -7,7 +7,8 @@ estimator of the grammar (a weighted sum with weights from the draws alone,
 with the gradient. :class:`MarginalLogEI` is paper Alg. 1 with Eqs. (22) and (24) (analytic EI per
 draw); :class:`MarginalLogQEI` the batch version (the appendix's nested estimator: qEI per draw by
 inner Monte Carlo on fixed base samples); :class:`MarginalLogCEI` constrained EI (the appendix's
-Corollary "Orthogonalized constrained EI": EI times the probability of feasibility per draw). Both computed in log space (docs/design.md, "EI in log
+Corollary "Orthogonalized constrained EI": EI times the probability of feasibility per draw) and
+:class:`MarginalLogQCEI` the two together (batch constrained EI per draw by inner Monte Carlo). Both computed in log space (docs/design.md, "EI in log
 space") with the outer log's floor relative to the naive estimate (docs/design.md, "Relative
 outer-log floor").
 """
@@ -24,7 +25,7 @@ from botorch.utils.transforms import concatenate_pending_points, t_batch_mode_tr
 from torch import Tensor
 
 from orthobench.estimators import DEFAULT_CONTROL_VARIATE, estimator_weights, get_estimator
-from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP, log_qcei
 
 
 class MarginalLogAcquisition(AcquisitionFunction):
@@ -290,13 +291,18 @@ class MarginalLogQEI(MarginalLogAcquisition):
         self.register_buffer("base_samples", base_samples.detach())
         self.set_X_pending(X_pending)
 
-    def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+    def _check_batch_size(self, X: Tensor) -> int:
+        """``X``'s batch size ``q``, checked against the base samples' columns."""
         q = X.shape[-2]
         if q > self.base_samples.shape[-1]:
             raise ValueError(
                 f"Batches of {q} points (pending ones included) need {q} base-sample columns, "
                 f"but there are {self.base_samples.shape[-1]}."
             )
+        return q
+
+    def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+        q = self._check_batch_size(X)
         flat = X.reshape(-1, *X.shape[-2:])  # b x q x d
         eps = self.base_samples[:, :q]
         return X.shape[:-2], [gp.log_qei(flat, eps) for gp in self.members]
@@ -361,23 +367,8 @@ class MarginalLogCEI(MarginalLogAcquisition):
             alpha=alpha,
             point_weights=point_weights,
         )
-        if len(constraints) == 0 or len(constraints) != len(constraint_controls):
-            raise ValueError(
-                f"Need at least one constraint GP and one controls tensor per constraint, but "
-                f"got {len(constraints)} GPs and {len(constraint_controls)} controls."
-            )
-        for i, (gp, z) in enumerate(zip(constraints, constraint_controls, strict=True)):
-            if gp.num_samples != z.shape[0] or any(
-                m.num_samples != gp.num_samples for m in self.members
-            ):
-                raise ValueError(
-                    f"Constraint {i}: every GP needs the same number of draws, but the members "
-                    f"have {[m.num_samples for m in self.members]} and the constraint "
-                    f"{gp.num_samples} (controls: {z.shape[0]})."
-                )
         self.constraints = list(constraints)
-        extra = [z.detach() for z in constraint_controls]
-        self.controls = [torch.cat([z, *extra], dim=-1) for z in self.controls]
+        self.controls = _joint_controls(self, constraints, constraint_controls)
 
     def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
         flat = X.reshape(-1, *X.shape[-2:])  # b x 1 x d
@@ -388,6 +379,104 @@ class MarginalLogCEI(MarginalLogAcquisition):
     def forward(self, X: Tensor) -> Tensor:
         """``L(x)`` for ``b x 1 x d`` candidates -> ``b`` (see :class:`MarginalLogAcquisition`)."""
         return self._log_marginal(X)
+
+
+class MarginalLogQCEI(MarginalLogQEI):
+    r""":class:`MarginalLogAcquisition` of batch constrained EI per draw: the appendix's
+    constrained and batch extensions together.
+
+    A joint draw pairs each member's draw ``s`` with every constraint GP's draw ``s``, as in
+    :class:`MarginalLogCEI`; per joint draw the value is the inner Monte Carlo batch constrained
+    EI over fixed base samples, one set per GP
+    (:func:`~orthobench.surrogates.theta_sampled_gp.log_qcei`: ``max_j`` over the batch of the
+    improvement times the smoothed feasibility of point ``j``); the controls are every GP's
+    whitened draws side by side. ``batch x q x d`` -> ``batch``; pending points join every batch.
+
+    Args:
+        model, members, controls, weights, base_samples, estimator, alpha, point_weights,
+            X_pending: As :class:`MarginalLogQEI`.
+        constraints, constraint_controls: As :class:`MarginalLogCEI`.
+        constraint_base_samples: Per constraint, its ``K x q_max`` standard normal draws
+            (independent of ``base_samples``: the GPs are independent).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        members: Sequence[ThetaSampledGP],
+        controls: Sequence[Tensor],
+        weights: Sequence[float] | Tensor,
+        *,
+        base_samples: Tensor,
+        constraints: Sequence[ThetaSampledGP],
+        constraint_controls: Sequence[Tensor],
+        constraint_base_samples: Sequence[Tensor],
+        estimator: str = DEFAULT_CONTROL_VARIATE,
+        alpha: float = 1e-3,
+        point_weights: Sequence[Tensor | None] | None = None,
+        X_pending: Tensor | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            members,
+            controls,
+            weights,
+            base_samples=base_samples,
+            estimator=estimator,
+            alpha=alpha,
+            point_weights=point_weights,
+            X_pending=X_pending,
+        )
+        if len(constraint_base_samples) != len(constraints) or any(
+            b.shape != base_samples.shape for b in constraint_base_samples
+        ):
+            raise ValueError(
+                f"Need one `constraint_base_samples` tensor of shape {tuple(base_samples.shape)} "
+                f"per constraint, but got shapes {[tuple(b.shape) for b in constraint_base_samples]} "
+                f"for {len(constraints)} constraints."
+            )
+        self.constraints = list(constraints)
+        self.controls = _joint_controls(self, constraints, constraint_controls)
+        self.constraint_base_samples = [b.detach() for b in constraint_base_samples]
+
+    def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+        q = self._check_batch_size(X)
+        flat = X.reshape(-1, *X.shape[-2:])  # b x q x d
+        pairs = [
+            (gp, b[:, :q])
+            for gp, b in zip(self.constraints, self.constraint_base_samples, strict=True)
+        ]
+        eps = self.base_samples[:, :q]
+        return X.shape[:-2], [log_qcei(gp, flat, eps, pairs) for gp in self.members]
+
+
+def _joint_controls(
+    acqf: MarginalLogAcquisition,
+    constraints: Sequence[ThetaSampledGP],
+    constraint_controls: Sequence[Tensor],
+) -> list[Tensor]:
+    """Per member of ``acqf``, its controls with every constraint's whitened draws side by side
+    (a joint draw's controls: independent standard normals, mean 0 and covariance I).
+
+    Raises:
+        ValueError: without constraints, or when the GPs' draw counts differ.
+    """
+    if len(constraints) == 0 or len(constraints) != len(constraint_controls):
+        raise ValueError(
+            f"Need at least one constraint GP and one controls tensor per constraint, but "
+            f"got {len(constraints)} GPs and {len(constraint_controls)} controls."
+        )
+    for i, (gp, z) in enumerate(zip(constraints, constraint_controls, strict=True)):
+        if gp.num_samples != z.shape[0] or any(
+            m.num_samples != gp.num_samples for m in acqf.members
+        ):
+            raise ValueError(
+                f"Constraint {i}: every GP needs the same number of draws, but the members "
+                f"have {[m.num_samples for m in acqf.members]} and the constraint "
+                f"{gp.num_samples} (controls: {z.shape[0]})."
+            )
+    extra = [z.detach() for z in constraint_controls]
+    return [torch.cat([z, *extra], dim=-1) for z in acqf.controls]
 
 
 def _factored_estimates(

@@ -233,12 +233,11 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict
             timeout,
             f" for task {cell.task.label!r}",
         )
-        limit = optimizer.constrained_max_batch if n_constraints else optimizer.max_batch
+        limit = optimizer.max_batch
         if limit is not None and cell.q > limit:
-            where = f" on a constrained task ({cell.task.label!r})" if n_constraints else ""
             raise ConfigError(
                 f"optimizers.{cell.optimizer.label}",
-                f"{cell.optimizer.name!r} proposes at most {limit} point(s) per BO step{where}, "
+                f"{cell.optimizer.name!r} proposes at most {limit} point(s) per BO step, "
                 f"but the suite asks q={cell.q}; lower q or choose an optimizer with batch "
                 "proposals.",
             )

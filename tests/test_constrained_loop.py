@@ -136,13 +136,16 @@ def test_the_cli_refuses_a_constrained_task_with_ucb_and_exits_2(write_suite, tm
     assert not list((tmp_path / "out").glob("runs/*.parquet"))
 
 
-def test_orthobo_is_refused_a_batch_on_a_constrained_task_at_load(tmp_path):
+def test_orthobo_runs_batches_on_a_constrained_task(tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text(
-        "name: c\nbudget: 1\nn_init: 4\nq: 2\ntasks: [gramacy]\n"
-        "optimizers: [{name: orthobo, params: {theta_samples: 16}}]\n"
+        "name: c\nbudget: 2\nn_init: 4\nq: 2\ntasks: [gramacy]\n"
+        "optimizers: [{name: orthobo, params: {theta_samples: 16, batch_theta_samples: 8, "
+        "raw_samples: 16, num_restarts: 1}}]\n"
     )
     result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(tmp_path / "out"), "-q"])
-    assert result.exit_code == 2, result.output
-    (error,) = [line for line in result.output.splitlines() if "error" in line]
-    assert "at most 1 point(s) per BO step on a constrained task ('gramacy')" in error
+    assert result.exit_code == 0, result.output
+    rows = load_runs([tmp_path / "out"])
+    bo = rows[rows["phase"] == "bo"]
+    assert list(bo["batch"]) == [1, 1, 2, 2] and (bo["q"] == 2).all()
+    assert all(len(c) == 2 for c in bo["constraints"])

@@ -132,12 +132,6 @@ class Optimizer(ABC):
         """The most points one :meth:`ask` may propose (None: no limit)."""
         return None
 
-    @property
-    def constrained_max_batch(self) -> int | None:
-        """The most points one :meth:`ask` may propose on a constrained task (default:
-        :attr:`max_batch`); the loop checks a suite's ``q`` against it at load."""
-        return self.max_batch
-
     def ask(self, n: int = 1) -> Suggestion:
         """Propose ``n`` points (``n x d``, unit cube) from the current history.
 

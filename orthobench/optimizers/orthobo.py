@@ -23,7 +23,7 @@ import torch
 from annotated_types import Ge, Interval
 from botorch.utils.sampling import draw_sobol_normal_samples
 
-from orthobench.acquisition import MarginalLogCEI, MarginalLogEI, MarginalLogQEI
+from orthobench.acquisition import MarginalLogCEI, MarginalLogEI, MarginalLogQCEI, MarginalLogQEI
 from orthobench.config.params import (
     Count,
     KernelEnsemble,
@@ -269,8 +269,7 @@ class OrthoBO(GPOptimizer):
                 self.train_x, -self.train_y, warm_starts=self._warm_starts.current, device=device
             )
             self._constraint_fits = [
-                constraint_fit(self.train_x, c, members[0].kernel, self.fit)
-                for c in self.train_c.T
+                constraint_fit(self.train_x, c, members[0].kernel, self.fit) for c in self.train_c.T
             ]
         self._warm_starts.record([get_theta(m.model) for m in members])
         return members
@@ -284,13 +283,14 @@ class OrthoBO(GPOptimizer):
 
     def _build_acquisition(
         self, members: list[EnsembleMember], theta_samples: int | None = None, q: int = 1
-    ) -> MarginalLogEI | MarginalLogQEI:
+    ) -> MarginalLogEI | MarginalLogQEI | MarginalLogCEI | MarginalLogQCEI:
         """The acquisition of batches of ``q`` points on ``theta_samples`` draws per member
         (default: ``self.theta_samples``): marginal EI at ``q = 1``, the nested marginal qEI on
         :data:`INNER_SAMPLES` scrambled-Sobol' normal base samples, seeded per step, above; on a
-        constrained task the marginal constrained EI (``q = 1``), each joint draw pairing a
-        member's draw with every constraint GP's draw of the same index (each GP's draws of its
-        own seed: independent, so a pair is a draw of the joint posterior)."""
+        constrained task the marginal constrained EI (batch constrained EI above ``q = 1``), each
+        joint draw pairing a member's draw with every constraint GP's draw of the same index
+        (each GP's draws of its own seed: independent, so a pair is a draw of the joint
+        posterior)."""
         budget = theta_samples or self.theta_samples
         gps: list[ThetaSampledGP] = []
         controls, point_weights = [], []
@@ -311,22 +311,20 @@ class OrthoBO(GPOptimizer):
             return self._constrained_acquisition(members, gps, controls, budget, q, common)
         if q == 1:
             return MarginalLogEI(members[0].model, gps, controls, self.ensemble.weights, **common)
-        base_samples = draw_sobol_normal_samples(
-            d=q, n=INNER_SAMPLES, seed=self._step_seed("inner") % (2**31)
-        ).to(self.train_x)
         return MarginalLogQEI(
             members[0].model,
             gps,
             controls,
             self.ensemble.weights,
-            base_samples=base_samples,
+            base_samples=self._inner_base_samples(q),
             **common,
         )
 
-    @property
-    def constrained_max_batch(self) -> int:
-        """One point per step on a constrained task: no batch constrained EI yet."""
-        return 1
+    def _inner_base_samples(self, q: int, *keys: object) -> torch.Tensor:
+        """The step's ``K x q`` inner base samples of a batch acquisition (``K =``
+        :data:`INNER_SAMPLES`, scrambled Sobol'), of the objective or of the GP ``keys`` names."""
+        seed = self._step_seed("inner", *keys) % (2**31)
+        return draw_sobol_normal_samples(d=q, n=INNER_SAMPLES, seed=seed).to(self.train_x)
 
     def _constrained_acquisition(
         self,
@@ -336,19 +334,14 @@ class OrthoBO(GPOptimizer):
         budget: int,
         q: int,
         common: dict[str, Any],
-    ) -> MarginalLogCEI:
-        """:class:`MarginalLogCEI` of the members' draws and the constraint GPs' draws.
+    ) -> MarginalLogCEI | MarginalLogQCEI:
+        """:class:`MarginalLogCEI` (``q = 1``) or :class:`MarginalLogQCEI` of the members' draws
+        and the constraint GPs' draws, each GP with its own inner base samples at ``q > 1``.
 
         Raises:
-            ValueError: for ``q > 1`` (no batch constrained EI yet), or a point set with unequal
-                weights (its rule holds in one GP's space; pairing two rules' points does not
-                keep the weights).
+            ValueError: for a point set with unequal weights (its rule holds in one GP's space;
+                pairing two rules' points does not keep the weights).
         """
-        if q > 1:
-            raise ValueError(
-                f"{type(self).__name__} proposes one point per step on a constrained task (no "
-                f"batch constrained EI), but was asked for {q}."
-            )
         weights = [w for w in common["point_weights"] if w is not None]
         if any(not torch.allclose(w, w.mean().expand_as(w)) for w in weights):
             raise ValueError(
@@ -363,13 +356,27 @@ class OrthoBO(GPOptimizer):
             )
             constraint_gps.append(draws.gp(model))
             constraint_controls.append(draws.z)
-        return MarginalLogCEI(
+        if q == 1:
+            return MarginalLogCEI(
+                members[0].model,
+                gps,
+                controls,
+                self.ensemble.weights,
+                constraints=constraint_gps,
+                constraint_controls=constraint_controls,
+                **common,
+            )
+        return MarginalLogQCEI(
             members[0].model,
             gps,
             controls,
             self.ensemble.weights,
+            base_samples=self._inner_base_samples(q),
             constraints=constraint_gps,
             constraint_controls=constraint_controls,
+            constraint_base_samples=[
+                self._inner_base_samples(q, "constraint", i) for i in range(len(constraint_gps))
+            ],
             **common,
         )
 

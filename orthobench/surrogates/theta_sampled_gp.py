@@ -12,13 +12,16 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
+from collections.abc import Sequence
 
 import torch
 from botorch.acquisition.analytic import _log_ei_helper
 from botorch.acquisition.logei import TAU_RELU
 from botorch.models import SingleTaskGP
+from botorch.utils.objective import compute_smoothed_feasibility_indicator
 from botorch.utils.safe_math import log_fatplus, logmeanexp
 from linear_operator.utils.cholesky import psd_safe_cholesky
 
@@ -41,6 +44,9 @@ _JITTERS = (1e-8, 1e-6, 1e-4)
 # hold about this many entries (1 MiB in float64, a core's L2 cache; see _draw_block).
 _BLOCK_ENTRIES = 2**17
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+#: Temperature of the smoothed feasibility indicators of batch constrained EI (:func:`log_qcei`),
+#: on each constraint's standardized scale: BoTorch's default ``eta`` of its constrained qLogEI.
+CONSTRAINT_ETA = 1e-3
 
 
 def _cholesky_with_jitter(k: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -509,19 +515,34 @@ class ThetaSampledGP:
         Returns:
             ``S x b`` log-qEI values on the standardized scale.
         """
+        best = self.joint_samples(canonical_order(X), base_samples).amax(dim=-2)  # S x b x K
+        return logmeanexp(log_fatplus(best - self.best_f, tau=TAU_RELU), dim=-1)
+
+    def joint_samples(self, X: torch.Tensor, base_samples: torch.Tensor) -> torch.Tensor:
+        """Posterior samples ``f_k = mu_s + L_s eps_k`` at the ``q`` points of each batch, per
+        draw, on the standardized scale (:meth:`joint_moments`; ``L_s`` its Cholesky factor).
+
+        Args:
+            X: ``b x q x d`` batches of candidates.
+            base_samples: ``K x q`` standard normal draws.
+
+        Returns:
+            ``S x b x q x K`` samples.
+        """
         b, q, _ = X.shape
         if base_samples.shape[-1] != q:
             raise ValueError(
                 f"`base_samples` must be K x q = K x {q}, but got {tuple(base_samples.shape)}."
             )
-        order = X[..., 0].argsort(dim=-1)
-        X = X.gather(-2, order.unsqueeze(-1).expand_as(X))
         mean, cov = self.joint_moments(X)
         chol = psd_safe_cholesky(cov)  # S x b x q x q
         # L eps for every (draw, batch, row) and base sample as one GEMM: (S b q) x K.
         noise = (chol.reshape(-1, q) @ base_samples.T).reshape(-1, b, q, base_samples.shape[0])
-        best = (mean.unsqueeze(-1) + noise).amax(dim=-2)  # S x b x K
-        return logmeanexp(log_fatplus(best - self.best_f, tau=TAU_RELU), dim=-1)
+        return mean.unsqueeze(-1) + noise
+
+    def standardized(self, value: float) -> float:
+        """``value`` in original units on the model's standardized outcome scale."""
+        return (value - self.y_mean) / self.y_std
 
     def log_prob_below(self, X: torch.Tensor, threshold: float = 0.0) -> torch.Tensor:
         r"""Per-sample ``log P(f(x) <= threshold | theta_s)`` of a GP fitted to a constraint
@@ -539,8 +560,7 @@ class ThetaSampledGP:
             ``S x batch`` log probabilities.
         """
         mean, var = self.mean_and_variance(X)
-        bound = (threshold - self.y_mean) / self.y_std
-        return torch.special.log_ndtr((bound - mean) / var.sqrt())
+        return torch.special.log_ndtr((self.standardized(threshold) - mean) / var.sqrt())
 
     def log_predictive_density(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         r"""Log density of observations under the sample mixture, in original units.
@@ -564,3 +584,64 @@ class ThetaSampledGP:
                 torch.logsumexp(log_pdf, dim=0) - math.log(self.num_samples) - math.log(self.y_std)
             )
         return per_point.sum()
+
+
+def canonical_order(X: torch.Tensor) -> torch.Tensor:
+    """``b x q x d`` batches with each batch's points sorted by their first coordinate: batch
+    acquisitions on fixed base samples then do not depend on the order of a batch's rows (the
+    Cholesky factor does)."""
+    order = X[..., 0].argsort(dim=-1)
+    return X.gather(-2, order.unsqueeze(-1).expand_as(X))
+
+
+def log_qcei(
+    objective: ThetaSampledGP,
+    X: torch.Tensor,
+    base_samples: torch.Tensor,
+    constraints: Sequence[tuple[ThetaSampledGP, torch.Tensor]],
+    eta: float = CONSTRAINT_ETA,
+) -> torch.Tensor:
+    r"""Per-draw batch log constrained EI by inner Monte Carlo over fixed base samples.
+
+    Draw ``s`` pairs the objective's draw ``s`` with every constraint GP's draw ``s`` (independent
+    GPs), and each GP has its own base samples; for base sample ``k``
+
+    .. math::
+
+        \log \mathrm{qCEI}_s(X) = \log \frac{1}{K} \sum_k \max_j\,
+            (f_{k,j} - y^*)_+ \prod_i \mathbf 1\{c_{i,k,j} \le 0\},
+
+    the ``(.)_+`` smoothed as in :meth:`ThetaSampledGP.log_qei` and each indicator by BoTorch's
+    fat sigmoid of temperature ``eta`` on the constraint's standardized scale
+    (:func:`botorch.utils.objective.compute_smoothed_feasibility_indicator`, as BoTorch's
+    constrained qLogEI smooths it). The maximum over the batch is exact. ``y^*`` is the
+    objective's incumbent (its ``best_f``: the best feasible observation).
+
+    Args:
+        objective: The objective's GP under its draws.
+        X: ``b x q x d`` batches of candidates.
+        base_samples: The objective's ``K x q`` standard normal draws.
+        constraints: Per constraint, its GP under as many draws and its ``K x q`` base samples.
+        eta: Temperature of the feasibility indicators.
+
+    Returns:
+        ``S x b`` log-qCEI values on the objective's standardized scale.
+    """
+    X = canonical_order(X)
+    f = objective.joint_samples(X, base_samples)  # S x b x q x K
+    log_value = log_fatplus(f - objective.best_f, tau=TAU_RELU)
+    if constraints:
+        # S x b x q x K x m constraint samples, each centred on its bound: c <= bound is feasible.
+        samples = torch.stack(
+            [gp.joint_samples(X, base) - gp.standardized(0.0) for gp, base in constraints], dim=-1
+        )
+        checks = [functools.partial(_column, i=i) for i in range(len(constraints))]
+        log_value = log_value + compute_smoothed_feasibility_indicator(
+            checks, samples, eta, log=True, fat=True
+        )
+    return logmeanexp(log_value.amax(dim=-2), dim=-1)
+
+
+def _column(samples: torch.Tensor, i: int) -> torch.Tensor:
+    """Constraint ``i``'s values of stacked samples (a BoTorch constraint callable)."""
+    return samples[..., i]

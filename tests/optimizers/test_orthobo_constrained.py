@@ -1,5 +1,5 @@
 """OrthoBO and MC-EI on a constrained task: one GP per constraint, the marginal constrained EI
-against the best feasible observation, one point per step."""
+against the best feasible observation, and its batch version at q > 1."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from orthobench.acquisition import MarginalLogCEI
+from orthobench.acquisition import MarginalLogCEI, MarginalLogQCEI
 from orthobench.optimizers.orthobo import MCEI, OrthoBO
 from orthobench.registry import TASKS
 
@@ -50,12 +50,16 @@ def test_with_no_feasible_point_the_incumbent_is_below_every_observation() -> No
     assert np.isfinite(opt.ask(1).x).all()
 
 
-def test_a_batch_on_a_constrained_task_is_refused() -> None:
+def test_a_batch_on_a_constrained_task_maximizes_the_batch_constrained_ei() -> None:
     x, y, c = _history()
-    opt = OrthoBO(2, seed=0, **SETTINGS)
+    opt = OrthoBO(2, seed=0, batch_theta_samples=8, **SETTINGS)
     opt.tell(x, y, c)
-    with pytest.raises(ValueError, match="one point per step on a constrained task"):
-        opt.ask(2)
+    acqf = opt._build_acquisition(opt._fit(), 8, q=2)
+    assert isinstance(acqf, MarginalLogQCEI) and len(acqf.constraint_base_samples) == 2
+    # Every GP has its own base samples: the constraints' differ from the objective's.
+    assert not torch.equal(acqf.base_samples, acqf.constraint_base_samples[0])
+    batch = opt.ask(2).x
+    assert batch.shape == (2, 2) and ((batch >= 0) & (batch <= 1)).all()
 
 
 def test_a_point_set_with_unequal_weights_is_refused_on_a_constrained_task() -> None:
