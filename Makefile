@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # several GB of CUDA wheels); users with GPUs install the package with their own torch.
 PIP_INSTALL := $(BIN)/pip install --disable-pip-version-check -q -c constraints.txt
 
-.PHONY: install demo reproduce test test-slow test-cuda goldens lint clean
+.PHONY: install demo reproduce test test-slow test-cuda goldens lint docs clean
 
 $(BIN)/orthobench: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,10 @@ lint: install
 	$(BIN)/ruff check orthobench tests
 	$(BIN)/ruff format --check orthobench tests
 
+docs: install  ## the documentation site (Sphinx: docs/*.md, the tutorials, the API reference) into docs/_build/html
+	$(BIN)/sphinx-build -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
+
 clean:
-	rm -rf $(VENV) results .pytest_cache .ruff_cache *.egg-info build dist
+	rm -rf $(VENV) results .pytest_cache .ruff_cache *.egg-info build dist docs/_build
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

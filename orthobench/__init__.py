@@ -1,7 +1,21 @@
 """orthobench: benchmarking and diagnostics for Bayesian hyperparameter optimization.
 
-Public API: the registries (to add your own tasks and optimizers), the base classes and suite
-loading. Everything else is internal.
+The public API is the names of ``__all__`` below, and the modules :mod:`orthobench.botorch`
+(BoTorch acquisition functions: :func:`orthobench.botorch.marginal_log_ei`) and
+:mod:`orthobench.integrations.optuna` (``OrthoBOSampler``):
+
+- Running and reading benchmarks, as the command line does: :func:`run_suite` (``orthobench
+  run``; returns a :class:`RunResult`), :func:`load_results` (the rows ``orthobench report``
+  reads), :func:`load_suite` with :class:`Suite` and :class:`Cell`.
+- Measuring the Monte Carlo noise of an acquisition function: :func:`acquisition_noise`
+  (returns an :class:`AcquisitionNoise`).
+- Adding your own tasks and optimizers: the base classes :class:`Task` (with
+  :class:`SearchSpace`, :class:`Parameter`, :class:`Evaluation`) and :class:`Optimizer` (with
+  :class:`Suggestion`), and the registries :data:`TASKS` and :data:`OPTIMIZERS` with the
+  decorators :func:`task_factory` and :func:`optimizer_factory`.
+
+Everything else -- the other modules, and every name starting with ``_`` -- is internal and may
+change without notice, as in Optuna.
 
 The names below are imported on first access (PEP 562), so ``import orthobench`` and the
 torch-free layers under it (:mod:`orthobench.suite`, :mod:`orthobench.config`) do not import
@@ -14,6 +28,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from orthobench.api import RunResult, load_results, run_suite
+    from orthobench.noise import AcquisitionNoise, acquisition_noise
     from orthobench.optimizers.base import Optimizer, Suggestion
     from orthobench.registry import OPTIMIZERS, TASKS, optimizer_factory, task_factory
     from orthobench.space import Parameter, SearchSpace
@@ -24,32 +40,42 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "OPTIMIZERS": "orthobench.registry",
     "TASKS": "orthobench.registry",
+    "AcquisitionNoise": "orthobench.noise",
     "Cell": "orthobench.suite",
     "Evaluation": "orthobench.tasks.base",
     "Optimizer": "orthobench.optimizers.base",
     "Parameter": "orthobench.space",
+    "RunResult": "orthobench.api",
     "SearchSpace": "orthobench.space",
     "Suggestion": "orthobench.optimizers.base",
     "Suite": "orthobench.suite",
     "Task": "orthobench.tasks.base",
+    "acquisition_noise": "orthobench.noise",
+    "load_results": "orthobench.api",
     "load_suite": "orthobench.suite",
     "optimizer_factory": "orthobench.registry",
+    "run_suite": "orthobench.api",
     "task_factory": "orthobench.registry",
 }
 
 __all__ = [
     "OPTIMIZERS",
     "TASKS",
+    "AcquisitionNoise",
     "Cell",
     "Evaluation",
     "Optimizer",
     "Parameter",
+    "RunResult",
     "SearchSpace",
     "Suggestion",
     "Suite",
     "Task",
+    "acquisition_noise",
+    "load_results",
     "load_suite",
     "optimizer_factory",
+    "run_suite",
     "task_factory",
 ]
 __version__ = "0.1.0"

@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from orthobench.api import _load_suite_file, _make_executor, _refuse_changed
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
 
 EXIT_USAGE = 2
@@ -62,23 +63,6 @@ def _suite_options(command):
         default=None,
         help="Results directory [default: results/<suite name>].",
     )(command)
-
-
-def _load_suite(suite_file: str):
-    """Load a suite, with its folder searched last for the ``module:attr`` names it uses.
-
-    So a user's module next to their suite works without PYTHONPATH and never shadows an installed
-    one: the folder is appended to ``sys.path``, after the standard library, site-packages and
-    PYTHONPATH (a ``botorch.py`` next to the suite is not what ``import botorch`` finds). It stays
-    there for the whole command: worker processes started later (process pool, Dask LocalCluster)
-    inherit the parent's ``sys.path`` and import the same module.
-    """
-    from orthobench.suite import load_suite
-
-    folder = str(Path(suite_file).resolve().parent)
-    if folder not in sys.path:
-        sys.path.append(folder)
-    return load_suite(suite_file)
 
 
 def _check_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -139,44 +123,6 @@ def _executor_options(command):
     return command
 
 
-def _executor(
-    executor: str | None,
-    workers: int,
-    scheduler: str | None,
-    scheduler_timeout: float,
-    timeout: float | None,
-):
-    """The executor the options name (its default as ``--executor``'s help says), with a
-    ``--scheduler`` checked before anything is written: one that is not there leaves no folder."""
-    from orthobench.executors import check_scheduler, make_executor
-
-    name = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
-    chosen = make_executor(
-        name,
-        workers=workers,
-        timeout=timeout,
-        scheduler=scheduler,
-        scheduler_timeout=scheduler_timeout,
-    )
-    if scheduler:
-        check_scheduler(scheduler, scheduler_timeout)
-    return chosen
-
-
-def _refuse_changed(store, units, out_dir: Path) -> None:
-    """Stop, listing them, when stored units have another configuration than they have now."""
-    changed = store.config_changes(units)
-    if changed:
-        for line in changed[:20]:
-            click.echo(line, err=True)
-        kind = units[0].kind
-        raise OrthobenchError(
-            f"{len(changed)} stored {kind}(s) in {out_dir} have another configuration than the "
-            "suite now gives them (listed above): rerun with --force to replace them, or write to "
-            "another folder with -o."
-        )
-
-
 def _timeout_option(flag: str, unit: str, units: str, default: str):
     """The option of a per-unit time limit in seconds (``unit``: what it stops)."""
     return click.option(
@@ -235,25 +181,22 @@ def run(
     unfinished cells are kept). The report shows the suite's cells only; ``orthobench report
     DIR`` shows every cell stored in DIR.
     """
-    from orthobench.devices import resolve_device
-    from orthobench.execution import RunInterrupted, run_suite
-    from orthobench.report import build_report
-    from orthobench.results import ResultStore, os_error_text
+    from orthobench.api import _execute, _prepare_run, _write_report
+    from orthobench.execution import RunInterrupted
 
-    suite = _load_suite(suite_file)
-    resolved = resolve_device(device or suite.device)
-    store = ResultStore(Path(output) if output else Path("results") / suite.name)
-    out_dir = store.root  # absolute: a task that changes the working directory cannot move it
-    runner = _executor(
-        executor,
-        workers,
-        scheduler,
-        scheduler_timeout,
-        suite.timeout_s if cell_timeout is None else cell_timeout,
+    prepared = _prepare_run(
+        suite_file,
+        output=output,
+        device=device,
+        executor=executor,
+        workers=workers,
+        scheduler=scheduler,
+        scheduler_timeout=scheduler_timeout,
+        cell_timeout=cell_timeout,
+        force=force,
     )
-    cells = suite.cells()
-    if not force:
-        _refuse_changed(store, cells, out_dir)
+    suite, store, runner, cells = prepared.suite, prepared.store, prepared.executor, prepared.cells
+    out_dir = store.root  # absolute: a task that changes the working directory cannot move it
     n_cells = len(cells)
     stored = None if force else store.stored()
     running = [c for c in cells if force or not store.is_stored(c, stored)]
@@ -265,22 +208,15 @@ def run(
         else ""
     )
     click.echo(
-        f"suite {suite.name}: {n_cells} cells ({len(running)} to run) on {resolved} "
+        f"suite {suite.name}: {n_cells} cells ({len(running)} to run) on {prepared.device} "
         f"({runner.name}, {_workers_text(runner, scheduler, slots, 'cells to run')}{batch}, "
         f"{threads_per_cell} thread(s) per cell) "
         f"-> {out_dir}",
         err=True,
     )
     try:
-        summary = run_suite(
-            suite,
-            store,
-            device=resolved,
-            executor=runner,
-            force=force,
-            show_progress=not quiet,
-            threads_per_cell=threads_per_cell,
-            evaluation_timeout=suite.evaluation_timeout_s,
+        summary = _execute(
+            prepared, force=force, show_progress=not quiet, threads_per_cell=threads_per_cell
         )
     except RunInterrupted as stop:
         done = stop.summary
@@ -290,13 +226,6 @@ def run(
             err=True,
         )
         sys.exit(EXIT_INTERRUPTED)
-    except OSError as err:  # the runner's own I/O (a full disk): what is stored stays stored
-        stored = store.stored()
-        n_stored = sum(store.is_stored(cell, stored) for cell in cells)
-        raise OrthobenchError(
-            f"{os_error_text(err)}; {n_stored} of {n_cells} cells are stored in {out_dir}; "
-            "rerun the same command to resume once that is fixed."
-        ) from err
     done = (
         f"{summary.count('ok')} run, {summary.count('skipped')} already stored, "
         f"{summary.count('failed')} failed in {summary.seconds:.1f} s; results: {store.runs_dir}"
@@ -304,7 +233,7 @@ def run(
     suite_ids = {cell.id for cell in cells}
     try:
         with _warnings_as_lines():
-            report = build_report([out_dir], out_dir / "report.html", cell_ids=suite_ids)
+            report = _write_report(prepared)
     except OrthobenchError:  # a full disk, say: the cells are stored whatever the report does
         click.echo(f"{done}; report: not written")
         raise
@@ -377,7 +306,7 @@ def _probe_suite(
     from orthobench.probe.runner import probe_units, run_probe
     from orthobench.results import ResultStore
 
-    suite = _load_suite(suite_file)
+    suite = _load_suite_file(suite_file)
     if suite.probe is None:
         raise SuiteError(
             suite_file, "probe", "missing; `probe` and `check` need a probe section in the suite."
@@ -386,7 +315,7 @@ def _probe_suite(
     # Absolute now: a task that changes the working directory must not move the report.
     store = ResultStore(output or Path("results") / suite.name)
     out_dir = store.root
-    runner = _executor(executor, workers, scheduler, scheduler_timeout, timeout)
+    runner = _make_executor(executor, workers, scheduler, scheduler_timeout, timeout)
     units = probe_units(suite.name, suite.probe)
     if not force:
         _refuse_changed(store, units, out_dir)

@@ -1,0 +1,362 @@
+"""The Python entry points mirroring the command line: :func:`run_suite` and :func:`load_results`.
+
+``orthobench.run_suite(suite)`` does what ``orthobench run SUITE.yaml`` does -- run every cell not
+yet stored, one Parquet file per cell, then ``DIR/report.html`` -- and returns a
+:class:`RunResult` instead of printing and exiting; ``orthobench.load_results(DIR)`` reads the
+rows ``orthobench report DIR`` reads. Bad input raises the error the command line prints as its
+one line (an :class:`~orthobench.exceptions.OrthobenchError`, a
+:class:`~orthobench.exceptions.SuiteError` for a bad suite), never ``SystemExit``.
+
+The building blocks the command line shares with these functions (loading a suite file, choosing
+the executor, refusing stored cells of another configuration, storing and reporting) live here,
+and ``orthobench run`` calls them (:mod:`orthobench.cli`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orthobench.exceptions import OrthobenchError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
+
+    from orthobench.execution import RunSummary
+    from orthobench.executors import Executor
+    from orthobench.results import ResultStore
+    from orthobench.suite import Cell, Suite
+    from orthobench.work import WorkUnit
+
+__all__ = ["RunResult", "load_results", "run_suite"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """What one :func:`run_suite` call did: the counts of its cells, where they are stored.
+
+    Every cell of the suite is counted once: ``ok + skipped + failed`` is the suite's number of
+    cells. A failed cell is not stored (a stored cell from an earlier run is kept); a rerun runs
+    it again.
+
+    Args:
+        suite: The suite's name.
+        results_dir: The results directory (absolute): ``runs/`` holds one Parquet file per
+            stored cell; read the rows with :func:`load_results`.
+        report: The HTML report of the suite's cells (``results_dir / "report.html"``), or
+            ``None`` when ``run_suite(..., report=False)``.
+        ok: Cells run and stored by this call.
+        skipped: Cells already stored before this call (resume), not run again.
+        failed: Cells that failed in this call.
+        failures: ``(cell id, error)`` of each failed cell; their tracebacks are in
+            :attr:`journal`.
+        journal: The run journal, ``results_dir / "runs.jsonl"``.
+        seconds: Wall-clock seconds the cells took.
+    """
+
+    suite: str
+    results_dir: Path
+    report: Path | None
+    ok: int
+    skipped: int
+    failed: int
+    failures: tuple[tuple[str, str], ...]
+    journal: Path
+    seconds: float
+
+
+def run_suite(
+    suite: str | os.PathLike[str] | Suite,
+    *,
+    output: str | os.PathLike[str] | None = None,
+    device: str | None = None,
+    workers: int = 1,
+    executor: str | None = None,
+    force: bool = False,
+    progress: bool = True,
+    threads_per_cell: int = 1,
+    report: bool = True,
+) -> RunResult:
+    """Run every cell of ``suite`` not yet stored, then write the report: ``orthobench run``.
+
+    A rerun into the same ``output`` resumes: stored cells are skipped (counted in
+    :attr:`RunResult.skipped`), and a cell that was interrupted continues after its last stored
+    evaluation. Cells that fail are counted and listed in the result, not raised; the others are
+    stored. The cell timeout is the suite's ``timeout_s``.
+
+    Args:
+        suite:
+            A suite file (YAML) or a :class:`~orthobench.Suite` from
+            :func:`~orthobench.load_suite`. As on the command line, the folder of a suite file is
+            appended to ``sys.path`` (after everything else, and left there), so a module next to
+            it that the suite names is found.
+        output:
+            The results directory [default: ``results/<suite name>`` in the working directory].
+        device:
+            ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` [default: the suite's, else ``auto``].
+        workers:
+            Parallel worker processes.
+        executor:
+            ``inline``, ``process`` or ``dask`` (a Dask ``LocalCluster`` of ``workers`` workers)
+            [default: ``process`` when ``workers > 1``, else ``inline``].
+        force:
+            Rerun cells that are already stored (else stored cells with another configuration
+            than the suite now gives them raise).
+        progress:
+            Show the progress line with an ETA on stderr.
+        threads_per_cell:
+            Torch threads per running cell, in every executor (results depend on it).
+        report:
+            Write ``results_dir / "report.html"`` of the suite's cells after the run.
+
+    Returns:
+        The counts of cells run, already stored and failed, the results directory and the
+        report's path, as a :class:`RunResult`.
+
+    Raises:
+        SuiteError: for a suite file that cannot be read or is not a valid suite, with the
+            command line's one-line message naming the file and the field.
+        OrthobenchError: for a device that is not there, a task or optimizer that cannot be
+            built, stored cells of another configuration (without ``force``), or a results
+            directory the runner cannot write (how many cells are stored).
+        ValueError: for ``workers`` or ``threads_per_cell`` below 1 or an unknown ``executor``.
+        orthobench.execution.RunInterrupted: on Ctrl-C (a ``KeyboardInterrupt``), with the
+            summary of the cells stored so far; a rerun resumes.
+
+    Example:
+        .. code-block:: python
+
+            import orthobench
+
+            result = orthobench.run_suite("suites/demo.yaml", output="results/demo", workers=2)
+            print(result.ok, result.skipped, result.failed, result.report)
+            rows = orthobench.load_results(result.results_dir)
+    """
+    if workers < 1:
+        raise ValueError(f"`workers` must be >= 1, but got {workers=}.")
+    if threads_per_cell < 1:
+        raise ValueError(f"`threads_per_cell` must be >= 1, but got {threads_per_cell=}.")
+    prepared = _prepare_run(
+        suite,
+        output=output,
+        device=device,
+        executor=executor,
+        workers=workers,
+        scheduler=None,
+        scheduler_timeout=None,
+        cell_timeout=None,
+        force=force,
+    )
+    summary = _execute(
+        prepared, force=force, show_progress=progress, threads_per_cell=threads_per_cell
+    )
+    store = prepared.store
+    return RunResult(
+        suite=prepared.suite.name,
+        results_dir=store.root,
+        report=_write_report(prepared) if report else None,
+        ok=summary.count("ok"),
+        skipped=summary.count("skipped"),
+        failed=summary.count("failed"),
+        failures=tuple((o.unit.id, o.error or "") for o in summary.failed),
+        journal=store.runs_journal.path,
+        seconds=summary.seconds,
+    )
+
+
+def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
+    """The stored evaluations of one or more results directories, one row each.
+
+    The rows ``orthobench report`` reads: every cell file under ``DIR/runs/``. The columns are
+    the fields of :class:`orthobench.results.RunRecord`, which documents each (README.md,
+    "Results"): ``suite, cell_id, task, optimizer, seed, iteration, phase, q, batch, x, y,
+    y_true, best_y, regret, is_outlier, fit_seconds, acq_seconds, eval_seconds, wall_seconds,
+    status, fallback, info, constraints, feasible``. A file that is not an orthobench results
+    file is skipped with an :class:`~orthobench.exceptions.OrthobenchWarning` naming it.
+
+    Args:
+        dirs:
+            Results directories (the ``output`` of :func:`run_suite`, the ``-o`` of
+            ``orthobench run``); their rows are concatenated (the ``suite`` column tells them
+            apart).
+
+    Returns:
+        A ``pandas.DataFrame`` with those columns, empty when nothing is stored yet.
+
+    Raises:
+        OrthobenchError: for a directory that does not exist.
+        ResultsError: for a results file of another schema version.
+
+    Example:
+        .. code-block:: python
+
+            rows = orthobench.load_results("results/demo")
+            final = rows.groupby(["task", "optimizer", "seed"]).best_y.last()
+    """
+    from orthobench.results import load_runs
+
+    if not dirs:
+        raise TypeError("load_results() needs at least one results directory.")
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise OrthobenchError(f"{os.fspath(d)}: no such results directory.")
+    return load_runs(dirs)
+
+
+# The building blocks `orthobench run` (orthobench/cli.py) shares with run_suite; `probe` and
+# `check` use the first three too.
+
+
+def _load_suite_file(suite_file: str | os.PathLike[str]) -> Suite:
+    """Load a suite, with its folder searched last for the ``module:attr`` names it uses.
+
+    So a user's module next to their suite works without PYTHONPATH and never shadows an installed
+    one: the folder is appended to ``sys.path``, after the standard library, site-packages and
+    PYTHONPATH (a ``botorch.py`` next to the suite is not what ``import botorch`` finds). It stays
+    there for the whole command: worker processes started later (process pool, Dask LocalCluster)
+    inherit the parent's ``sys.path`` and import the same module.
+    """
+    from orthobench.suite import load_suite
+
+    folder = str(Path(suite_file).resolve().parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
+    return load_suite(suite_file)
+
+
+def _make_executor(
+    executor: str | None,
+    workers: int,
+    scheduler: str | None,
+    scheduler_timeout: float | None,
+    timeout: float | None,
+) -> Executor:
+    """The executor ``executor`` names (``--executor``'s default: dask with a ``scheduler``,
+    process when ``workers > 1``, else inline), with a ``scheduler`` checked before anything is
+    written: one that is not there leaves no folder."""
+    from orthobench.executors import check_scheduler, make_executor
+
+    name = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
+    chosen = make_executor(
+        name,
+        workers=workers,
+        timeout=timeout,
+        scheduler=scheduler,
+        scheduler_timeout=scheduler_timeout,
+    )
+    if scheduler:
+        check_scheduler(scheduler, scheduler_timeout)
+    return chosen
+
+
+def _refuse_changed(store: ResultStore, units: Sequence[WorkUnit], out_dir: Path) -> None:
+    """Stop, listing them on stderr, when stored units have another configuration than they have
+    now."""
+    import click
+
+    changed = store.config_changes(units)
+    if changed:
+        for line in changed[:20]:
+            click.echo(line, err=True)
+        kind = units[0].kind
+        raise OrthobenchError(
+            f"{len(changed)} stored {kind}(s) in {out_dir} have another configuration than the "
+            "suite now gives them (listed above): rerun with --force to replace them, or write to "
+            "another folder with -o."
+        )
+
+
+@dataclass(frozen=True)
+class _PreparedRun:
+    """A suite ready to run: its resolved device, its store and executor, and its cells."""
+
+    suite: Suite
+    device: torch.device
+    store: ResultStore
+    executor: Executor
+    cells: list[Cell]
+
+
+def _prepare_run(
+    suite: str | os.PathLike[str] | Suite,
+    *,
+    output: str | os.PathLike[str] | None,
+    device: str | None,
+    executor: str | None,
+    workers: int,
+    scheduler: str | None,
+    scheduler_timeout: float | None,
+    cell_timeout: float | None,
+    force: bool,
+) -> _PreparedRun:
+    """Load the suite (a file, or one loaded), resolve the device, open the store (absolute: a
+    task that changes the working directory cannot move it), choose the executor (its timeout:
+    ``cell_timeout``, else the suite's ``timeout_s``) and, unless ``force``, refuse stored cells
+    of another configuration (:func:`_refuse_changed`)."""
+    from orthobench.devices import resolve_device
+    from orthobench.results import ResultStore
+    from orthobench.suite import Suite
+
+    if not isinstance(suite, Suite):
+        suite = _load_suite_file(suite)
+    resolved = resolve_device(device or suite.device)
+    store = ResultStore(Path(output) if output else Path("results") / suite.name)
+    runner = _make_executor(
+        executor,
+        workers,
+        scheduler,
+        scheduler_timeout,
+        suite.timeout_s if cell_timeout is None else cell_timeout,
+    )
+    cells = suite.cells()
+    if not force:
+        _refuse_changed(store, cells, store.root)
+    return _PreparedRun(suite, resolved, store, runner, cells)
+
+
+def _execute(
+    prepared: _PreparedRun, *, force: bool, show_progress: bool, threads_per_cell: int
+) -> RunSummary:
+    """Run the prepared suite's cells (:func:`orthobench.execution.run_suite`).
+
+    Raises:
+        OrthobenchError: for the runner's own I/O failing (a full disk), saying how many cells
+            are stored (they stay stored).
+        RunInterrupted: on Ctrl-C.
+    """
+    from orthobench.execution import run_suite as run_cells
+    from orthobench.results import os_error_text
+
+    store = prepared.store
+    try:
+        return run_cells(
+            prepared.suite,
+            store,
+            device=prepared.device,
+            executor=prepared.executor,
+            force=force,
+            show_progress=show_progress,
+            threads_per_cell=threads_per_cell,
+            evaluation_timeout=prepared.suite.evaluation_timeout_s,
+        )
+    except OSError as err:  # the runner's own I/O (a full disk): what is stored stays stored
+        stored = store.stored()
+        n_stored = sum(store.is_stored(cell, stored) for cell in prepared.cells)
+        raise OrthobenchError(
+            f"{os_error_text(err)}; {n_stored} of {len(prepared.cells)} cells are stored in "
+            f"{store.root}; rerun the same command to resume once that is fixed."
+        ) from err
+
+
+def _write_report(prepared: _PreparedRun) -> Path:
+    """Write ``DIR/report.html`` of the suite's cells (stored cells the suite no longer has are
+    left out); returns its path."""
+    from orthobench.report import build_report
+
+    root = prepared.store.root
+    return build_report([root], root / "report.html", cell_ids={c.id for c in prepared.cells})

@@ -1,0 +1,1 @@
+"""The documentation runs: the tutorials' and README's Python blocks, and the Sphinx site."""

@@ -1,0 +1,144 @@
+"""The Python API (orthobench/api.py): run_suite and load_results do what `run` and `report` do."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import orthobench
+from orthobench.cli import cli
+from orthobench.exceptions import OrthobenchError, SuiteError
+from orthobench.results import RunRecord
+
+# The suite of tests/test_cli.py: 1 task x 2 optimizers x 2 seeds, 3 + 3 evaluations per cell.
+SPHERE_SUITE = """
+name: sphere
+seeds: 2
+n_init: 3
+budget: 3
+tasks:
+  - {{name: "{plugin}:make_sphere", params: {{fail_at: {fail_at}}}, label: sphere}}
+optimizers:
+  - sobol
+  - {{name: "{plugin}:CenterOptimizer", label: center}}
+"""
+
+
+def _digests(out: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (out / "runs").glob("*")}
+
+
+def test_run_suite_stores_rows_writes_a_report_and_resumes(plugin, write_suite, tmp_path):
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, fail_at=-1.0))
+    out = tmp_path / "out"
+    first = orthobench.run_suite(suite, output=out, progress=False)
+    assert (first.ok, first.skipped, first.failed, first.failures) == (4, 0, 0, ())
+    assert first.suite == "sphere" and first.results_dir == out.resolve()
+    assert first.report == out.resolve() / "report.html" and first.report.exists()
+    assert first.journal == out.resolve() / "runs.jsonl"
+
+    rows = orthobench.load_results(out)
+    assert list(rows.columns) == [f.name for f in dataclasses.fields(RunRecord)]
+    assert len(rows) == 4 * (3 + 3)
+    assert set(rows.optimizer) == {"sobol", "center"} and set(rows.seed) == {0, 1}
+    files = _digests(out)
+
+    # A loaded Suite works as well as its file; stored cells are skipped, not rewritten.
+    again = orthobench.run_suite(
+        orthobench.load_suite(suite), output=str(out), progress=False, report=False
+    )
+    assert (again.ok, again.skipped, again.failed, again.report) == (0, 4, 0, None)
+    assert _digests(out) == files
+    forced = orthobench.run_suite(suite, output=out, progress=False, report=False, force=True)
+    assert (forced.ok, forced.skipped) == (4, 0)
+
+
+def test_failed_cells_are_counted_not_raised(plugin, write_suite, tmp_path):
+    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, fail_at=0.0))
+    result = orthobench.run_suite(suite, output=tmp_path / "out", progress=False, report=False)
+    assert result.failed >= 1 and result.ok + result.skipped + result.failed == 4
+    assert ("sphere__sobol__seed0", "RuntimeError: simulated training crash") in result.failures
+    assert "Traceback" in result.journal.read_text()
+
+
+def _cli_error(*args: str) -> str:
+    """The one line `orthobench run` prints for bad input, without its prefix."""
+    result = CliRunner().invoke(cli, ["run", *args])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert line.startswith("orthobench: error: ")
+    return line.removeprefix("orthobench: error: ")
+
+
+def test_bad_input_raises_the_one_line_error_the_cli_prints(write_suite, tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(SuiteError) as err:
+        orthobench.run_suite(missing, output=tmp_path / "out")
+    assert str(err.value) == _cli_error(str(missing), "-o", str(tmp_path / "out"))
+    assert "\n" not in str(err.value) and str(missing) in str(err.value)
+
+    bad = write_suite("name: x\nbudget: -1\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    with pytest.raises(SuiteError, match="budget: must be >= 0, but got -1") as err:
+        orthobench.run_suite(str(bad))
+    assert str(err.value) == _cli_error(str(bad))
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_changed_configuration_raises_unless_forced(plugin, write_suite, tmp_path):
+    out = tmp_path / "out"
+    orthobench.run_suite(
+        write_suite(SPHERE_SUITE.format(plugin=plugin, fail_at=-1.0)),
+        output=out,
+        progress=False,
+        report=False,
+    )
+    changed = write_suite(SPHERE_SUITE.format(plugin=plugin, fail_at=5.0), name="changed.yaml")
+    with pytest.raises(OrthobenchError, match="4 stored cell\\(s\\) .* another configuration"):
+        orthobench.run_suite(changed, output=out, progress=False, report=False)
+
+
+def test_bad_arguments_raise_value_errors(write_suite, tmp_path):
+    suite = write_suite("name: x\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    with pytest.raises(ValueError, match="`workers` must be >= 1"):
+        orthobench.run_suite(suite, workers=0)
+    with pytest.raises(ValueError, match="`threads_per_cell` must be >= 1"):
+        orthobench.run_suite(suite, threads_per_cell=0)
+    with pytest.raises(ValueError, match="Unknown executor 'ray'"):
+        orthobench.run_suite(suite, executor="ray", output=tmp_path / "out")
+
+
+def test_load_results_of_empty_and_missing_directories(tmp_path):
+    empty = orthobench.load_results(tmp_path)
+    assert len(empty) == 0
+    assert list(empty.columns) == [f.name for f in dataclasses.fields(RunRecord)]
+    with pytest.raises(OrthobenchError, match="nowhere: no such results directory"):
+        orthobench.load_results(tmp_path / "nowhere")
+    with pytest.raises(TypeError, match="at least one results directory"):
+        orthobench.load_results()
+
+
+def test_the_api_is_exported_and_import_stays_torch_free():
+    from orthobench import api
+
+    assert orthobench.run_suite is api.run_suite
+    assert orthobench.load_results is api.load_results
+    assert orthobench.RunResult is api.RunResult
+    for name in ("run_suite", "load_results", "RunResult", "acquisition_noise", "AcquisitionNoise"):
+        assert name in orthobench.__all__ and name in dir(orthobench)
+    assert orthobench._EXPORTS["acquisition_noise"] == "orthobench.noise"
+    assert orthobench._EXPORTS["AcquisitionNoise"] == "orthobench.noise"
+    # Reaching the API's functions imports no torch either (their modules import it on call).
+    code = (
+        "import json, sys, orthobench\n"
+        "orthobench.run_suite, orthobench.load_results, orthobench.RunResult\n"
+        "print(json.dumps([m for m in ('torch', 'botorch', 'pandas') if m in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

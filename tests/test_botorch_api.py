@@ -1,0 +1,196 @@
+"""orthobench.botorch.marginal_log_ei: OrthoBO's marginal log-EI of a user's fitted SingleTaskGP."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from botorch.acquisition import LogExpectedImprovement
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.models.transforms.input import Normalize
+from botorch.models.transforms.outcome import Log
+from botorch.optim import optimize_acqf
+from gpytorch.kernels import MaternKernel
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from orthobench.acquisition import MarginalLogEI, MarginalLogQEI
+from orthobench.botorch import marginal_log_ei
+from orthobench.surrogates.laplace import laplace_posterior
+
+DTYPE = torch.float64
+BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=DTYPE)
+
+# Tight-posterior check (test_approaches_log_ei_at_the_map): with 80 points of a smooth 2-d
+# function, q(theta) is narrow and E_q[EI] is close to EI at the MAP where EI is not tiny. With
+# best_f the median target and the candidates where BoTorch's LogEI > 0 (EI above one outcome
+# unit; 19-30 of 64 random candidates), the largest |marginal - LogEI| over 5 data seeds was
+# 0.0017-0.0125 at S = 512 and the same to 1e-3 at S = 64 (the tests' budget: the gap is the
+# Laplace width, not MC noise); with 10 points it was 0.03-0.21. 0.03 is 2.4 times the largest
+# gap at 80 points.
+TIGHT_TOL = 0.03
+
+
+def _objective(X: torch.Tensor) -> torch.Tensor:
+    return torch.sin(3 * X[:, 0]) * torch.cos(2 * X[:, 1]) + 0.5 * X[:, 0]
+
+
+def _fit(n: int, seed: int, **kwargs) -> tuple[SingleTaskGP, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 2, generator=gen, dtype=DTYPE)
+    Y = 10 * _objective(X) + 3 + 0.1 * torch.randn(n, generator=gen, dtype=DTYPE)
+    model = SingleTaskGP(X, Y.unsqueeze(-1), **kwargs)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model, X, Y.unsqueeze(-1)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return _fit(12, 0)
+
+
+def _candidates(seed: int, n: int = 64) -> torch.Tensor:
+    return torch.rand(n, 1, 2, generator=torch.Generator().manual_seed(100 + seed), dtype=DTYPE)
+
+
+def test_importing_it_leaves_botorch_itself():
+    import botorch
+
+    import orthobench.botorch as api
+
+    assert api.__name__ == "orthobench.botorch"
+    assert Path(botorch.__file__).parent.name == "botorch"
+    assert Path(botorch.__file__).parent.parent != Path(api.__file__).parent.parent
+    assert sys.modules["botorch"] is botorch
+
+
+def test_shapes(small):
+    model, X, _ = small
+    acqf = marginal_log_ei(model, theta_samples=32, seed=0)
+    assert isinstance(acqf, MarginalLogEI)
+    assert acqf(X[:5].unsqueeze(-2)).shape == (5,)
+    assert acqf(X[:6].reshape(2, 3, 1, 2)).shape == (2, 3)
+    assert acqf(X[:1]).shape == (1,)  # 1 x d read as one batch of q = 1
+    qacqf = marginal_log_ei(model, theta_samples=16, q=2, seed=0)
+    assert isinstance(qacqf, MarginalLogQEI)
+    assert qacqf(X[:6].reshape(3, 2, 2)).shape == (3,)
+    assert qacqf(X[:3].unsqueeze(-2)).shape == (3,)  # q' = 1 <= q
+    pending = marginal_log_ei(model, theta_samples=16, q=2, seed=0, X_pending=X[:1])
+    assert pending.base_samples.shape[-1] == 3
+    assert pending(X[:4].reshape(2, 2, 2)).shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)]
+)
+def test_approaches_log_ei_at_the_map(seed):
+    model, _, Y = _fit(80, seed)
+    X = _candidates(seed)
+    best_f = float(Y.median())
+    with torch.no_grad():
+        ref = LogExpectedImprovement(model, best_f=best_f)(X)
+        value = marginal_log_ei(model, theta_samples=64, best_f=best_f, seed=0)(X)
+    where = ref > 0
+    assert int(where.sum()) >= 10
+    gap = float((value - ref)[where].abs().max())
+    assert gap < TIGHT_TOL, f"{gap=}"
+    if seed == 0:
+        # With little data the Laplace posterior is wide and the marginal differs (0.107).
+        model, _, Y = _fit(10, seed)
+        with torch.no_grad():
+            ref = LogExpectedImprovement(model, best_f=float(Y.median()))(X)
+            value = marginal_log_ei(model, theta_samples=64, best_f=float(Y.median()), seed=0)(X)
+        assert float((value - ref)[ref > 0].abs().max()) > TIGHT_TOL
+
+
+def test_best_f_is_in_original_units(small):
+    model, X, Y = small
+    Xc = X.unsqueeze(-2)
+    with torch.no_grad():
+        default = marginal_log_ei(model, theta_samples=32, seed=3)(Xc)
+        given = marginal_log_ei(model, theta_samples=32, seed=3, best_f=Y.max())(Xc)
+    # None is the best training target: the conversion to the standardized scale is exact.
+    torch.testing.assert_close(given, default, rtol=0, atol=1e-9)
+    # A lower incumbent raises every value.
+    with torch.no_grad():
+        lower = marginal_log_ei(model, theta_samples=32, seed=3, best_f=float(Y.median()))(Xc)
+    assert bool((lower > default).all())
+    with pytest.raises(ValueError, match="scalar"):
+        marginal_log_ei(model, theta_samples=32, seed=3, best_f=Y[:2])
+
+
+def test_model_without_outcome_transform():
+    # Values in original units either way: without Standardize the draws work on raw targets.
+    model, _, Y = _fit(80, 0, outcome_transform=None)
+    X = _candidates(0)
+    best_f = float(Y.median())
+    with torch.no_grad():
+        ref = LogExpectedImprovement(model, best_f=best_f)(X)
+        value = marginal_log_ei(model, theta_samples=64, best_f=best_f, seed=0)(X)
+    where = ref > 0
+    assert int(where.sum()) >= 10
+    assert float((value - ref)[where].abs().max()) < TIGHT_TOL
+
+
+@pytest.mark.parametrize("q", [1, 2])
+def test_optimize_acqf(small, q):
+    model, _, _ = small
+    acqf = marginal_log_ei(model, theta_samples=32, q=q, seed=0)
+    candidate, value = optimize_acqf(acqf, BOUNDS, q=q, num_restarts=2, raw_samples=32)
+    assert candidate.shape == (q, 2)
+    assert bool(((candidate >= 0) & (candidate <= 1)).all())
+    assert torch.isfinite(value).all()
+    if q == 2:
+        assert float((candidate[0] - candidate[1]).norm()) > 1e-3
+
+
+def test_seeds_reproduce(small):
+    model, X, _ = small
+    Xc = X.unsqueeze(-2)
+    lap = laplace_posterior(model)
+    for q, Xq in ((1, Xc), (2, X[:8].reshape(4, 2, 2))):
+        with torch.no_grad():
+            a = marginal_log_ei(model, theta_samples=16, q=q, seed=5)(Xq)
+            b = marginal_log_ei(model, theta_samples=16, q=q, seed=5, laplace=lap)(Xq)
+            c = marginal_log_ei(model, theta_samples=16, q=q, seed=6)(Xq)
+        assert torch.equal(a, b)
+        assert not torch.equal(a, c)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        a = marginal_log_ei(model, theta_samples=16)(Xc)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        b = marginal_log_ei(model, theta_samples=16)(Xc)
+    assert torch.equal(a, b)  # seed=None draws its seed from torch's global generator
+
+
+def _one_line_error(build) -> str:
+    with pytest.raises(ValueError) as info:
+        build()
+    message = str(info.value)
+    assert "\n" not in message and message
+    return message
+
+
+def test_unsupported_models_raise_one_line(small):
+    model, X, Y = small
+    assert "train_Yvar" in _one_line_error(
+        lambda: marginal_log_ei(SingleTaskGP(X, Y, train_Yvar=torch.full_like(Y, 0.01)))
+    )
+    assert "Normalize" in _one_line_error(
+        lambda: marginal_log_ei(SingleTaskGP(X, Y, input_transform=Normalize(d=2)))
+    )
+    assert "Log" in _one_line_error(
+        lambda: marginal_log_ei(SingleTaskGP(X, Y, outcome_transform=Log()))
+    )
+    assert "Matern-5/2" in _one_line_error(
+        lambda: marginal_log_ei(SingleTaskGP(X, Y, covar_module=MaternKernel(nu=1.5)))
+    )
+    assert "SingleTaskGP" in _one_line_error(lambda: marginal_log_ei(object()))
+    other = SingleTaskGP(X[:6], Y[:6])  # another model (unfitted: its Laplace is another)
+    assert "laplace" in _one_line_error(
+        lambda: marginal_log_ei(model, laplace=laplace_posterior(other))
+    )
+    assert "q" in _one_line_error(lambda: marginal_log_ei(model, q=0))

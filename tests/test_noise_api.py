@@ -1,0 +1,145 @@
+"""orthobench.noise.acquisition_noise: an acquisition's values across rebuilds, as the probe measures them."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+from botorch.acquisition import LogExpectedImprovement, qLogNoisyExpectedImprovement
+from botorch.fit import fit_gpytorch_mll
+from botorch.models import SingleTaskGP
+from botorch.sampling import SobolQMCNormalSampler
+from gpytorch.mlls import ExactMarginalLogLikelihood
+
+from orthobench.noise import AcquisitionNoise, acquisition_noise
+from orthobench.probe.metrics import flip_rate, probe_variance, top1_agreement
+
+DTYPE = torch.float64
+
+# qLogNEI with 16 vs 256 scrambled-Sobol function samples (sampler seeded by the rebuild), 16
+# rebuilds, at the 32 of 512 random candidates with the highest LogEI of a GP fitted on 12 noisy
+# points of a 2-d function: the ratio of mean across-rebuild variances (log scale) was 158, 265,
+# 366, 169 and 6858 for data seeds 4, 0, 2, 3 and 1 (QMC beats 1/m; 16 if it were MC's 1/m).
+# 12 rebuilds here; 40 is a quarter of the smallest ratio measured.
+MIN_VARIANCE_RATIO = 40.0
+
+
+def _objective(X: torch.Tensor) -> torch.Tensor:
+    return torch.sin(3 * X[:, 0]) * torch.cos(2 * X[:, 1]) + 0.5 * X[:, 0]
+
+
+@functools.cache
+def _state(seed: int) -> tuple[SingleTaskGP, torch.Tensor, torch.Tensor]:
+    """A fitted GP, its inputs and 32 candidates where EI is not tiny (``32 x 1 x 2``)."""
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(12, 2, generator=gen, dtype=DTYPE)
+    Y = (_objective(X) + 0.05 * torch.randn(12, generator=gen, dtype=DTYPE)).unsqueeze(-1)
+    model = SingleTaskGP(X, Y)
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    candidates = torch.rand(512, 1, 2, generator=gen, dtype=DTYPE)
+    with torch.no_grad():
+        log_ei = LogExpectedImprovement(model, best_f=Y.max())(candidates)
+    return model, X, candidates[log_ei.argsort(descending=True)[:32]]
+
+
+def _toy(scale: float = 0.01):
+    """``make_acqf`` of a smooth function plus rebuild noise of size ``scale``, q = 1."""
+
+    def make_acqf(r: int):
+        noise = torch.randn(8, generator=torch.Generator().manual_seed(r), dtype=DTYPE)
+        return lambda X: -(X[..., 0, 0] - 0.3).square() + scale * noise[: X.shape[0]]
+
+    return make_acqf
+
+
+X_TOY = torch.linspace(0, 1, 8, dtype=DTYPE).reshape(8, 1)
+
+
+@pytest.mark.parametrize(
+    "seed", [0, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
+)
+def test_qlognei_variance_falls_with_mc_samples(seed):
+    model, X, candidates = _state(seed)
+
+    def qlognei(samples: int):
+        return lambda r: qLogNoisyExpectedImprovement(
+            model, X, sampler=SobolQMCNormalSampler(torch.Size([samples]), seed=r), cache_root=False
+        )
+
+    few = acquisition_noise(qlognei(16), candidates, rebuilds=12)
+    many = acquisition_noise(qlognei(256), candidates, rebuilds=12)
+    ratio = few.mean_variance / many.mean_variance
+    assert ratio > MIN_VARIANCE_RATIO, f"{ratio=}"
+    assert few.values.shape == (12, 32) and few.variance.shape == (32,)
+
+
+def test_deterministic_acquisition_has_no_noise():
+    model, _, candidates = _state(0)
+    acqf = LogExpectedImprovement(model, best_f=model.train_targets.max())
+    result = acquisition_noise(lambda r: acqf, candidates, rebuilds=4)
+    assert result.mean_variance == 0.0
+    assert bool((result.variance == 0).all())
+    assert result.top1_agreement == 1.0 and result.flip_rate == 0.0
+    assert result.top1_interval[0] <= 1.0 == result.top1_interval[1]
+    assert result.flip_interval == (0.0, 0.0)
+
+
+def test_metrics_are_the_probes():
+    result = acquisition_noise(_toy(), X_TOY, rebuilds=16, top_k=4, seed=1)
+    assert isinstance(result, AcquisitionNoise)
+    assert result.values.shape == (16, 8) and result.variance.shape == (8,)
+    assert result.mean_variance == probe_variance(result.values)
+    np.testing.assert_array_equal(result.variance, result.values.var(axis=0, ddof=1))
+    ref = result.values.mean(axis=0)
+    np.testing.assert_array_equal(result.reference, ref)
+    assert result.reference_is_mean
+    assert result.top1_agreement == top1_agreement(result.values, ref)
+    assert result.flip_rate == flip_rate(result.values, ref, 4)
+    assert "stability, not correctness" in str(result) == result.summary()
+    # n x d is n x 1 x d.
+    same = acquisition_noise(_toy(), X_TOY.unsqueeze(-2), rebuilds=16, top_k=4, seed=1)
+    np.testing.assert_array_equal(same.values, result.values)
+    with pytest.raises(AttributeError):
+        result.mean_variance = 0.0  # frozen
+
+
+def test_intervals_contain_the_estimates():
+    for scale, reference in ((0.01, None), (0.05, None), (0.01, -np.arange(8.0))):
+        result = acquisition_noise(
+            _toy(scale), X_TOY, rebuilds=20, top_k=5, reference=reference, confidence=0.9
+        )
+        low, high = result.top1_interval
+        assert 0 <= low <= result.top1_agreement <= high <= 1
+        low, high = result.flip_interval
+        assert 0 <= low <= result.flip_rate <= high <= 1
+        assert result.reference_is_mean == (reference is None)
+    assert 0 < result.flip_rate  # the given reference (ascending order) disagrees with the toy
+    assert low < high
+
+
+def test_given_reference_is_used():
+    reference = torch.tensor([0.0, 0, 0, 0, 0, 0, 0, 1.0], dtype=DTYPE)
+    result = acquisition_noise(_toy(), X_TOY, rebuilds=8, reference=reference)
+    assert result.top1_agreement == 0.0  # every rebuild picks x = 0.3, the reference x = 1
+    assert result.top1_interval[0] == 0.0 < result.top1_interval[1]
+    assert "given reference" in result.summary()
+
+
+def _one_line_error(call, match: str) -> None:
+    with pytest.raises(ValueError, match=match) as info:
+        call()
+    assert "\n" not in str(info.value)
+
+
+def test_bad_inputs_raise_one_line():
+    _one_line_error(lambda: acquisition_noise(_toy(), X_TOY[:, 0]), "n x q x d")
+    _one_line_error(lambda: acquisition_noise(_toy(), X_TOY[None, :, None]), "n x q x d")
+    _one_line_error(lambda: acquisition_noise(_toy(), X_TOY, rebuilds=1), "rebuilds")
+    _one_line_error(lambda: acquisition_noise(_toy(), X_TOY, top_k=1), "top_k")
+    _one_line_error(lambda: acquisition_noise(_toy(), X_TOY, confidence=1.0), "confidence")
+    _one_line_error(
+        lambda: acquisition_noise(lambda r: lambda X: X.sum(-1), X_TOY), r"make_acqf\(0\)"
+    )
+    _one_line_error(lambda: acquisition_noise(_toy(), X_TOY, reference=np.zeros(3)), "reference")
