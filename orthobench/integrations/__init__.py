@@ -1,0 +1,1 @@
+"""Adapters that run orthobench's optimizers inside other tools (Optuna: :mod:`.optuna`)."""

@@ -1,0 +1,290 @@
+r"""OrthoBO as an Optuna sampler: :class:`OrthoBOSampler`.
+
+Each relative sample fits :class:`~orthobench.optimizers.orthobo.OrthoBO` (paper Alg. 1: a GP
+ensemble, its Laplace posterior over hyperparameters and the orthogonalized marginal EI) to the
+study's trials in the unit cube and decodes its one proposal, as Optuna's ``GPSampler``
+(``optuna/samplers/_gp/sampler.py``) does with its own GP. The tutorial is
+docs/tutorials/optuna.md.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna._transform import _SearchSpaceTransform
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.samplers._base import (
+    _INDEPENDENT_SAMPLING_WARNING_TEMPLATE,
+    _process_constraints_after_trial,
+)
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from orthobench.optimizers.base import check_at_least
+from orthobench.optimizers.orthobo import OrthoBO
+from orthobench.registry import OPTIMIZERS
+from orthobench.seeding import derive_seed
+
+_logger = optuna.logging.get_logger(__name__)
+
+# A trial's system attribute per parameter proposed by this sampler and not yet suggested by the
+# objective (``Trial.suggest_*`` stores it), so that other workers can lie about the trial.
+_PROPOSED_KEY = "orthobo:proposed:"
+# A trial's system attribute holding the fallbacks OrthoBO took for its proposal, if any.
+_FALLBACK_KEY = "orthobo:fallback"
+
+
+class OrthoBOSampler(BaseSampler):
+    r"""Optuna sampler that proposes each trial with OrthoBO.
+
+    For each trial, once ``n_startup_trials`` trials are complete, the sampler builds a fresh
+    ``OrthoBO(d, seed=..., **orthobo_params)``, tells it the study's history in the unit cube and
+    returns its proposal, decoded. The rules:
+
+    - Search space: the intersection of the complete trials' spaces
+      (``optuna.search_space.IntersectionSearchSpace``, as ``GPSampler`` and ``BoTorchSampler``),
+      without single-valued distributions. Other parameters (conditional ones, and all of them
+      during startup) come from ``independent_sampler``.
+    - Encoding (``optuna._transform._SearchSpaceTransform(..., transform_0_1=True)``): a float is
+      scaled linearly, or its log if ``log=True``, onto ``[0, 1]``; an int or a stepped float has
+      its range widened by half a step at both ends, so each value owns an equal share of
+      ``[0, 1]``, and decodes to the nearest value. A categorical with ``k`` choices takes ``k``
+      one-hot columns in ``[0, 1]``; a proposal decodes to the choice of its largest column
+      (argmax). ``d`` is the number of numerical parameters plus the number of choices.
+    - History: the COMPLETE trials that hold every parameter of the space, ``t x d`` points and
+      ``t`` values, negated for ``direction="maximize"`` (OrthoBO minimizes). Trials with a
+      non-finite value are left out.
+    - Startup: with fewer than ``max(n_startup_trials, 2)`` such trials (OrthoBO needs two), the
+      relative sample is empty and ``independent_sampler`` samples every parameter.
+    - Running trials (parallel workers): each RUNNING trial whose parameters of the space are
+      known (suggested, or proposed by this sampler) is told the incumbent's outcome, a
+      *constant liar* [Ginsbourger2010cl]_: the best observed value ("CL-min" for
+      minimization), and on a constrained study the value and constraint values of the best
+      feasible trial (with none feasible, of the trial with the least total violation
+      ``sum_i max(c_i, 0)``). The GP then interpolates the incumbent at the pending point, where
+      EI has nothing to gain, so the next worker proposes elsewhere; the lie moves neither the
+      incumbent nor, as a worst-value lie would on a short history, the standardized GP fit.
+    - Constraints: values from ``constraints_func`` (stored by :meth:`after_trial`) or from
+      ``Trial.set_constraint`` (Optuna 5's per-trial API), read as ``FrozenTrial.constraints``;
+      feasible where every value is ``<= 0``. Once one complete trial has constraint values,
+      those without them (their ``constraints_func`` failed) are left out, and OrthoBO gets the
+      ``t x m`` constraint values and maximizes the marginal constrained EI.
+    - Seeding: the proposal for trial number ``k`` uses ``OrthoBO(seed=derive_seed(seed,
+      "optuna", k))`` (:func:`orthobench.seeding.derive_seed`), so it is a function of the seed,
+      ``k`` and the history: two studies with the same seed and objective get identical
+      parameters, and no two trials share a seed. ``seed=None`` draws one seed at construction.
+      :meth:`reseed_rng` (Optuna calls it for ``n_jobs > 1``) reseeds ``independent_sampler``
+      only: the per-trial seeds are distinct already.
+    - OrthoBO runs on the CPU in float64, from scratch for each trial: no warm starts carry
+      over, and a kernel ensemble (``kernel=[...]``) keeps uniform weights.
+    - Fallbacks: one OrthoBO took for a proposal (a GP fit kept its initialization, Cholesky
+      jitter, ...; ``Suggestion.info["fallback"]``) is logged as a warning and stored in the
+      trial's system attribute ``orthobo:fallback``.
+
+    Args:
+        seed:
+            Seed of every proposal (see the seeding rule) and of the default
+            ``independent_sampler``. Defaults to :obj:`None` (a random seed).
+        n_startup_trials:
+            Complete trials before OrthoBO takes over. Defaults to 10, as Optuna's ``GPSampler``
+            and ``TPESampler``.
+        independent_sampler:
+            Sampler for the startup trials and for parameters outside the relative search
+            space. Defaults to ``RandomSampler(seed)``.
+        constraints_func:
+            ``constraints_func(frozen_trial) -> Sequence[float]``, called after each complete
+            or pruned trial; the trial is feasible when every value is ``<= 0``. Defaults to
+            :obj:`None` (constraints only from ``Trial.set_constraint``, if any).
+        warn_independent_sampling:
+            Log a warning when a parameter is sampled by ``independent_sampler`` after the
+            startup trials. Defaults to :obj:`True`.
+        orthobo_params:
+            Keyword parameters of :class:`~orthobench.optimizers.orthobo.OrthoBO` but ``dim``,
+            ``seed``, ``device`` and ``dtype`` (``kernel``, ``theta_samples``, ``estimator``,
+            ``raw_samples``, ...), OrthoBO's defaults otherwise (``theta_samples=512``,
+            ``raw_samples=512``, ``num_restarts=8``).
+
+    Raises:
+        ValueError: on one line, at construction, for ``n_startup_trials < 0`` or an unknown or
+            invalid OrthoBO parameter (the registry's check of a suite's parameters,
+            :meth:`orthobench.registry.Registry.check_params`); in :meth:`sample_relative`, for
+            a multi-objective study or complete trials with different constraint names.
+
+    Example:
+        >>> sampler = OrthoBOSampler(seed=0, n_startup_trials=5, theta_samples=16)
+        >>> study = optuna.create_study(sampler=sampler)
+        >>> study.optimize(lambda t: (t.suggest_float("x", -2, 2) - 1) ** 2, n_trials=8)
+        >>> study.best_value < 0.5
+        True
+
+    References:
+        .. [Ginsbourger2010cl] D. Ginsbourger, R. Le Riche, L. Carraro. Kriging Is Well-Suited
+           to Parallelize Optimization. Computational Intelligence in Expensive Optimization
+           Problems, 2010.
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int | None = None,
+        n_startup_trials: int = 10,
+        independent_sampler: BaseSampler | None = None,
+        constraints_func: Callable[[FrozenTrial], Sequence[float]] | None = None,
+        warn_independent_sampling: bool = True,
+        **orthobo_params: Any,
+    ) -> None:
+        check_at_least(0, n_startup_trials=n_startup_trials)
+        OPTIMIZERS.check_params("orthobo", orthobo_params)
+        self._seed = secrets.randbits(63) if seed is None else seed
+        self._n_startup_trials = n_startup_trials
+        self._independent_sampler = independent_sampler or RandomSampler(seed=seed)
+        self._constraints_func = constraints_func
+        self._warn_independent_sampling = warn_independent_sampling
+        self._orthobo_params = orthobo_params
+        self._intersection_search_space = optuna.search_space.IntersectionSearchSpace()
+
+    def reseed_rng(self) -> None:
+        self._independent_sampler.reseed_rng()
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return {
+            name: distribution
+            for name, distribution in self._intersection_search_space.calculate(study).items()
+            if not distribution.single()
+        }
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        """OrthoBO's proposal for ``trial`` over ``search_space`` (``{}`` during startup)."""
+        self._raise_error_if_multi_objective(study)
+        if not search_space:
+            return {}
+        complete = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if search_space.keys() <= t.params.keys() and math.isfinite(t.value)
+        ]
+        if any(t.constraints for t in complete):
+            complete = [t for t in complete if t.constraints]
+        if len(complete) < max(self._n_startup_trials, OrthoBO.min_observations):
+            return {}
+        transform = _SearchSpaceTransform(search_space, transform_0_1=True)
+        sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
+        x = np.stack([transform.transform(t.params) for t in complete])  # t x d
+        y = sign * np.array([t.value for t in complete])  # t
+        c = _constraint_values(complete)  # t x m, m = 0 without constraints
+        pending = [
+            params
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.number != trial.number
+            and search_space.keys() <= (params := _known_params(t, search_space)).keys()
+        ]
+        if pending:
+            best = _incumbent(y, c)
+            x = np.concatenate([x, np.stack([transform.transform(p) for p in pending])])
+            y = np.concatenate([y, np.full(len(pending), y[best])])
+            c = np.concatenate([c, np.repeat(c[best : best + 1], len(pending), axis=0)])
+        optimizer = OrthoBO(
+            x.shape[1],
+            seed=derive_seed(self._seed, "optuna", trial.number),
+            **self._orthobo_params,
+        )
+        optimizer.tell(x, y, c if c.shape[1] else None)
+        suggestion = optimizer.ask(1)
+        if fallback := suggestion.info.get("fallback"):
+            _logger.warning(f"Trial {trial.number}: OrthoBO took a fallback: {fallback}.")
+            study._storage.set_trial_system_attr(trial._trial_id, _FALLBACK_KEY, fallback)
+        params = transform.untransform(suggestion.x[0])
+        for name, value in params.items():
+            study._storage.set_trial_system_attr(
+                trial._trial_id, _PROPOSED_KEY + name, search_space[name].to_internal_repr(value)
+            )
+        return params
+
+    def sample_independent(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        if self._warn_independent_sampling and not param_distribution.single():
+            complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if len(complete) >= self._n_startup_trials:
+                _logger.warning(
+                    _INDEPENDENT_SAMPLING_WARNING_TEMPLATE.format(
+                        param_name=param_name,
+                        trial_number=trial.number,
+                        independent_sampler_name=type(self._independent_sampler).__name__,
+                        sampler_name=type(self).__name__,
+                        fallback_reason="the parameter is not in every complete trial "
+                        "(dynamic search space)",
+                    )
+                )
+        return self._independent_sampler.sample_independent(
+            study, trial, param_name, param_distribution
+        )
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        self._independent_sampler.before_trial(study, trial)
+
+    def after_trial(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        if self._constraints_func is not None:
+            _process_constraints_after_trial(self._constraints_func, study, trial, state)
+        self._independent_sampler.after_trial(study, trial, state, values)
+
+
+def _constraint_values(trials: list[FrozenTrial]) -> np.ndarray:
+    """The ``t x m`` constraint values of ``trials`` (``m = 0`` without any), by the first
+    trial's constraint names.
+
+    Raises:
+        ValueError: if two trials have different constraint names.
+    """
+    names = list(trials[0].constraints)
+    for t in trials:
+        if sorted(t.constraints) != sorted(names):
+            raise ValueError(
+                f"Every trial needs the same constraints, but trial {trials[0].number} has "
+                f"{names} and trial {t.number} has {list(t.constraints)}."
+            )
+    return np.array([[t.constraints[n] for n in names] for t in trials]).reshape(len(trials), -1)
+
+
+def _incumbent(y: np.ndarray, c: np.ndarray) -> int:
+    """Index of the best feasible of ``t`` values ``y`` (minimized) with ``t x m`` constraint
+    values ``c``, or, with none feasible, of the least total violation ``sum_i max(c_i, 0)``."""
+    violation = np.clip(c, 0.0, None).sum(axis=1)
+    feasible = violation == 0
+    if feasible.any():
+        return int(np.flatnonzero(feasible)[np.argmin(y[feasible])])
+    return int(np.argmin(violation))
+
+
+def _known_params(trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+    """A running trial's parameters of ``search_space`` known so far: those suggested from the
+    same distribution, and those proposed by this sampler and not suggested yet."""
+    known = {}
+    for name, distribution in search_space.items():
+        proposed = trial.system_attrs.get(_PROPOSED_KEY + name)
+        if name in trial.params:
+            if trial.distributions[name] == distribution:
+                known[name] = trial.params[name]
+        elif proposed is not None and distribution._contains(proposed):
+            known[name] = distribution.to_external_repr(proposed)
+    return known
