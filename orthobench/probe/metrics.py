@@ -110,7 +110,7 @@ def bootstrap_ratio_ci(
         seed: Seed of the resampling.
 
     Returns:
-        ``(ratio, low, high)``.
+        ``(ratio, low, high)``; NaN where both statistics are 0.
     """
     baseline, values = _check(baseline, reference), _check(values, reference)
     if baseline.shape != values.shape:
@@ -132,7 +132,10 @@ def bootstrap_ratio_ci(
             return (v**2).mean(axis=(1, 2))
     else:
         raise ValueError(f"`statistic` must be 'variance' or 'mse', but got {statistic!r}.")
-    ratio = float(stat(baseline[None])[0] / stat(values[None])[0])
+    # 0 / 0 where every value is 0 (constrained EI underflows where no probe can be feasible):
+    # the ratio is undefined, NaN, and the tables count it as such.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = float(stat(baseline[None])[0] / stat(values[None])[0])
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, values.shape[0], size=(n_boot, values.shape[0]))
     with np.errstate(divide="ignore", invalid="ignore"):

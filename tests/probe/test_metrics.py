@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -72,3 +74,12 @@ def test_bootstrap_ci_covers_the_true_variance_ratio():
 def test_bootstrap_mse_ratio_needs_reference():
     with pytest.raises(ValueError, match="reference"):
         metrics.bootstrap_ratio_ci(np.ones((3, 2)), np.ones((3, 2)), "mse")
+
+
+def test_the_ratio_of_all_zero_values_is_nan_without_a_warning():
+    """A constrained state where every value underflows to 0: 0 / 0 is undefined, not an error."""
+    zeros = np.zeros((4, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ratio, low, high = metrics.bootstrap_ratio_ci(zeros, zeros, "mse", np.zeros(3))
+    assert np.isnan(ratio) and np.isnan(low) and np.isnan(high)
