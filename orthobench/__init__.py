@@ -8,7 +8,8 @@ The public API is the names of ``__all__`` below, and the modules :mod:`orthoben
   run``; returns a :class:`RunResult`), :func:`load_results` (the rows ``orthobench report``
   reads), :func:`load_suite` with :class:`Suite` and :class:`Cell`.
 - Measuring the Monte Carlo noise of an acquisition function: :func:`acquisition_noise`
-  (returns an :class:`AcquisitionNoise`).
+  (returns an :class:`AcquisitionNoise`), and :class:`ProbeAcquisition`, the base of an
+  acquisition that ``orthobench probe`` measures on its states (named by import path).
 - Adding your own tasks and optimizers: the base classes :class:`Task` (with
   :class:`SearchSpace`, :class:`Parameter`, :class:`Evaluation`) and :class:`Optimizer` (with
   :class:`Suggestion`), and the registries :data:`TASKS` and :data:`OPTIMIZERS` with the
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from orthobench.api import RunResult, load_results, run_suite
     from orthobench.noise import AcquisitionNoise, acquisition_noise
     from orthobench.optimizers.base import Optimizer, Suggestion
+    from orthobench.probe.plugins import ProbeAcquisition
     from orthobench.registry import OPTIMIZERS, TASKS, optimizer_factory, task_factory
     from orthobench.space import Parameter, SearchSpace
     from orthobench.suite import Cell, Suite, load_suite
@@ -45,6 +47,7 @@ _EXPORTS = {
     "Evaluation": "orthobench.tasks.base",
     "Optimizer": "orthobench.optimizers.base",
     "Parameter": "orthobench.space",
+    "ProbeAcquisition": "orthobench.probe.plugins",
     "RunResult": "orthobench.api",
     "SearchSpace": "orthobench.space",
     "Suggestion": "orthobench.optimizers.base",
@@ -66,6 +69,7 @@ __all__ = [
     "Evaluation",
     "Optimizer",
     "Parameter",
+    "ProbeAcquisition",
     "RunResult",
     "SearchSpace",
     "Suggestion",

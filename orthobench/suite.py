@@ -22,7 +22,8 @@ budget is.
 
 This module imports neither torch nor the probe; the names it checks come from
 :mod:`orthobench.config.names` (docs/design.md, "Layers and data flow"). Checking a task or an
-optimizer against its registry imports the module of its factory.
+optimizer against its registry imports the module of its factory, and a probe's plugin estimator
+(:func:`load_probe_acquisition`) its module, with the torch-free base it subclasses.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from orthobench.config import names
 from orthobench.config.params import MAX_COUNT, Kernel, check_even_budgets
 from orthobench.config.schema import Shorthand, Unit, from_yaml, section, within
 from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
-from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry
+from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry, _describe, _import_path
 from orthobench.work import CELL, canonical, hash_config
 
 #: Longest suite name or label: a cell's file name holds a task and an optimizer label.
@@ -137,8 +138,36 @@ def _one_kernel(value: Any) -> Any:
 
 
 def _check_estimator(name: str) -> str:
-    names.parse_estimator(name, field="")
+    if names.parse_estimator(name, field="").plugin:
+        load_probe_acquisition(name)
     return name
+
+
+# The probe's plugin estimators: imported by the registries' trust model and checked against
+# their base by import path (imported only to check one: this layer does not import the probe).
+_PROBE_ACQUISITIONS = Registry("probe acquisition", "", {}, base=names.PROBE_ACQUISITION_BASE)
+
+
+def load_probe_acquisition(path: str, *, field: str = "") -> type:
+    """The concrete :class:`~orthobench.probe.plugins.ProbeAcquisition` subclass at the import
+    path ``path`` (``module:attr``), imported by the trust model of :mod:`orthobench.registry`.
+
+    Raises:
+        ConfigError: with ``field``, for a path the trust model refuses, or any other object.
+    """
+    try:
+        obj = _PROBE_ACQUISITIONS._import_plugin(path)
+    except ConfigError as err:
+        raise ConfigError(field, err.reason) from None
+    if not (inspect.isclass(obj) and issubclass(obj, _import_path(names.PROBE_ACQUISITION_BASE))):
+        reason = f"is {_describe(obj)}, not a ProbeAcquisition subclass; a probe names only those"
+        raise ConfigError(field, f"{path!r} {reason} (orthobench.ProbeAcquisition).")
+    if inspect.isabstract(obj):
+        missing = ", ".join(sorted(obj.__abstractmethods__))
+        raise ConfigError(
+            field, f"{path!r} is the abstract class {obj.__name__}: implement {missing}."
+        )
+    return obj
 
 
 def _check_laplace(mode: str) -> str:

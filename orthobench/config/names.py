@@ -23,7 +23,9 @@ __all__ = [
     "KERNELS",
     "LAPLACE_MODES",
     "MAX_CUDA_INDEX",
+    "PLUGIN_SEPARATOR",
     "POINT_SETS",
+    "PROBE_ACQUISITION_BASE",
     "RB_SUFFIX",
     "THETA_SAMPLING",
     "TPE_ESTIMATORS",
@@ -76,6 +78,13 @@ RB_SUFFIX = "+rb"
 
 #: Probe estimators whose noise is over function samples at the MAP fit (BoTorch's qLogEI).
 FUNCTION_SAMPLE_ESTIMATORS: tuple[str, ...] = ("qlogei",)
+
+#: Separates the module and the class of a probe's plugin estimator, ``module:attr``
+#: (a :class:`orthobench.probe.ProbeAcquisition` subclass, loaded by
+#: :func:`orthobench.suite.load_probe_acquisition`).
+PLUGIN_SEPARATOR = ":"
+#: The base class of the probe's plugin estimators, by import path (imported only to check one).
+PROBE_ACQUISITION_BASE = "orthobench.probe.plugins:ProbeAcquisition"
 
 #: Probe estimators of the bootstrap TPE acquisition (the probe's kernel column ``tpe``).
 TPE_ESTIMATORS: tuple[str, ...] = ("mc-tpe", "orthobo-tpe")
@@ -141,6 +150,12 @@ class ThetaEstimator(NamedTuple):
     def point_set(self) -> bool:
         """Whether the estimate is a weighted rule (``base`` is a point set)."""
         return self.base in POINT_SETS
+
+    @property
+    def plugin(self) -> bool:
+        """Whether ``base`` is a plugin estimator's ``module:attr`` import path
+        (:class:`orthobench.probe.ProbeAcquisition`)."""
+        return PLUGIN_SEPARATOR in self.base
 
     @property
     def name(self) -> str:
@@ -220,16 +235,31 @@ def parse_estimator(name: str, *, field: str = "estimator") -> ThetaEstimator:
 
     Theta estimators as :func:`parse_theta_estimator`; the names of
     :data:`FUNCTION_SAMPLE_ESTIMATORS` and :data:`TPE_ESTIMATORS`, which the probe also accepts,
-    take no suffix and parse to ``(name, "", False)``.
+    take no suffix and parse to ``(name, "", False)``, and so does a plugin estimator's
+    ``module:attr`` import path (:attr:`ThetaEstimator.plugin`; only its form is checked here,
+    the class when the suite is loaded).
 
     Example:
         >>> parse_estimator("qlogei")
         ThetaEstimator(base='qlogei', sampling='', rb=False)
+        >>> parse_estimator("mypkg.acq:QLogNEI64").plugin
+        True
 
     Raises:
         UnknownNameError: for an unknown name, naming all the allowed ones, with ``field``.
-        ConfigError: for a suffix on a name that takes none.
+        ConfigError: for a suffix on a name that takes none, or an import path whose parts are
+            not dotted Python identifiers.
     """
+    if PLUGIN_SEPARATOR in name:
+        module, _, attr = name.partition(PLUGIN_SEPARATOR)
+        if not all(part.isidentifier() for text in (module, attr) for part in text.split(".")):
+            raise ConfigError(
+                field,
+                f"a plugin estimator is a 'package.module:Class' import path of a "
+                f"ProbeAcquisition subclass (dotted Python identifiers, no '@sampling'), but "
+                f"got {name!r}.",
+            )
+        return ThetaEstimator(name, "")
     others = FUNCTION_SAMPLE_ESTIMATORS + TPE_ESTIMATORS
     base = name.partition("@")[0]
     if base in others:
@@ -238,7 +268,10 @@ def parse_estimator(name: str, *, field: str = "estimator") -> ThetaEstimator:
                 field, f"estimator {base!r} takes no '@sampling' suffix, but got {name!r}."
             )
         return ThetaEstimator(base, "")
-    hint = f"Other estimators: {', '.join(others)}."
+    hint = (
+        "A plugin estimator is a 'module:Class' import path. "
+        f"Other estimators: {', '.join(others)}."
+    )
     try:
         return parse_theta_estimator(name, field=field)
     except UnknownNameError as err:

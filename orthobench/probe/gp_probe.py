@@ -1,4 +1,4 @@
-r"""The GP probe: rebuild values of the theta estimators and of qLogEI on one probe state.
+r"""The GP probe: rebuild values of the theta estimators, qLogEI and plugins on one probe state.
 
 The surrogate is fitted once (MAP + Laplace ``q(theta)``, docs/design.md, "Laplace posterior on
 log-parameters") and kept fixed; only the draws change between rebuilds (docs/design.md, "Probe
@@ -10,7 +10,10 @@ References of the targets:
 - ``qlogei``: the analytic EI at the MAP hyperparameters (its MC noise is over function samples);
   at ``q > 1``, qLogEI at the MAP hyperparameters on ``reference_samples`` scrambled-Sobol
   function samples (no closed form; the same smoothings as the rebuilds, so the reference is of
-  the rebuilds' own target).
+  the rebuilds' own target);
+- a plugin estimator (``module:attr``, :class:`~orthobench.probe.plugins.ProbeAcquisition`): its
+  own build with ``reference_samples`` and the rebuild index ``rebuilds``, which no rebuild uses
+  (:func:`_plugin_values`; its values, like qLogEI's, divided by the outcome std).
 
 Batch probes (a state's ``q > 1``, :mod:`orthobench.probe.states`): each probe is a batch of ``q``
 points (``N x q x d``) and the per-draw values are
@@ -47,6 +50,7 @@ raw-sample screen of them, so 512 batches would overstate a step's cost).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
@@ -64,9 +68,10 @@ from orthobench.acquisition import MarginalLogCEI, MarginalLogEI, MarginalLogQEI
 from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, ThetaEstimator, parse_estimator
 from orthobench.optimizers.orthobo import INNER_SAMPLES, constrained_incumbent, constraint_fit
 from orthobench.probe.metrics import ALPHA
+from orthobench.probe.plugins import ProbeAcquisition
 from orthobench.probe.states import ProbeState, check_constrained_states
 from orthobench.seeding import derive_seed, torch_seed
-from orthobench.suite import ProbeSpec
+from orthobench.suite import ProbeSpec, load_probe_acquisition
 from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
@@ -253,6 +258,71 @@ def seconds_per_call(
     return float(np.median(seconds[1:]))
 
 
+def _plugin_log(
+    plugin: ProbeAcquisition,
+    name: str,
+    model: Any,
+    X: torch.Tensor,
+    best_f: float,
+    samples: int,
+    rebuild: int,
+    seed: int,
+) -> torch.Tensor:
+    """``N`` log values of one build of the plugin estimator ``name`` at the ``N x q x d``
+    probes ``X`` in the model's original outcome units, built on a copy of ``model`` under
+    torch's global RNG seeded by ``seed`` (restored afterwards).
+
+    Raises:
+        ValueError: naming the plugin, for values of another shape than ``N``.
+    """
+    with torch_seed(seed), torch.no_grad():
+        acqf = plugin.build(copy.deepcopy(model), best_f=best_f, samples=samples, rebuild=rebuild)
+        value = acqf(X)
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (X.shape[0],):
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise ValueError(
+            f"Plugin estimator {name!r} (samples={samples}, rebuild={rebuild}) must map probes "
+            f"of shape {tuple(X.shape)} to log values of shape ({X.shape[0]},), but got {shape}."
+        )
+    return value.detach().to(X)
+
+
+def _plugin_values(
+    spec: ProbeSpec,
+    state: ProbeState,
+    name: str,
+    model: Any,
+    X: torch.Tensor,
+    best_f: float,
+    log_std: float,
+) -> tuple[dict[tuple[str, int], dict[str, Any]], torch.Tensor]:
+    """The rows of the plugin estimator ``name`` (:class:`~orthobench.probe.plugins.ProbeAcquisition`)
+    and its log reference ``N``, on the standardized scale (``log a - log_std``, as ``qlogei``'s).
+
+    Rebuild ``r`` at budget ``S`` is ``build(model, best_f, samples=S, rebuild=r)`` evaluated at
+    the ``N x q x d`` probes ``X``; the reference is the build with ``reference_samples`` and
+    ``rebuild = rebuilds``, an index no rebuild uses. Each build runs on its own copy of the
+    fitted ``model`` under its own seed (:func:`_plugin_log`), so the rows do not depend on which
+    others are computed.
+    """
+    plugin = load_probe_acquisition(name, field="probe.estimators")()
+
+    def log_at(samples: int, rebuild: int) -> torch.Tensor:
+        seed = derive_seed(state.seed, "probe-plugin", state.id, name, samples, rebuild)
+        return _plugin_log(plugin, name, model, X, best_f, samples, rebuild, seed) - log_std
+
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for s in spec.mc_samples:
+        log = torch.stack([log_at(s, r) for r in range(spec.rebuilds)])  # R x N
+        out[(name, s)] = {
+            "ei": log.exp().cpu().numpy(),
+            "log": log.cpu().numpy(),
+            "n_evaluations": s,
+            "baseline": None,
+        }
+    return out, log_at(spec.reference_samples, spec.rebuilds)
+
+
 def gp_values(
     spec: ProbeSpec,
     state: ProbeState,
@@ -283,7 +353,8 @@ def gp_values(
         ``{(name, S): {"ei": R x N, "log": R x N, "n_evaluations": int, "baseline": R x N |
         None}}`` (``baseline``: naive iid theta-MC at ``n_evaluations`` draws when that differs
         from ``S``; None: the ``mc`` values at ``S`` are the baseline), the references
-        ``{"theta": N, "map": N}`` (``map`` with ``qlogei`` only) and the fit and Laplace
+        ``{"theta": N, "map": N, <plugin name>: N}`` (``map`` with ``qlogei`` only; one per
+        plugin estimator) and the fit and Laplace
         diagnostics (``cholesky_jitter``: theta samples, reference and rebuilds, whose Cholesky
         factor needed jitter). Theta
         estimators' entries also hold ``"seconds_per_call"`` (:func:`seconds_per_call`).
@@ -348,16 +419,18 @@ def gp_values(
     out: dict[tuple[str, int], dict[str, Any]] = {}
     cost_base = inner_base_samples(state, X.dtype, X.device, "cost")  # for seconds_per_call
     parsed = {n: parse_estimator(n) for n in names}
+    plugins = [n for n in names if parsed[n].plugin]  # computed last (_plugin_values)
+    own = [n for n in names if not parsed[n].plugin]
     # RB draws are the first p - 1 coordinates of the plain ones, so RB or not share a group.
     groups: dict[tuple[bool, str, bool], list[str]] = {}
-    for n in names:
+    for n in own:
         if n not in FUNCTION_SAMPLE_ESTIMATORS:
             e = parsed[n]
             groups.setdefault((e.point_set, e.sampling, e.rb), []).append(n)
     for s in spec.mc_samples:
-        ei: dict[str, list[np.ndarray]] = {n: [] for n in names}
-        log: dict[str, list[np.ndarray]] = {n: [] for n in names}
-        counts = dict.fromkeys(names, s)
+        ei: dict[str, list[np.ndarray]] = {n: [] for n in own}
+        log: dict[str, list[np.ndarray]] = {n: [] for n in own}
+        counts = dict.fromkeys(own, s)
         naive: dict[int, list[np.ndarray]] = {}  # count != S -> naive iid MC values per rebuild
         for r in range(spec.rebuilds):
             base = inner_base_samples(state, X.dtype, X.device, s, r)  # K x q; None at q = 1
@@ -401,7 +474,7 @@ def gp_values(
                     )
                 ei["qlogei"].append(log_value.exp().cpu().numpy())
                 log["qlogei"].append(log_value.cpu().numpy())
-        for name in names:
+        for name in own:
             out[(name, s)] = {
                 "ei": np.stack(ei[name]),
                 "log": np.stack(log[name]),
@@ -417,6 +490,12 @@ def gp_values(
                     seed=derive_seed(state.seed, "probe-cost", state.id, name, s),
                     base_samples=cost_base,
                 )
+    if plugins:
+        best = float((-y).max())
+        for name in plugins:
+            entries, reference[name] = _plugin_values(spec, state, name, model, X, best, log_std)
+            out.update(entries)
+        out = {(n, s): out[(n, s)] for s in spec.mc_samples for n in names}  # the rows' order
     refs = {k: v.exp().cpu().numpy() for k, v in reference.items()}
     info = {
         "p": laplace.p,

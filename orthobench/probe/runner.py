@@ -19,8 +19,10 @@ Protocol, per probe *state* (task, surrogate, seed, state iteration):
 Estimator names (:mod:`orthobench.config.names`): theta estimators ``<base>[+rb][@sampling]``,
 e.g. ``orth-shrink@qmc``, ``sr3`` or ``qmc-owen+rb``; ``qlogei`` (BoTorch's qLogEI with ``S`` QMC
 function samples at the MAP fit); ``mc-tpe`` and ``orthobo-tpe`` (bootstrap TPE, kernel column
-``tpe``). Naive iid theta-MC (``mc``; ``mc-tpe`` for TPE) is always computed: it is the
-like-for-like baseline of every ratio (docs/design.md, "Like-for-like baseline").
+``tpe``); a user's acquisition by import path, ``module:Class``
+(:class:`~orthobench.probe.plugins.ProbeAcquisition`, probed as qLogEI is). Naive iid theta-MC
+(``mc``; ``mc-tpe`` for TPE) is always computed: it is the like-for-like baseline of every ratio
+(docs/design.md, "Like-for-like baseline").
 
 Equal evaluation counts. ``S`` in ``mc_samples`` is a budget of EI evaluations. A point set uses
 the largest count its rule allows within it (``sr3`` at ``p = 10``: ``1 + 22 K``, so 23 of 32),
@@ -96,7 +98,12 @@ def _summaries(
     """One :class:`~orthobench.results.ProbeRecord` per (estimator, S) of a probed state."""
     rows = []
     for (name, s), v in values.items():
-        reference = refs["map"] if name == "qlogei" else refs.get("tpe", refs.get("theta"))
+        if name == "qlogei":
+            reference = refs["map"]
+        elif parse_estimator(name).plugin:  # its own reference, under its name
+            reference = refs[name]
+        else:
+            reference = refs.get("tpe", refs.get("theta"))
         base_reference = refs.get("tpe", refs.get("theta"))
         own_baseline = v.get("baseline")
         base = values[(baseline, s)]["ei"] if own_baseline is None else own_baseline

@@ -74,7 +74,8 @@ class ProbeState:
 
 def state_estimators(state: ProbeState, spec: ProbeSpec) -> list[str]:
     """The estimators a state's rows are for: naive MC first (``mc``, ``mc-tpe`` for TPE), the
-    baseline of every ratio, then the section's others of the state's surrogate."""
+    baseline of every ratio, then the section's others of the state's surrogate (plugin
+    estimators, :class:`~orthobench.probe.plugins.ProbeAcquisition`, are GP estimators)."""
     if state.surrogate == "tpe":
         return ["mc-tpe", *[e for e in spec.estimators if e in TPE_ESTIMATORS and e != "mc-tpe"]]
     return [
@@ -133,9 +134,10 @@ def check_constrained_states(
     states: Iterable[ProbeState], spec: ProbeSpec, n_constraints: Mapping[str, int]
 ) -> None:
     """Refuse a probe of a constrained task (``n_constraints`` by task label) that asks for what
-    the constrained probe does not measure: a TPE or qLogEI estimator, or ``q > 1`` (no batch
-    constrained EI). (A point set with unequal weights is refused where it is drawn: its rule's
-    weights hold in one GP's space, not in the joint space of paired draws.)
+    the constrained probe does not measure: a TPE, qLogEI or plugin estimator (a plugin gets
+    no constraint models), or ``q > 1``. (A point set with unequal weights is refused where it
+    is drawn: its rule's weights hold in one GP's space, not in the joint space of paired
+    draws.)
 
     Raises:
         ConfigError: at ``probe.estimators`` or ``probe.q``, naming the task.
@@ -143,7 +145,9 @@ def check_constrained_states(
     refused = [
         name
         for name in spec.estimators
-        if name in FUNCTION_SAMPLE_ESTIMATORS or parse_estimator(name).base in TPE_ESTIMATORS
+        if name in FUNCTION_SAMPLE_ESTIMATORS
+        or parse_estimator(name).base in TPE_ESTIMATORS
+        or parse_estimator(name).plugin
     ]
     for state in states:
         if not n_constraints.get(state.task.label):
