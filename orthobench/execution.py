@@ -19,7 +19,7 @@ Execution settings travel in each job, never in globals, and are the same for ev
 - the executor's ``timeout``: seconds a unit attempt may run before its process is stopped and
   the unit stored as failed (a resumed cell's clock starts again).
 - ``evaluation_timeout``: seconds one evaluation may run before it is stopped and recorded with
-  ``status="timeout"``, the cell going on (:func:`orthobench.loop.evaluation_deadline`); recorded
+  ``status="timeout"``, the cell going on (:func:`orthobench.deadlines.evaluation_deadline`); recorded
   in the cell's metadata, and not enforced on Dask (a warning says so).
 
 What ends a unit, and what ends the run:
@@ -114,6 +114,7 @@ class CellJob(Job):
     evaluation_timeout: float | None
     evaluations: str = "inline"
     evaluation_workers: int = 1
+    stack_evaluations: bool = False
 
     progress_unit: ClassVar[str] = "evaluations"
 
@@ -126,7 +127,9 @@ class CellJob(Job):
         return self.evaluation_workers
 
     def run(self, on_progress: ProgressCallback | None) -> list[RunRecord]:
-        evaluations = make_evaluations(self.evaluations, self.evaluation_workers, self.threads)
+        evaluations = make_evaluations(
+            self.evaluations, self.evaluation_workers, self.threads, self.stack_evaluations
+        )
         return run_cell(
             self.unit,
             self.device,
@@ -137,7 +140,11 @@ class CellJob(Job):
         )
 
     def metadata(self) -> dict[str, Any]:
-        return {"threads_per_cell": self.threads, "evaluation_timeout_s": self.evaluation_timeout}
+        return {
+            "threads_per_cell": self.threads,
+            "evaluation_timeout_s": self.evaluation_timeout,
+            "stack_evaluations": self.stack_evaluations,
+        }
 
 
 def _cores() -> int:
@@ -358,6 +365,7 @@ def run_suite(
                 limit,
                 executor.evaluation_kind,
                 executor.evaluation_workers(cell.q),
+                suite.stack_evaluations,
             )
             for cell in todo
         ]

@@ -26,14 +26,12 @@ import contextlib
 import functools
 import json
 import math
-import os
 import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -41,6 +39,12 @@ import torch
 from torch.quasirandom import SobolEngine
 
 from orthobench.bests import Bests
+from orthobench.deadlines import (
+    EvaluationTimeout,
+    descendants,
+    evaluation_deadline,
+    kill_descendants,
+)
 from orthobench.exceptions import (
     ConfigError,
     OrthobenchError,
@@ -152,7 +156,7 @@ def _build(component: str, build: Callable[[], _T], timeout: float, where: str =
             return build()
     except OrthobenchError:
         raise
-    except _EvaluationTimeout:
+    except EvaluationTimeout:
         raise ConfigError(
             component,
             f"still being built{where} after {timeout:g} s (the cell timeout, else "
@@ -251,81 +255,6 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict
     return {label: n_constraints for label, (_, n_constraints) in shapes.items()}
 
 
-class _EvaluationTimeout(BaseException):
-    """Raised into an evaluation past its deadline. A ``BaseException``, like
-    ``KeyboardInterrupt``, so that a task's own ``except Exception`` does not swallow it."""
-
-
-@contextlib.contextmanager
-def evaluation_deadline(seconds: float | None, what: str = "evaluation") -> Iterator[None]:
-    """Raise :class:`_EvaluationTimeout` in the block once it has run ``seconds`` of wall-clock time.
-
-    A ``SIGALRM`` timer (``signal.setitimer``) whose handler raises; the previous handler is
-    restored and the timer cleared on exit. The exception arrives between two Python bytecodes,
-    so a sleep or a Python training loop stops at once, but one long call into C code (a single
-    huge kernel) only when it returns. Where no timer can be set (outside the main thread, where
-    signal handlers run, as in a Dask worker; on Windows), the block runs without a limit, with
-    an :class:`~orthobench.exceptions.OrthobenchWarning` that calls the limit ``what``'s.
-    """
-    if seconds is None:
-        yield
-        return
-    if (
-        not hasattr(signal, "setitimer")
-        or threading.current_thread() is not threading.main_thread()
-    ):
-        warnings.warn(
-            f"the {what} timeout of {seconds:g} s is not enforced here: only a process's "
-            f"main thread can set a SIGALRM timer; the {what} runs without a limit.",
-            OrthobenchWarning,
-            stacklevel=3,
-        )
-        yield
-        return
-
-    def expire(signum, frame) -> None:  # noqa: ANN001 -- signal handler signature
-        raise _EvaluationTimeout
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _descendants(root: int | None = None) -> set[int] | None:
-    """The PIDs of process ``root``'s (default: this process's) children, theirs, and so on, from
-    Linux's ``/proc/<pid>/task/<tid>/children``, those that left its process group (``setsid``)
-    included; None where there is no ``/proc`` (another OS). A process whose parent has ended is
-    not found: it was reparented to init."""
-    if not Path("/proc/self/task").is_dir():
-        return None
-    found: set[int] = set()
-    parents = [os.getpid() if root is None else root]
-    while parents:
-        for listing in Path(f"/proc/{parents.pop()}/task").glob("*/children"):
-            with contextlib.suppress(OSError):  # the thread or the process ended meanwhile
-                new = set(map(int, listing.read_text().split())) - found
-                found |= new
-                parents.extend(new)
-    return found
-
-
-def _kill_descendants(root: int | None = None, spare: set[int] | None = None) -> bool:
-    """SIGKILL process ``root``'s (default: this process's) descendants (:func:`_descendants`)
-    but those in ``spare``: what a timed-out evaluation or cell left running. False where there
-    is no ``/proc`` to find them in (none are killed)."""
-    found = _descendants(root)
-    if found is None:
-        return False
-    for pid in found - (spare or set()):
-        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
-            os.kill(pid, signal.SIGKILL)
-    return True
-
-
 def _nonfinite_as_null(value: Any) -> Any:
     """``value`` with each non-finite float in it (in nested dicts, lists and tuples) replaced by
     None: JSON has no NaN or infinity, and the stored ``info`` must be standard JSON."""
@@ -387,32 +316,56 @@ def evaluate_point(
             values than the task's ``n_constraints``. An exception of the task's is raised as
             it is: either fails the cell.
     """
+    timed_out, evaluation, seconds = call_within(
+        timeout, request.seed, lambda: task.evaluate(request.x, seed=request.seed, device=device)
+    )
+    if timed_out:
+        return timeout_outcome(task, seconds)
+    return outcome_of(task, evaluation, seconds, request.iteration, label)
+
+
+def call_within(
+    timeout: float | None, seed: int, call: Callable[[], _T]
+) -> tuple[bool, _T | None, float]:
+    """``(timed_out, call(), seconds)`` under ``torch_seed(seed)``, stopped after ``timeout``
+    seconds (:func:`~orthobench.deadlines.evaluation_deadline`): then ``(True, None, seconds)``,
+    and the processes it started (and theirs) are killed."""
     start = time.perf_counter()
-    children = _descendants() if timeout is not None else None
+    children = descendants() if timeout is not None else None
     try:
-        with _runner_signals_kept(), evaluation_deadline(timeout), torch_seed(request.seed):
-            evaluation = task.evaluate(request.x, seed=request.seed, device=device)
-    except _EvaluationTimeout:
-        if not _kill_descendants(spare=children):
+        with _runner_signals_kept(), evaluation_deadline(timeout), torch_seed(seed):
+            return False, call(), time.perf_counter() - start
+    except EvaluationTimeout:
+        if not kill_descendants(spare=children):
             warnings.warn(
                 "the processes a timed-out evaluation started are not stopped here: there is "
                 "no /proc to find them in.",
                 OrthobenchWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        nan = (math.nan,) * task.n_constraints
-        return Outcome("timeout", math.nan, None, False, {}, time.perf_counter() - start, nan)
-    seconds = time.perf_counter() - start
+        return True, None, time.perf_counter() - start
+
+
+def timeout_outcome(task: Task, seconds: float) -> Outcome:
+    """The :class:`Outcome` of an evaluation of ``task`` stopped after ``seconds``."""
+    return Outcome("timeout", math.nan, None, False, {}, seconds, (math.nan,) * task.n_constraints)
+
+
+def outcome_of(
+    task: Task, evaluation: object, seconds: float, iteration: int, label: str
+) -> Outcome:
+    """The :class:`Outcome` of what ``task``'s evaluation at ``iteration`` returned, checked as
+    :func:`evaluate_point` says."""
     if not isinstance(evaluation, Evaluation):
         raise TypeError(
             f"`evaluate` of task {label!r} must return an Evaluation, but returned "
-            f"{show_value(evaluation)} (at iteration {request.iteration})."
+            f"{show_value(evaluation)} (at iteration {iteration})."
         )
     if len(evaluation.constraints) != task.n_constraints:
         raise TypeError(
             f"`evaluate` of task {label!r} must return {task.n_constraints} constraint value(s) "
             f"(its `n_constraints`), but returned {len(evaluation.constraints)} (at iteration "
-            f"{request.iteration})."
+            f"{iteration})."
         )
     y = float(evaluation.y)
     return Outcome(

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from orthobench.config import names
 from orthobench.config.params import check_value, is_constrained
 from orthobench.exceptions import ConfigError, RegistryError, UnknownNameError, show_value
 
@@ -468,3 +469,30 @@ OPTIMIZERS = Registry(
     base="orthobench.optimizers.base:Optimizer",
     reserved=_OPTIMIZER_RESERVED,
 )
+
+
+# The probe's plugin estimators: imported by the registries' trust model and checked against
+# their base by import path (imported only to check one: this layer does not import the probe).
+_PROBE_ACQUISITIONS = Registry("probe acquisition", "", {}, base=names.PROBE_ACQUISITION_BASE)
+
+
+def load_probe_acquisition(path: str, *, field: str = "") -> type:
+    """The concrete :class:`~orthobench.probe.plugins.ProbeAcquisition` subclass at the import
+    path ``path`` (``module:attr``), imported by the trust model of :mod:`orthobench.registry`.
+
+    Raises:
+        ConfigError: with ``field``, for a path the trust model refuses, or any other object.
+    """
+    try:
+        obj = _PROBE_ACQUISITIONS._import_plugin(path)
+    except ConfigError as err:
+        raise ConfigError(field, err.reason) from None
+    if not (inspect.isclass(obj) and issubclass(obj, _import_path(names.PROBE_ACQUISITION_BASE))):
+        reason = f"is {_describe(obj)}, not a ProbeAcquisition subclass; a probe names only those"
+        raise ConfigError(field, f"{path!r} {reason} (orthobench.ProbeAcquisition).")
+    if inspect.isabstract(obj):
+        missing = ", ".join(sorted(obj.__abstractmethods__))
+        raise ConfigError(
+            field, f"{path!r} is the abstract class {obj.__name__}: implement {missing}."
+        )
+    return obj

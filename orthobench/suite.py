@@ -23,7 +23,7 @@ budget is.
 This module imports neither torch nor the probe; the names it checks come from
 :mod:`orthobench.config.names` (docs/design.md, "Layers and data flow"). Checking a task or an
 optimizer against its registry imports the module of its factory, and a probe's plugin estimator
-(:func:`load_probe_acquisition`) its module, with the torch-free base it subclasses.
+(:func:`~orthobench.registry.load_probe_acquisition`) its module, with the torch-free base it subclasses.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from orthobench.config import names
 from orthobench.config.params import MAX_COUNT, Kernel, check_even_budgets
 from orthobench.config.schema import Shorthand, Unit, from_yaml, section, within
 from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
-from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry, _describe, _import_path
+from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry, load_probe_acquisition
 from orthobench.work import CELL, canonical, hash_config
 
 #: Longest suite name or label: a cell's file name holds a task and an optimizer label.
@@ -141,33 +141,6 @@ def _check_estimator(name: str) -> str:
     if names.parse_estimator(name, field="").plugin:
         load_probe_acquisition(name)
     return name
-
-
-# The probe's plugin estimators: imported by the registries' trust model and checked against
-# their base by import path (imported only to check one: this layer does not import the probe).
-_PROBE_ACQUISITIONS = Registry("probe acquisition", "", {}, base=names.PROBE_ACQUISITION_BASE)
-
-
-def load_probe_acquisition(path: str, *, field: str = "") -> type:
-    """The concrete :class:`~orthobench.probe.plugins.ProbeAcquisition` subclass at the import
-    path ``path`` (``module:attr``), imported by the trust model of :mod:`orthobench.registry`.
-
-    Raises:
-        ConfigError: with ``field``, for a path the trust model refuses, or any other object.
-    """
-    try:
-        obj = _PROBE_ACQUISITIONS._import_plugin(path)
-    except ConfigError as err:
-        raise ConfigError(field, err.reason) from None
-    if not (inspect.isclass(obj) and issubclass(obj, _import_path(names.PROBE_ACQUISITION_BASE))):
-        reason = f"is {_describe(obj)}, not a ProbeAcquisition subclass; a probe names only those"
-        raise ConfigError(field, f"{path!r} {reason} (orthobench.ProbeAcquisition).")
-    if inspect.isabstract(obj):
-        missing = ", ".join(sorted(obj.__abstractmethods__))
-        raise ConfigError(
-            field, f"{path!r} is the abstract class {obj.__name__}: implement {missing}."
-        )
-    return obj
 
 
 def _check_laplace(mode: str) -> str:
@@ -482,9 +455,11 @@ class Cell:
 class Suite:
     """A validated suite; each field's description says what it is.
 
-    ``timeout_s`` and ``evaluation_timeout_s`` are execution settings, like the executor: they
-    stay out of the :class:`Cell` (and so out of its configuration hash), and a limit changed
-    between runs does not make stored cells stale. ``orthobench run --cell-timeout`` overrides
+    ``timeout_s``, ``evaluation_timeout_s`` and ``stack_evaluations`` are execution settings,
+    like the executor: they stay out of the :class:`Cell` (and so out of its configuration hash),
+    and a setting changed between runs does not make stored cells stale (``stack_evaluations``
+    changes results by rounding only, as the thread count does; each cell's metadata records
+    it). ``orthobench run --cell-timeout`` overrides
     ``timeout_s``; an evaluation past ``evaluation_timeout_s`` is recorded with
     ``status="timeout"`` (y NaN, not told to the optimizer) and the cell goes on.
 
@@ -517,6 +492,12 @@ class Suite:
         None,
         description="seconds an evaluation may run before it is recorded as timed out; none: "
         "no limit",
+    )
+    stack_evaluations: bool = Field(
+        False,
+        description="hand a task that evaluates several configurations together (the cnn "
+        "task: its networks trained as one stack) the initial design and each q-batch at once; "
+        "results equal one-at-a-time ones up to rounding",
     )
     source: str = Field("", exclude=True, description="the file the suite was read from")
 

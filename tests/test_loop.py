@@ -12,8 +12,9 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
+from orthobench.deadlines import evaluation_deadline
 from orthobench.exceptions import NumericsWarning, OrthobenchWarning
-from orthobench.loop import evaluation_deadline, run_cell
+from orthobench.loop import run_cell
 from orthobench.results import EvaluationJournal
 from orthobench.space import SearchSpace
 from orthobench.suite import Cell, ComponentSpec

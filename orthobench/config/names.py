@@ -81,7 +81,7 @@ FUNCTION_SAMPLE_ESTIMATORS: tuple[str, ...] = ("qlogei",)
 
 #: Separates the module and the class of a probe's plugin estimator, ``module:attr``
 #: (a :class:`orthobench.probe.ProbeAcquisition` subclass, loaded by
-#: :func:`orthobench.suite.load_probe_acquisition`).
+#: :func:`orthobench.registry.load_probe_acquisition`).
 PLUGIN_SEPARATOR = ":"
 #: The base class of the probe's plugin estimators, by import path (imported only to check one).
 PROBE_ACQUISITION_BASE = "orthobench.probe.plugins:ProbeAcquisition"

@@ -11,9 +11,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from orthobench.deadlines import kill_descendants
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, describe_error
 from orthobench.executors._base import Executor, Job, JobResult, Session, execute, failed
-from orthobench.loop import _kill_descendants
 
 #: Address schemes of a Dask scheduler in another process: ``SCHEME://HOST:PORT``.
 _SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
@@ -332,7 +332,7 @@ def _expired(client, pending: set, started: dict[str, float], timeout: float) ->
 
 def _kill_worker_descendants(dask_worker) -> bool:  # noqa: ANN001 -- a distributed.Nanny
     """Run on a Dask worker's nanny (``Client.run(nanny=True)``): SIGKILL the descendants of its
-    worker process, what the worker's jobs started (:func:`orthobench.loop._kill_descendants`).
+    worker process, what the worker's jobs started (:func:`orthobench.loop.kill_descendants`).
     False where there is no ``/proc`` to find them in."""
     pid = dask_worker.pid  # None while no worker process runs: then nothing to kill, not our own
-    return pid is None or _kill_descendants(pid)
+    return pid is None or kill_descendants(pid)

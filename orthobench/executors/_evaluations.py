@@ -20,17 +20,21 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+import numpy as np
 import torch
 
-from orthobench.exceptions import OrthobenchError
+from orthobench.deadlines import kill_descendants
+from orthobench.exceptions import OrthobenchError, show_value
 from orthobench.executors._base import thread_limits
 from orthobench.loop import (
     EvaluationRequest,
     Evaluations,
     Outcome,
-    _kill_descendants,
+    call_within,
     evaluate_point,
     make_task,
+    outcome_of,
+    timeout_outcome,
 )
 from orthobench.suite import Cell
 from orthobench.tasks.base import Task
@@ -45,16 +49,53 @@ _PARENT_POLL_S = 0.5
 _DASK_TASKS_KEPT = 4
 
 
-def make_evaluations(kind: str, workers: int, threads: int) -> Evaluations:
+def make_evaluations(kind: str, workers: int, threads: int, stacked: bool = False) -> Evaluations:
     """Evaluations of ``kind`` (:data:`EVALUATION_KINDS`) running ``workers`` at once, each with
-    ``threads`` torch threads; one at a time they run here, whatever the kind."""
+    ``threads`` torch threads; one at a time they run here, whatever the kind, and with
+    ``stacked`` as :class:`StackedEvaluations`."""
     if kind not in EVALUATION_KINDS:
         raise ValueError(f"Unknown evaluation kind {kind!r}; choose one of {EVALUATION_KINDS}.")
     if workers == 1 or kind == "inline":
-        return Evaluations()
+        return StackedEvaluations() if stacked else Evaluations()
     if kind == "process":
         return ProcessEvaluations(workers, threads)
     return DaskEvaluations(workers, threads)
+
+
+class StackedEvaluations(Evaluations):
+    """The points of a step here, all at once, by the task's
+    :meth:`~orthobench.tasks.base.Task.evaluate_batch` (a suite's ``stack_evaluations``): one
+    call for the initial design and one per BO step, for a task that evaluates several
+    configurations together (the ``cnn`` task trains their networks as one stack). A task
+    without its own ``evaluate_batch``, and a step of one point, are evaluated one at a time.
+
+    The batch is one unit: within ``timeout`` seconds per point, else every point of it is a
+    timeout, and each point's ``eval_seconds`` is its share of the batch's wall time.
+    """
+
+    def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
+        task = self._task
+        if len(requests) < 2 or type(task).evaluate_batch is Task.evaluate_batch:
+            yield from super().run(requests)
+            return
+        timeout = None if self._timeout is None else self._timeout * len(requests)
+        seeds = [r.seed for r in requests]
+        xs = np.stack([r.x for r in requests])
+        timed_out, results, seconds = call_within(
+            timeout, seeds[0], lambda: task.evaluate_batch(xs, seeds=seeds, device=self._device)
+        )
+        share = seconds / len(requests)
+        if timed_out:
+            for request in requests:
+                yield request, timeout_outcome(task, share)
+            return
+        if not isinstance(results, list) or len(results) != len(xs):
+            raise TypeError(
+                f"`evaluate_batch` of task {self._label!r} must return a list of {len(xs)} "
+                f"Evaluations, one per point, but returned {show_value(results)}."
+            )
+        for request, evaluation in zip(requests, results, strict=True):
+            yield request, outcome_of(task, evaluation, share, request.iteration, self._label)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -71,7 +112,7 @@ def _exit_with_parent(parent: int) -> None:
     cell's process) is no longer its parent."""
     while os.getppid() == parent:
         time.sleep(_PARENT_POLL_S)
-    _kill_descendants()
+    kill_descendants()
     os._exit(1)
 
 
@@ -176,7 +217,7 @@ class ProcessEvaluations(Evaluations):
         # for: an evaluation of a failed cell may still run.
         processes = list((self._pool._processes or {}).values())
         for process in processes:
-            _kill_descendants(process.pid)
+            kill_descendants(process.pid)
         self._pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             with contextlib.suppress(ProcessLookupError):

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
 
+from orthobench.deadlines import kill_descendants
 from orthobench.executors._base import Executor, Job, JobResult, Session, execute, failed
-from orthobench.loop import _kill_descendants
 
 #: Seconds between a pool worker's checks that the runner is still alive.
 _PARENT_POLL_S = 0.5
@@ -27,7 +27,7 @@ def _kill_tree(leader: int) -> None:
     included, then the group it leads: ``leader`` itself and the group's processes whose parent
     ended, which no walk from ``leader`` finds. Descendants first: once ``leader`` is dead, its
     children are reparented out of reach."""
-    _kill_descendants(leader)  # without /proc (not Linux), the group alone
+    kill_descendants(leader)  # without /proc (not Linux), the group alone
     with contextlib.suppress(ProcessLookupError):  # none left, or the worker never started
         os.killpg(leader, signal.SIGKILL)
 
@@ -134,7 +134,7 @@ class _Worker:
         """Ask the idle worker to exit; kill it if it has not after ``grace`` seconds. What its
         jobs started and left running is killed either way."""
         # First, while the worker lives: its descendants outside its group are found through it.
-        _kill_descendants(self.process.pid)
+        kill_descendants(self.process.pid)
         with contextlib.suppress(OSError):
             self.conn.send(None)
         self.process.join(grace)

@@ -70,8 +70,9 @@ from orthobench.optimizers.orthobo import INNER_SAMPLES, constrained_incumbent, 
 from orthobench.probe.metrics import ALPHA
 from orthobench.probe.plugins import ProbeAcquisition
 from orthobench.probe.states import ProbeState, check_constrained_states
+from orthobench.registry import load_probe_acquisition
 from orthobench.seeding import derive_seed, torch_seed
-from orthobench.suite import ProbeSpec, load_probe_acquisition
+from orthobench.suite import ProbeSpec
 from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP

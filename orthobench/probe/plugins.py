@@ -2,7 +2,7 @@ r"""Plugin estimators of the probe: a user's acquisition, probed beside OrthoBO'
 
 A probe section names one by import path (``estimators: [mc, orth, "mypkg.acq:QLogNEI64"]``);
 the path must name a subclass of :class:`ProbeAcquisition`, checked when the suite is loaded
-(:func:`orthobench.suite.load_probe_acquisition`, the registry's trust model: a suite names code
+(:func:`orthobench.registry.load_probe_acquisition`, the registry's trust model: a suite names code
 to import, and only classes of the right base may be loaded from it). The probe measures it as it
 measures ``qlogei`` (:mod:`orthobench.probe.gp_probe`): its noise is over whatever the plugin
 seeds with the rebuild index, on the state's fitted GP, against its own high-precision reference.

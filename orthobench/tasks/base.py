@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,48 @@ class Task(ABC):
             The :class:`Evaluation`.
         """
 
+    def evaluate_batch(
+        self, xs: np.ndarray, *, seeds: Sequence[int], device: torch.device
+    ) -> list[Evaluation]:
+        """Evaluate ``k`` points, each with its own seed.
+
+        The contract: one :class:`Evaluation` per row of ``xs``, in order, row ``i`` evaluated
+        with ``seeds[i]``, each equal to ``evaluate(xs[i], seed=seeds[i], device=device)``. This
+        default is that loop, so it is exact; a task overrides it where evaluating several
+        configurations together is cheaper (:meth:`CNNTask.evaluate_batch
+        <orthobench.tasks.cnn.CNNTask.evaluate_batch>` trains the ``k`` networks as one stack),
+        and its results then equal the loop's up to rounding (the override says how far).
+
+        Args:
+            xs: ``k x d`` native parameter values, one point per row (as :meth:`evaluate` takes
+                them).
+            seeds: ``k`` seeds, ``seeds[i]`` for row ``i``.
+            device: As for :meth:`evaluate`.
+
+        Returns:
+            ``k`` evaluations, row order.
+
+        Raises:
+            ValueError: when ``xs`` is not ``k x d`` or ``seeds`` does not have ``k`` entries.
+        """
+        xs = _check_batch(xs, seeds, self.dim)
+        return [
+            self.evaluate(x, seed=int(s), device=device) for x, s in zip(xs, seeds, strict=True)
+        ]
+
     def regret(self, y: float) -> float | None:
         """``y - optimal_value``, or None when the optimum is unknown."""
         return None if self.optimal_value is None else float(y - self.optimal_value)
+
+
+def _check_batch(xs: np.ndarray, seeds: Sequence[int], dim: int) -> np.ndarray:
+    """``xs`` as a ``k x dim`` array, checked against ``seeds`` (``k`` of them)."""
+    xs = np.asarray(xs)
+    if xs.ndim != 2 or xs.shape[1] != dim:
+        raise ValueError(f"`xs` must be k x {dim}, but got shape {xs.shape}.")
+    if len(seeds) != len(xs):
+        raise ValueError(
+            f"`seeds` must have one seed per row of `xs`, but got {len(seeds)} seeds for "
+            f"{len(xs)} rows."
+        )
+    return xs

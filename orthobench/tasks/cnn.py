@@ -19,7 +19,7 @@ import contextlib
 import functools
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +31,7 @@ from torch.nn import functional as F
 from orthobench.exceptions import ConfigError
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
 from orthobench.space import Parameter, SearchSpace
-from orthobench.tasks.base import Evaluation, Task
+from orthobench.tasks.base import Evaluation, Task, _check_batch
 from orthobench.tasks.datasets.readers import ImageSplit, read_dataset
 from orthobench.tasks.datasets.store import locate
 
@@ -132,6 +132,190 @@ def _deterministic_cudnn() -> Iterator[None]:
         yield
     finally:
         cudnn.deterministic, cudnn.benchmark = saved
+
+
+class _StackedLinear(torch.autograd.Function):
+    """``k`` linear layers at once: ``x @ w[i].T + b[i]`` for each network ``i``.
+
+    ``x``: ``k x b x in``, ``w``: ``k x out x in``, ``bias``: ``k x out`` -> ``k x b x out``.
+    The backward pass is written out because autograd's, a ``bmm`` with an inner dimension of
+    ``b = 1`` for the weight gradient, is several times slower on the CPU than the outer product
+    it computes (each entry is one product, so both are exact).
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        return torch.baddbmm(bias.unsqueeze(1), x, w.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, w = ctx.saved_tensors  # k x b x in, k x out x in; grad: k x b x out
+        grad_x = torch.bmm(grad, w) if ctx.needs_input_grad[0] else None
+        if x.shape[1] == 1:
+            grad_w = grad.transpose(1, 2) * x  # k x out x 1 * k x 1 x in
+        else:
+            grad_w = torch.bmm(grad.transpose(1, 2), x)
+        return grad_x, grad_w, grad.sum(1)
+
+
+class _StackedSmallCNN:
+    """``k`` :class:`SmallCNN` networks as stacked parameters, with SGD and StepLR per network.
+
+    The parameters are :class:`SmallCNN`'s, each stacked over the networks (leading dimension
+    ``k``). The forward pass maps ``k x b x c x h x w`` images (network ``i`` sees
+    ``images[i]``) to ``k x b x n_classes`` logits: the convolution as one batched matrix product
+    of the networks' weights with their images' ``5 x 5`` patches, max-pooling in channels-last
+    layout (several times faster than NCHW for these maps on the CPU), then ReLU (it commutes
+    with max-pooling, forward and backward), and :class:`_StackedLinear` for the two linear
+    layers. A grouped convolution (``groups=k``, what ``torch.func.vmap`` of ``conv2d`` over
+    stacked weights becomes) was slower on the CPU.
+
+    NOTE: the update is written out, not ``torch.optim.SGD``: SGD takes one ``lr``, momentum and
+    weight decay per parameter group, and per-network groups would need ``k`` separate leaf
+    tensors per layer (stacked again at every step) and ``k`` group updates per step, the
+    per-network overhead this class removes; ``torch._foreach`` ops take one scalar per tensor
+    but no per-row ``alpha``. Per-network hyperparameters are ``k``-row tensors broadcast over
+    each parameter, and each operation is the one ``torch.optim.SGD`` (dampening 0, no Nesterov,
+    single-tensor path) applies, in the same order and rounding: ``addcmul`` with a float32
+    factor rounds as ``add(alpha=...)`` does (one fused multiply-add on the CPU)::
+
+        d = g + wd * p;  buf = d (first step) or momentum * buf + d;  p = p - lr * buf
+
+    The learning rates follow ``StepLR``'s recursion in Python floats: ``lr *= gamma`` after
+    every ``step_size``-th step.
+    """
+
+    def __init__(self, nets: Sequence[SmallCNN], params: Sequence[dict], device: torch.device):
+        self.pool = nets[0].pool
+        self.weights = [
+            torch.stack([p.detach() for p in ps]).to(device).requires_grad_()
+            for ps in zip(*(net.parameters() for net in nets), strict=True)
+        ]
+        self.buffers: list[torch.Tensor] | None = None
+        self.lrs = [float(p["lr"]) for p in params]
+        self.step_sizes = [int(p["step_size"]) for p in params]
+        self.gammas = [float(p["gamma"]) for p in params]
+        self._momentum = torch.tensor([float(p["momentum"]) for p in params], device=device)
+        self._decay = torch.tensor([float(p["weight_decay"]) for p in params], device=device)
+        self.steps = 0
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only the networks in ``rows`` (the others stopped training)."""
+        index = torch.tensor(rows, device=self._momentum.device)
+        self.weights = [w.detach()[index].requires_grad_() for w in self.weights]
+        if self.buffers is not None:
+            self.buffers = [b[index] for b in self.buffers]
+        self._momentum, self._decay = self._momentum[index], self._decay[index]
+        for name in ("lrs", "step_sizes", "gammas"):
+            setattr(self, name, [getattr(self, name)[r] for r in rows])
+
+    def network(self, row: int, like: SmallCNN) -> SmallCNN:
+        """Network ``row``'s parameters loaded into ``like`` (returned)."""
+        with torch.no_grad():
+            for p, w in zip(like.parameters(), self.weights, strict=True):
+                p.copy_(w[row])
+        return like
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        k, b, c, h, w = images.shape
+        oh, ow = h - _KERNEL + 1, w - _KERNEL + 1
+        conv_w, conv_b, hidden_w, hidden_b, out_w, out_b = self.weights
+        # k x (b oh ow) x (c 5 5): each output position's patch, in conv2d's weight order
+        sk, sb, sc, sh, sw = images.stride()
+        patches = images.as_strided(
+            (k, b, oh, ow, c, _KERNEL, _KERNEL), (sk, sb, sh, sw, sc, sh, sw)
+        ).reshape(k, b * oh * ow, c * _KERNEL * _KERNEL)
+        maps = torch.baddbmm(conv_b.unsqueeze(1), patches, conv_w.flatten(2).transpose(1, 2))
+        # (k b) x 20 x oh x ow in channels-last memory
+        maps = maps.view(k * b, oh, ow, _CONV_CHANNELS).permute(0, 3, 1, 2)
+        x = F.relu(F.max_pool2d(maps, self.pool)).reshape(k, b, -1)
+        x = F.relu(_StackedLinear.apply(x, hidden_w, hidden_b))
+        return _StackedLinear.apply(x, out_w, out_b)
+
+    def step(self, images: torch.Tensor, labels: torch.Tensor, counts: torch.Tensor) -> list:
+        """One SGD step of every network on its batch, then one StepLR step.
+
+        Args:
+            images: ``k x b x c x h x w``.
+            labels: ``k x b``.
+            counts: ``k x b``: 1 for a sample of the batch, 0 for padding (a short last batch).
+
+        Returns:
+            The ``k`` batch-mean losses (a ``k`` tensor).
+        """
+        logits = self.forward(images)
+        k, b, n_classes = logits.shape
+        losses = F.cross_entropy(
+            logits.reshape(k * b, n_classes), labels.reshape(k * b), reduction="none"
+        ).view(k, b)
+        losses = (losses * counts).sum(1) / counts.sum(1)
+        grads = torch.autograd.grad(losses.sum(), self.weights)
+        with torch.no_grad():
+            lr = torch.tensor(self.lrs, dtype=torch.float32, device=self._momentum.device)
+            first = self.buffers is None
+            if first:
+                self.buffers = []
+            for i, (w, g) in enumerate(zip(self.weights, grads, strict=True)):
+                shape = (-1,) + (1,) * (w.dim() - 1)
+                d = torch.addcmul(g, w, self._decay.view(shape))
+                if first:
+                    self.buffers.append(d)
+                else:
+                    d = self.buffers[i].mul_(self._momentum.view(shape)).add_(d)
+                w.addcmul_(d, lr.view(shape), value=-1)
+        self.steps += 1
+        for r, (size, gamma) in enumerate(zip(self.step_sizes, self.gammas, strict=True)):
+            if self.steps % size == 0:
+                self.lrs[r] *= gamma
+        return losses.detach()
+
+
+def _train_stack(
+    nets: Sequence[SmallCNN],
+    params: Sequence[dict],
+    orders: Sequence[torch.Tensor],
+    data: _DeviceData,
+    batch_size: int,
+    device: torch.device,
+) -> list[tuple[SmallCNN, float, float]]:
+    """Train ``nets`` (network ``i`` with ``params[i]`` on the images ``orders[i]``) as one stack.
+
+    Returns ``(trained network, final lr, last batch loss)`` per network, on ``device``.
+    """
+    k = len(nets)
+    n_steps = [math.ceil(len(o) / batch_size) for o in orders]
+    longest = max(n_steps)
+    # k x steps x batch: image indices, padded with image 0 (counted 0) where a batch is short
+    batches = torch.zeros(k, longest * batch_size, dtype=torch.long)
+    counts = torch.zeros(k, longest * batch_size)
+    for i, order in enumerate(orders):
+        batches[i, : len(order)], counts[i, : len(order)] = order, 1.0
+    batches = batches.view(k, longest, batch_size).to(device)
+    counts = counts.view(k, longest, batch_size).to(device)
+    stack = _StackedSmallCNN(nets, params, device)
+    results: list = [None] * k
+    rows = list(range(k))  # the networks still in the stack, by stack row
+    losses = torch.zeros(k, device=device)
+    for step in range(longest + 1):
+        done = [r for r, i in enumerate(rows) if n_steps[i] == step]
+        for r in done:
+            i = rows[r]
+            net = stack.network(r, nets[i].to(device))
+            results[i] = (net, stack.lrs[r], float(losses[r]) if step else 0.0)
+        if done:
+            left = [r for r in range(len(rows)) if r not in done]
+            if not left:
+                break
+            stack.keep(left)
+            batches, counts, losses = batches[left], counts[left], losses[left]
+            rows = [rows[r] for r in left]
+        index = batches[:, step]
+        images = data.images(data.x_train[index.flatten()])
+        losses = stack.step(
+            images.view(*index.shape, *images.shape[1:]), data.y_train[index], counts[:, step]
+        )
+    return results
 
 
 class CNNTask(Task):
@@ -262,23 +446,83 @@ class CNNTask(Task):
                 loss.backward()
                 optimizer.step()
                 scheduler.step()
-            model.eval()
-            with torch.no_grad():
-                correct = sum(
-                    int((model(data.images(xb)).argmax(dim=1) == yb).sum())
-                    for xb, yb in zip(
-                        data.x_test.split(_TEST_CHUNK), data.y_test.split(_TEST_CHUNK), strict=True
-                    )
-                )
-        accuracy = correct / len(data.y_test)
-        last_loss = float(loss.detach())
-        return Evaluation(
-            y=1.0 - accuracy,
-            is_outlier=stop is not None,
-            info={
-                "accuracy": accuracy,
-                "train_samples": n_samples,
-                "final_lr": scheduler.get_last_lr()[0],
-                "last_batch_loss": last_loss if math.isfinite(last_loss) else None,
-            },
+            accuracy = _test_accuracy(model, data)
+        return _evaluation(
+            accuracy, stop, n_samples, scheduler.get_last_lr()[0], float(loss.detach())
         )
+
+    def evaluate_batch(
+        self, xs: np.ndarray, *, seeds: Sequence[int], device: torch.device
+    ) -> list[Evaluation]:
+        """Train the ``k`` configurations' networks as one stack (:class:`_StackedSmallCNN`).
+
+        Each network is what :meth:`evaluate` trains for its row and seed: the same
+        initialization, image order, outlier stop, ``SGD(lr, momentum, weight_decay)`` update
+        and ``StepLR(step_size, gamma)`` schedule, and its test error is computed by the same
+        code. One training step is one forward and backward pass of all networks still training
+        over one batch each (an outlier leaves the stack when it stops). The results equal
+        :meth:`evaluate`'s up to rounding: the stacked convolution and matrix products sum in
+        another order, so weights differ in the last bits, and over an epoch that can move the
+        test error by a few test images (docs/design.md, "Seeds and determinism";
+        tests/tasks/test_cnn_stack.py bounds it).
+
+        Args:
+            xs: ``k x 5`` native points (:data:`CNN_SPACE`).
+            seeds: ``k`` evaluation seeds.
+            device: Where the stack trains.
+
+        Returns:
+            ``k`` evaluations in row order, with :meth:`evaluate`'s fields and ``info``.
+        """
+        xs = _check_batch(xs, seeds, self.dim)
+        device = torch.device(device)
+        data = _device_data(self.dataset, self.location, device)
+        n_train, n_classes = len(data.y_train), self.data().n_classes
+        params = [self.space.as_dict(x) for x in xs]
+        stops = [self.outlier_samples(int(s)) for s in seeds]
+        n_samples = [n_train if stop is None else min(stop, n_train) for stop in stops]
+        nets = []
+        for seed in seeds:
+            with torch_seed(derive_seed(int(seed), "init")):
+                nets.append(SmallCNN(*data.x_train.shape[1:], n_classes=n_classes))
+        orders = [
+            torch.randperm(n_train, generator=torch_generator(int(seed), "order"))[:n]
+            for seed, n in zip(seeds, n_samples, strict=True)
+        ]
+        with _deterministic_cudnn():
+            trained = _train_stack(nets, params, orders, data, self.batch_size, device)
+            accuracies = [_test_accuracy(net, data) for net, _, _ in trained]
+        return [
+            _evaluation(accuracy, stop, n, lr, loss)
+            for accuracy, (_, lr, loss), stop, n in zip(
+                accuracies, trained, stops, n_samples, strict=True
+            )
+        ]
+
+
+def _test_accuracy(model: nn.Module, data: _DeviceData) -> float:
+    """The share of ``data``'s held-out images ``model`` classifies right."""
+    model.eval()
+    with torch.no_grad():
+        correct = sum(
+            int((model(data.images(xb)).argmax(dim=1) == yb).sum())
+            for xb, yb in zip(
+                data.x_test.split(_TEST_CHUNK), data.y_test.split(_TEST_CHUNK), strict=True
+            )
+        )
+    return correct / len(data.y_test)
+
+
+def _evaluation(
+    accuracy: float, stop: int | None, n_samples: int, final_lr: float, last_loss: float
+) -> Evaluation:
+    return Evaluation(
+        y=1.0 - accuracy,
+        is_outlier=stop is not None,
+        info={
+            "accuracy": accuracy,
+            "train_samples": n_samples,
+            "final_lr": final_lr,
+            "last_batch_loss": last_loss if math.isfinite(last_loss) else None,
+        },
+    )

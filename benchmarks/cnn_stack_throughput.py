@@ -1,0 +1,104 @@
+"""Evaluations per second of the ``cnn`` task: ``k`` configurations trained as one stack
+(:meth:`CNNTask.evaluate_batch <orthobench.tasks.cnn.CNNTask.evaluate_batch>`) against the same
+``k`` evaluated one after another (:meth:`CNNTask.evaluate`), and the largest difference of their
+test errors.
+
+The ``k`` points are drawn uniformly in the unit cube of the task's space (seeded) and mapped to
+native units; evaluation ``i`` gets seed ``i``, so the outlier draws are the task's own (with the
+default ``--outlier-prob 0.2`` some networks stop after 100-1000 samples, in both modes). Each
+round times the sequential loop, then the stack, on the same points and seeds, so both see the
+same machine load; printed per round: evaluations per second of each, their ratio and the largest
+``|y_stack - y_sequential|``, then the median ratio over rounds. ``--samples N`` shortens every
+evaluation to its first ``N`` training samples (a task subclass whose every evaluation stops
+there, so every result is flagged an outlier) for a shorter measurement.
+
+The issue's CPU goal (issue 31): on 2 cores, mnist-5k at batch size 1, a stack of 8 at >= 3x the
+evaluations per second of one after another, test errors within 0.01.
+
+Run: ``.venv/bin/python benchmarks/cnn_stack_throughput.py [--k 8] [--threads 2]
+[--dataset mnist-5k] [--device cpu] [--rounds 2] [--samples N] [--outlier-prob 0.2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from orthobench.seeding import numpy_rng
+from orthobench.tasks.cnn import CNNTask
+
+
+class _ShortTask(CNNTask):
+    """The ``cnn`` task with every evaluation stopped after at most ``samples`` samples."""
+
+    def __init__(self, samples: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.samples = samples
+
+    def outlier_samples(self, seed: int) -> int | None:
+        drawn = super().outlier_samples(seed)
+        return self.samples if drawn is None else min(drawn, self.samples)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--k", type=int, default=8, help="configurations per stack")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--dataset", default="mnist-5k")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--samples", type=int, default=None, help="training samples per run")
+    parser.add_argument("--outlier-prob", type=float, default=0.2)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the k points")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    params = {"dataset": args.dataset, "outlier_prob": args.outlier_prob}
+    task = CNNTask(**params) if args.samples is None else _ShortTask(args.samples, **params)
+    xs = task.space.from_unit(numpy_rng(args.seed, "cnn-stack-points").random((args.k, task.dim)))
+    seeds = list(range(args.k))
+    print(
+        f"dataset={args.dataset} k={args.k} threads={torch.get_num_threads()} device={device} "
+        f"batch_size={task.batch_size} samples={args.samples or 'full epoch'} "
+        f"outlier_prob={args.outlier_prob} torch={torch.__version__}"
+    )
+    task.evaluate(xs[0], seed=seeds[0], device=device)  # reads the data, warms up
+    ratios = []
+    for r in range(args.rounds):
+        _synchronize(device)
+        start = time.perf_counter()
+        sequential = [
+            task.evaluate(x, seed=s, device=device) for x, s in zip(xs, seeds, strict=True)
+        ]
+        _synchronize(device)
+        seq_s = time.perf_counter() - start
+        start = time.perf_counter()
+        stacked = task.evaluate_batch(xs, seeds=seeds, device=device)
+        _synchronize(device)
+        stack_s = time.perf_counter() - start
+        diff = max(abs(a.y - b.y) for a, b in zip(stacked, sequential, strict=True))
+        ratios.append(seq_s / stack_s)
+        samples = [e.info["train_samples"] for e in sequential]
+        print(
+            f"round {r}: sequential {args.k / seq_s:.3f} eval/s ({seq_s:.1f} s), stacked "
+            f"{args.k / stack_s:.3f} eval/s ({stack_s:.1f} s), ratio {ratios[-1]:.2f}, "
+            f"max |dy| {diff:.4f}, outliers {sum(e.is_outlier for e in sequential)}, "
+            f"train samples {samples}"
+        )
+    print(f"median ratio {statistics.median(ratios):.2f} over {args.rounds} rounds")
+    print("y sequential", np.round([e.y for e in sequential], 4).tolist())
+    print("y stacked   ", np.round([e.y for e in stacked], 4).tolist())
+
+
+if __name__ == "__main__":
+    main()
