@@ -12,7 +12,7 @@ same machine load; printed per round: evaluations per second of each, their rati
 evaluation to its first ``N`` training samples (a task subclass whose every evaluation stops
 there, so every result is flagged an outlier) for a shorter measurement.
 
-The issue's CPU goal (issue 31): on 2 cores, mnist-5k at batch size 1, a stack of 8 at >= 3x the
+The CPU goal: on 2 cores, mnist-5k at batch size 1, a stack of 8 at >= 3x the
 evaluations per second of one after another, test errors within 0.01.
 
 Run: ``.venv/bin/python benchmarks/cnn_stack_throughput.py [--k 8] [--threads 2]

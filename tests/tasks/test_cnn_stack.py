@@ -1,5 +1,5 @@
 """``Task.evaluate_batch``: the default loop over ``evaluate``, and the ``cnn`` task's stack of
-networks trained together, which must give each configuration its sequential result (issue 31)."""
+networks trained together, which must give each configuration its sequential result."""
 
 from __future__ import annotations
 
