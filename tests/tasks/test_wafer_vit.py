@@ -5,8 +5,11 @@ seeded determinism, the objective, the local-directory and offline model paths, 
 
 from __future__ import annotations
 
+import functools
 import io
+import multiprocessing
 import os
+import time
 import warnings
 
 import numpy as np
@@ -187,6 +190,29 @@ def test_cache_key_and_reuse(tmp_path):
     assert second.extraction_seconds == first.extraction_seconds
     stale = load_or_extract(key, lambda: extract(5), n=5, directory=tmp_path)  # row count changed
     assert stale.extracted and stale.features.shape == (5, 3) and len(calls) == 2
+
+
+def _extract_slowly_and_log(log: str) -> np.ndarray:
+    """An extraction that takes a while and leaves a line in ``log`` (a worker's)."""
+    with open(log, "a") as fh:
+        fh.write("extracted\n")
+    time.sleep(0.5)
+    return np.ones((4, 3), dtype=np.float32)
+
+
+def _worker(directory: str, log: str) -> bool:
+    key = FeatureKey(model="m", dataset_sha256="0" * 64, image_size=8, device="cpu", dtype="f")
+    extract = functools.partial(_extract_slowly_and_log, log)
+    return load_or_extract(key, extract, n=4, directory=directory).extracted
+
+
+def test_workers_that_start_together_extract_the_features_once(tmp_path):
+    log = tmp_path / "log"
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        extracted = pool.starmap(_worker, [(str(tmp_path / "cache"), str(log))] * 4)
+    assert sorted(extracted) == [False, False, False, True]
+    assert log.read_text().splitlines() == ["extracted"]
 
 
 def test_a_local_directory_model_loads_and_is_fingerprinted(in_data_root, tmp_path):

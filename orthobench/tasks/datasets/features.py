@@ -23,12 +23,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -144,7 +146,9 @@ def load_or_extract(
     """The features of ``key``: read from the cache, else computed by ``extract`` and stored.
 
     A cache file whose stored key, version or row count does not match is recomputed and
-    replaced.
+    replaced. Processes that ask for the same key at once (several workers starting together)
+    extract it once: an exclusive ``flock`` on ``<file>.lock`` makes the others wait, then read
+    what the first stored (where the file system has no ``flock``, each extracts its own).
 
     Args:
         key: What the features depend on.
@@ -157,6 +161,31 @@ def load_or_extract(
     """
     folder = Path(directory) if directory is not None else cache_dir()
     path = folder / key.filename()
+    folder.mkdir(parents=True, exist_ok=True)
+    with _exclusive(path.with_name(f"{path.name}.lock")):
+        return _load_or_extract(key, extract, n, path)
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock`` (created if missing) for the block; without
+    ``flock`` (some network file systems) the block runs unlocked."""
+    with open(lock, "a") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        except OSError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _load_or_extract(
+    key: FeatureKey, extract: Callable[[], np.ndarray], n: int, path: Path
+) -> CachedFeatures:
+    """:func:`load_or_extract` at ``path``, under its lock."""
     if path.is_file():
         with np.load(path, allow_pickle=False) as npz:
             meta = json.loads(str(npz["meta"]))
@@ -178,7 +207,6 @@ def load_or_extract(
     if features.ndim != 2 or features.shape[0] != n:
         raise ValueError(f"`extract` must return {n} x h features, but got {features.shape}.")
     meta = {"format_version": _FORMAT_VERSION, "key": asdict(key), "extraction_seconds": seconds}
-    folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as fh:
         np.savez(fh, features=features, meta=np.str_(json.dumps(meta)))
