@@ -153,7 +153,9 @@ class QLogEI(_GPAcquisitionOptimizer):
     On a constrained history (``m > 0``) the acquisition is BoTorch's constrained qLogEI on a
     ``ModelListGP`` of ``-y`` and the ``m`` constraints: per joint sample ``Z`` (``... x q x
     (1 + m)``), the improvement ``max_j (Z_j0 - best_f)^+`` with each point's improvement
-    weighted by ``prod_i sigmoid(-Z_ji / eta)`` (feasible where ``Z_ji <= 0``), and ``best_f``
+    weighted by ``prod_i sigmoid(-Z_ji / (eta s_i))`` (feasible where ``Z_ji <= 0``; ``s_i``
+    the standard deviation of constraint ``i``'s observed values, so ``eta`` is relative to its
+    scale, as the standardized outcomes of OrthoBO's constrained EI are), and ``best_f``
     the best feasible ``-y``; with no feasible observation, a value below every ``-y`` and the
     GP's 6-sigma lower bound on the told points (BoTorch's ``get_infeasible_cost``), so the
     acquisition then seeks feasibility first.
@@ -215,12 +217,20 @@ class QLogEI(_GPAcquisitionOptimizer):
             with torch.no_grad():
                 lower = -get_infeasible_cost(self.train_x.to(device), objective_model).squeeze()
             best_f = torch.minimum(lower.to(self.train_y), (-self.train_y).min())
+        # Each constraint in units of its observed spread: BoTorch's eta (1e-3) is a width in
+        # the constraint's units, so on the pressure vessel's (values up to 1e5) the smoothed
+        # indicator is a step with no gradient and L-BFGS fails; scaling keeps feasibility.
+        scales = (
+            self.train_c.std(dim=0).clamp_min(1e-9).tolist() if len(self.train_c) > 1 else [1.0] * m
+        )
         return qLogExpectedImprovement(
             model,
             best_f=best_f.to(device),
             sampler=sampler,
             objective=GenericMCObjective(lambda Z, X=None: Z[..., 0]),
-            constraints=[lambda Z, i=i: Z[..., i] for i in range(1, m + 1)],
+            constraints=[
+                lambda Z, i=i, scale=scales[i - 1]: Z[..., i] / scale for i in range(1, m + 1)
+            ],
         )
 
 

@@ -101,6 +101,17 @@ def test_qlogei_prefers_the_feasible_region() -> None:
     assert feasible > infeasible + 3.0  # log scale: e^3 times more improvement-with-feasibility
 
 
+def test_qlogei_does_not_depend_on_the_units_of_a_constraint() -> None:
+    """The feasibility weight is relative to each constraint's spread: constraint values in
+    units 1e5 times larger (the pressure vessel's scale) give the same acquisition, where a
+    fixed eta of 1e-3 would make the indicator a step without gradient."""
+    x, y, c = _half_plane_history()
+    points = torch.tensor([[0.25, 0.35], [0.75, 0.65], [0.5, 0.52]], dtype=torch.float64)
+    torch.testing.assert_close(
+        _qlogei_values(x, y, c * 1e5, points), _qlogei_values(x, y, c, points), rtol=1e-4, atol=1e-4
+    )
+
+
 def test_qlogei_best_f_is_the_best_feasible_value() -> None:
     x, y, c = _half_plane_history()
     opt = QLogEI(2, seed=0, **TINY_EI)
