@@ -75,6 +75,14 @@ def test_constraints_are_the_negated_botorch_slack():
     assert found.feasible
 
 
+def test_pressure_vessel_checks_its_constraints_on_the_rounded_thicknesses():
+    """The objective costs x1 rounded to a multiple of 0.0625: at x3 = 50 the bound is
+    x1 >= 0.0193 x3 = 0.965, and x1 = 0.966 costs as 0.9375, below it, so it is infeasible
+    (BoTorch's slack checks 0.966 and calls it feasible)."""
+    found = evaluate(TASKS.create("pressure-vessel"), [0.966, 1.0, 50.0, 150.0])
+    assert found.constraints[0] == pytest.approx(0.965 - 0.9375) and not found.feasible
+
+
 def test_objective_noise_is_seeded_and_leaves_the_constraints_alone():
     task = TASKS.create("welded-beam", noise_std=0.5)
     x = [1.0, 2.0, 3.0, 4.0]
