@@ -16,13 +16,7 @@ from tests.tasks.datasets.formats import write_cifar10, write_mnist
 GOOD = np.array([0.05, 0.5, 1e-4, 50, 0.95])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: the fastest for these tiny networks, and immune to a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_search_space_is_axs_cnn_benchmark():
