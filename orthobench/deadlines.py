@@ -73,7 +73,10 @@ def descendants(root: int | None = None) -> set[int] | None:
     found: set[int] = set()
     parents = [os.getpid() if root is None else root]
     while parents:
-        for listing in Path(f"/proc/{parents.pop()}/task").glob("*/children"):
+        pid, listings = parents.pop(), []
+        with contextlib.suppress(OSError):  # the process ended (and was reaped) meanwhile
+            listings = list(Path(f"/proc/{pid}/task").glob("*/children"))
+        for listing in listings:
             with contextlib.suppress(OSError):  # the thread or the process ended meanwhile
                 new = set(map(int, listing.read_text().split())) - found
                 found |= new
