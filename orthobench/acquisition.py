@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
@@ -335,14 +336,14 @@ class MarginalLogCEI(MarginalLogAcquisition):
     ``b x 1 x d`` -> ``b``.
 
     Args:
-        model, members, controls, weights, estimator, alpha: As
-            :class:`MarginalLogAcquisition`.
+        model, members, controls, weights: As :class:`MarginalLogAcquisition`.
         constraints: One :class:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP` per
             constraint, fitted to the constraint values as observed, each with as many draws as
             every member.
         constraint_controls: Per constraint, its ``S x K_i`` whitened draws.
-        point_weights: Per member, weights of a point set drawn in the *joint* space of the
-            member's and the constraints' whitened coordinates, or ``None``.
+        kwargs: ``estimator``, ``alpha`` and ``point_weights`` of
+            :class:`MarginalLogAcquisition`; a member's point weights are of a point set drawn
+            in the *joint* space of the member's and the constraints' whitened coordinates.
     """
 
     def __init__(
@@ -354,19 +355,9 @@ class MarginalLogCEI(MarginalLogAcquisition):
         *,
         constraints: Sequence[ThetaSampledGP],
         constraint_controls: Sequence[Tensor],
-        estimator: str = DEFAULT_CONTROL_VARIATE,
-        alpha: float = 1e-3,
-        point_weights: Sequence[Tensor | None] | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            model,
-            members,
-            controls,
-            weights,
-            estimator=estimator,
-            alpha=alpha,
-            point_weights=point_weights,
-        )
+        super().__init__(model, members, controls, weights, **kwargs)
         self.constraints = list(constraints)
         self.controls = _joint_controls(self, constraints, constraint_controls)
 
@@ -393,11 +384,12 @@ class MarginalLogQCEI(MarginalLogQEI):
     whitened draws side by side. ``batch x q x d`` -> ``batch``; pending points join every batch.
 
     Args:
-        model, members, controls, weights, base_samples, estimator, alpha, point_weights,
-            X_pending: As :class:`MarginalLogQEI`.
+        model, members, controls, weights, base_samples: As :class:`MarginalLogQEI`.
         constraints, constraint_controls: As :class:`MarginalLogCEI`.
         constraint_base_samples: Per constraint, its ``K x q_max`` standard normal draws
             (independent of ``base_samples``: the GPs are independent).
+        kwargs: ``estimator``, ``alpha``, ``point_weights`` and ``X_pending`` of
+            :class:`MarginalLogQEI`.
     """
 
     def __init__(
@@ -411,22 +403,9 @@ class MarginalLogQCEI(MarginalLogQEI):
         constraints: Sequence[ThetaSampledGP],
         constraint_controls: Sequence[Tensor],
         constraint_base_samples: Sequence[Tensor],
-        estimator: str = DEFAULT_CONTROL_VARIATE,
-        alpha: float = 1e-3,
-        point_weights: Sequence[Tensor | None] | None = None,
-        X_pending: Tensor | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            model,
-            members,
-            controls,
-            weights,
-            base_samples=base_samples,
-            estimator=estimator,
-            alpha=alpha,
-            point_weights=point_weights,
-            X_pending=X_pending,
-        )
+        super().__init__(model, members, controls, weights, base_samples=base_samples, **kwargs)
         if len(constraint_base_samples) != len(constraints) or any(
             b.shape != base_samples.shape for b in constraint_base_samples
         ):

@@ -194,6 +194,21 @@ def draw_thetas(
     return ThetaDraws(estimator, z, theta, weights, variance)
 
 
+def require_equal_weights(weights: Tensor | None, estimator: str) -> None:
+    """Refuse a point set with unequal ``weights`` (None: equal-weight draws) where draws of
+    several GPs are paired by index (constrained EI): its rule holds in one GP's space, and
+    pairing its points with another GP's does not keep the weights.
+
+    Raises:
+        ValueError: naming ``estimator``.
+    """
+    if weights is not None and not torch.allclose(weights, weights.mean().expand_as(weights)):
+        raise ValueError(
+            f"The estimator {estimator!r} weights its points unequally: on a constrained task "
+            "use equal-weight draws (a control-variate estimator, or qmc-owen)."
+        )
+
+
 def estimate(values: Tensor, draws: ThetaDraws, estimator: ThetaEstimator | None = None) -> Tensor:
     """Reduce ``S x N`` per-draw values to ``N`` estimates.
 

@@ -47,6 +47,7 @@ from orthobench.theta_estimators import (
     ThetaEstimator,
     draw_thetas,
     parse_theta_estimator,
+    require_equal_weights,
 )
 
 # Raw-sample evaluations are chunked to about this many (draw, candidate, training point) kernel
@@ -307,18 +308,12 @@ class OrthoBO(GPOptimizer):
             "alpha": self.alpha,
             "point_weights": point_weights,
         }
+        args = (members[0].model, gps, controls, self.ensemble.weights)
         if self._constraint_fits:
-            return self._constrained_acquisition(members, gps, controls, budget, q, common)
+            return self._constrained_acquisition(args, budget, q, common)
         if q == 1:
-            return MarginalLogEI(members[0].model, gps, controls, self.ensemble.weights, **common)
-        return MarginalLogQEI(
-            members[0].model,
-            gps,
-            controls,
-            self.ensemble.weights,
-            base_samples=self._inner_base_samples(q),
-            **common,
-        )
+            return MarginalLogEI(*args, **common)
+        return MarginalLogQEI(*args, base_samples=self._inner_base_samples(q), **common)
 
     def _inner_base_samples(self, q: int, *keys: object) -> torch.Tensor:
         """The step's ``K x q`` inner base samples of a batch acquisition (``K =``
@@ -327,28 +322,18 @@ class OrthoBO(GPOptimizer):
         return draw_sobol_normal_samples(d=q, n=INNER_SAMPLES, seed=seed).to(self.train_x)
 
     def _constrained_acquisition(
-        self,
-        members: list[EnsembleMember],
-        gps: list[ThetaSampledGP],
-        controls: list[torch.Tensor],
-        budget: int,
-        q: int,
-        common: dict[str, Any],
+        self, args: tuple, budget: int, q: int, common: dict[str, Any]
     ) -> MarginalLogCEI | MarginalLogQCEI:
         """:class:`MarginalLogCEI` (``q = 1``) or :class:`MarginalLogQCEI` of the members' draws
-        and the constraint GPs' draws, each GP with its own inner base samples at ``q > 1``.
+        (``args``: model, members, controls, ensemble weights) and the constraint GPs' draws,
+        each GP with its own inner base samples at ``q > 1``.
 
         Raises:
-            ValueError: for a point set with unequal weights (its rule holds in one GP's space;
-                pairing two rules' points does not keep the weights).
+            ValueError: for a point set with unequal weights
+                (:func:`~orthobench.theta_estimators.require_equal_weights`).
         """
-        weights = [w for w in common["point_weights"] if w is not None]
-        if any(not torch.allclose(w, w.mean().expand_as(w)) for w in weights):
-            raise ValueError(
-                f"The estimator {self.estimator!r} weights its points unequally: on a "
-                "constrained task use equal-weight draws (a control-variate estimator, or "
-                "qmc-owen)."
-            )
+        for w in common["point_weights"]:
+            require_equal_weights(w, self.estimator)
         constraint_gps, constraint_controls = [], []
         for i, (model, laplace) in enumerate(self._constraint_fits):
             draws = draw_thetas(
@@ -356,24 +341,16 @@ class OrthoBO(GPOptimizer):
             )
             constraint_gps.append(draws.gp(model))
             constraint_controls.append(draws.z)
+        common = {
+            **common,
+            "constraints": constraint_gps,
+            "constraint_controls": constraint_controls,
+        }
         if q == 1:
-            return MarginalLogCEI(
-                members[0].model,
-                gps,
-                controls,
-                self.ensemble.weights,
-                constraints=constraint_gps,
-                constraint_controls=constraint_controls,
-                **common,
-            )
+            return MarginalLogCEI(*args, **common)
         return MarginalLogQCEI(
-            members[0].model,
-            gps,
-            controls,
-            self.ensemble.weights,
+            *args,
             base_samples=self._inner_base_samples(q),
-            constraints=constraint_gps,
-            constraint_controls=constraint_controls,
             constraint_base_samples=[
                 self._inner_base_samples(q, "constraint", i) for i in range(len(constraint_gps))
             ],

@@ -76,7 +76,7 @@ from orthobench.suite import ProbeSpec
 from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
-from orthobench.theta_estimators import ThetaDraws, draw_thetas, estimate
+from orthobench.theta_estimators import ThetaDraws, draw_thetas, estimate, require_equal_weights
 
 #: Theta draws per batch of the reference (bounds the ``S x N`` memory of one batch).
 _REFERENCE_CHUNK = 512
@@ -150,20 +150,11 @@ class _Draws:
         :class:`~orthobench.acquisition.MarginalLogCEI` takes them.
 
         Raises:
-            ValueError: for a point set with unequal weights and constraints (its rule holds
-                in one GP's space; pairing points of several rules does not keep the weights).
+            ValueError: for a point set with unequal weights and constraints
+                (:func:`~orthobench.theta_estimators.require_equal_weights`).
         """
-        weights = self.objective.weights
-        if (
-            self.constraints
-            and weights is not None
-            and not torch.allclose(weights, weights.mean().expand_as(weights))
-        ):
-            raise ValueError(
-                f"The point set {self.objective.estimator.name!r} weights its points unequally: "
-                "on a constrained task probe equal-weight draws (a control-variate estimator, "
-                "or qmc-owen)."
-            )
+        if self.constraints:
+            require_equal_weights(self.objective.weights, self.objective.estimator.name)
         z = torch.cat([self.objective.z, *(d.z for d in self.constraints)], dim=-1)
         return dataclasses.replace(self.objective, z=z)
 
