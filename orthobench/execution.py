@@ -59,6 +59,7 @@ from orthobench.loop import ProgressCallback, check_buildable, run_cell
 from orthobench.progress import Progress
 from orthobench.results import BaseStore, EvaluationJournal, RunRecord, run_metadata
 from orthobench.suite import Cell, Suite
+from orthobench.warmup import warm_up
 from orthobench.work import CELL, ID_FIELDS, WorkUnit
 
 #: The file in a results directory that names the unit an inline run is running (removed when
@@ -127,6 +128,7 @@ class CellJob(Job):
         return self.evaluation_workers
 
     def run(self, on_progress: ProgressCallback | None) -> list[RunRecord]:
+        warm_up(self.unit, torch.device(self.device))  # before the first step's clock starts
         evaluations = make_evaluations(
             self.evaluations, self.evaluation_workers, self.threads, self.stack_evaluations
         )

@@ -171,6 +171,13 @@ class _StackedSmallCNN:
     layers. A grouped convolution (``groups=k``, what ``torch.func.vmap`` of ``conv2d`` over
     stacked weights becomes) was slower on the CPU.
 
+    The stack holds its training data too: ``batches`` (``k x steps x b`` image indices) and
+    ``counts`` (``k x steps x b``, 1 for a sample and 0 for padding), and a step counter on the
+    device, so :meth:`step` reads its batch, learning rates and schedule from device tensors
+    only. It makes no host round trip (on a GPU the launches run ahead of the kernels) and
+    creates no tensor from host data, so one step can be captured in a CUDA graph and replayed
+    (:func:`_train_stack`).
+
     NOTE: the update is written out, not ``torch.optim.SGD``: SGD takes one ``lr``, momentum and
     weight decay per parameter group, and per-network groups would need ``k`` separate leaf
     tensors per layer (stacked again at every step) and ``k`` group updates per step, the
@@ -182,33 +189,45 @@ class _StackedSmallCNN:
 
         d = g + wd * p;  buf = d (first step) or momentum * buf + d;  p = p - lr * buf
 
-    The learning rates follow ``StepLR``'s recursion in Python floats: ``lr *= gamma`` after
-    every ``step_size``-th step.
+    The learning rates follow ``StepLR``'s recursion in float64, as Python floats do it (IEEE
+    products, so the same values): ``lr *= gamma`` after every ``step_size``-th step, each
+    step's rate rounded to float32 as ``torch.optim.SGD`` rounds its ``alpha``.
     """
 
-    def __init__(self, nets: Sequence[SmallCNN], params: Sequence[dict], device: torch.device):
+    def __init__(
+        self,
+        nets: Sequence[SmallCNN],
+        params: Sequence[dict],
+        batches: torch.Tensor,
+        counts: torch.Tensor,
+        device: torch.device,
+    ):
         self.pool = nets[0].pool
         self.weights = [
             torch.stack([p.detach() for p in ps]).to(device).requires_grad_()
             for ps in zip(*(net.parameters() for net in nets), strict=True)
         ]
         self.buffers: list[torch.Tensor] | None = None
-        self.lrs = [float(p["lr"]) for p in params]
-        self.step_sizes = [int(p["step_size"]) for p in params]
-        self.gammas = [float(p["gamma"]) for p in params]
-        self._momentum = torch.tensor([float(p["momentum"]) for p in params], device=device)
-        self._decay = torch.tensor([float(p["weight_decay"]) for p in params], device=device)
-        self.steps = 0
+        self.batches, self.counts = batches.to(device), counts.to(device)
+
+        def column(key: str, dtype: torch.dtype) -> torch.Tensor:
+            return torch.tensor([p[key] for p in params], dtype=dtype, device=device)
+
+        self.lr = column("lr", torch.float64)
+        self._step_size = column("step_size", torch.int64)
+        self._gamma = column("gamma", torch.float64)
+        self._momentum = column("momentum", torch.float32)
+        self._decay = column("weight_decay", torch.float32)
+        self._steps = torch.zeros(1, dtype=torch.int64, device=device)  # steps taken
 
     def keep(self, rows: list[int]) -> None:
         """Keep only the networks in ``rows`` (the others stopped training)."""
-        index = torch.tensor(rows, device=self._momentum.device)
+        index = torch.tensor(rows, device=self.lr.device)
         self.weights = [w.detach()[index].requires_grad_() for w in self.weights]
         if self.buffers is not None:
             self.buffers = [b[index] for b in self.buffers]
-        self._momentum, self._decay = self._momentum[index], self._decay[index]
-        for name in ("lrs", "step_sizes", "gammas"):
-            setattr(self, name, [getattr(self, name)[r] for r in rows])
+        for name in ("batches", "counts", "lr", "_step_size", "_gamma", "_momentum", "_decay"):
+            setattr(self, name, getattr(self, name)[index])
 
     def network(self, row: int, like: SmallCNN) -> SmallCNN:
         """Network ``row``'s parameters loaded into ``like`` (returned)."""
@@ -233,26 +252,24 @@ class _StackedSmallCNN:
         x = F.relu(_StackedLinear.apply(x, hidden_w, hidden_b))
         return _StackedLinear.apply(x, out_w, out_b)
 
-    def step(self, images: torch.Tensor, labels: torch.Tensor, counts: torch.Tensor) -> list:
-        """One SGD step of every network on its batch, then one StepLR step.
-
-        Args:
-            images: ``k x b x c x h x w``.
-            labels: ``k x b``.
-            counts: ``k x b``: 1 for a sample of the batch, 0 for padding (a short last batch).
+    def step(self, data: _DeviceData) -> torch.Tensor:
+        """One SGD step of every network on its next batch of ``data``, then one StepLR step.
 
         Returns:
             The ``k`` batch-mean losses (a ``k`` tensor).
         """
-        logits = self.forward(images)
+        index = self.batches.index_select(1, self._steps).squeeze(1)  # k x b
+        counts = self.counts.index_select(1, self._steps).squeeze(1)
+        images = data.images(data.x_train[index.flatten()])
+        logits = self.forward(images.view(*index.shape, *images.shape[1:]))
         k, b, n_classes = logits.shape
         losses = F.cross_entropy(
-            logits.reshape(k * b, n_classes), labels.reshape(k * b), reduction="none"
+            logits.reshape(k * b, n_classes), data.y_train[index].reshape(k * b), reduction="none"
         ).view(k, b)
         losses = (losses * counts).sum(1) / counts.sum(1)
         grads = torch.autograd.grad(losses.sum(), self.weights)
         with torch.no_grad():
-            lr = torch.tensor(self.lrs, dtype=torch.float32, device=self._momentum.device)
+            lr = self.lr.to(torch.float32)
             first = self.buffers is None
             if first:
                 self.buffers = []
@@ -264,11 +281,43 @@ class _StackedSmallCNN:
                 else:
                     d = self.buffers[i].mul_(self._momentum.view(shape)).add_(d)
                 w.addcmul_(d, lr.view(shape), value=-1)
-        self.steps += 1
-        for r, (size, gamma) in enumerate(zip(self.step_sizes, self.gammas, strict=True)):
-            if self.steps % size == 0:
-                self.lrs[r] *= gamma
+            self._steps += 1
+            decays = torch.remainder(self._steps, self._step_size) == 0
+            self.lr.mul_(torch.where(decays, self._gamma, 1.0))
         return losses.detach()
+
+
+#: A run of at least this many steps between two networks' ends is replayed from a CUDA graph.
+_MIN_GRAPH_STEPS = 8
+
+
+def _run_steps(
+    stack: _StackedSmallCNN, data: _DeviceData, n: int, *, cuda_graph: bool
+) -> torch.Tensor:
+    """``n >= 1`` steps of ``stack``; returns the last step's losses.
+
+    With ``cuda_graph`` (a CUDA stack and ``n >= _MIN_GRAPH_STEPS``), the first step runs as
+    usual on a side stream (the warm-up CUDA graph capture needs; it also creates the momentum
+    buffers), then one step is captured in a CUDA graph and replayed ``n - 1`` times: at batch
+    size 1 a step is some 60 small kernels, and a replay launches them all at once instead of
+    paying Python's and the launcher's overhead per kernel. The replayed kernels are the
+    captured ones, on the same tensors, so the result is the same as without the graph.
+    """
+    if not (cuda_graph and n >= _MIN_GRAPH_STEPS):
+        for _ in range(n):
+            losses = stack.step(data)
+        return losses
+    side = torch.cuda.Stream(stack.lr.device)
+    side.wait_stream(torch.cuda.current_stream(stack.lr.device))
+    with torch.cuda.stream(side):
+        stack.step(data)
+    torch.cuda.current_stream(stack.lr.device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        losses = stack.step(data)
+    for _ in range(n - 1):
+        graph.replay()
+    return losses.clone()
 
 
 def _train_stack(
@@ -278,8 +327,14 @@ def _train_stack(
     data: _DeviceData,
     batch_size: int,
     device: torch.device,
+    *,
+    cuda_graphs: bool = True,
 ) -> list[tuple[SmallCNN, float, float]]:
     """Train ``nets`` (network ``i`` with ``params[i]`` on the images ``orders[i]``) as one stack.
+
+    The networks train together until the next one ends (an outlier stops early); it leaves the
+    stack, and the others go on. On a CUDA device with ``cuda_graphs``, each such run of steps is
+    replayed from a CUDA graph (:func:`_run_steps`).
 
     Returns ``(trained network, final lr, last batch loss)`` per network, on ``device``.
     """
@@ -291,31 +346,34 @@ def _train_stack(
     counts = torch.zeros(k, longest * batch_size)
     for i, order in enumerate(orders):
         batches[i, : len(order)], counts[i, : len(order)] = order, 1.0
-    batches = batches.view(k, longest, batch_size).to(device)
-    counts = counts.view(k, longest, batch_size).to(device)
-    stack = _StackedSmallCNN(nets, params, device)
+    stack = _StackedSmallCNN(
+        nets,
+        params,
+        batches.view(k, longest, batch_size),
+        counts.view(k, longest, batch_size),
+        device,
+    )
+    cuda_graph = cuda_graphs and torch.device(device).type == "cuda"
     results: list = [None] * k
     rows = list(range(k))  # the networks still in the stack, by stack row
     losses = torch.zeros(k, device=device)
-    for step in range(longest + 1):
+    step = 0
+    while True:
         done = [r for r, i in enumerate(rows) if n_steps[i] == step]
         for r in done:
             i = rows[r]
             net = stack.network(r, nets[i].to(device))
-            results[i] = (net, stack.lrs[r], float(losses[r]) if step else 0.0)
+            results[i] = (net, float(stack.lr[r]), float(losses[r]) if step else 0.0)
+        left = [r for r in range(len(rows)) if r not in done]
+        if not left:
+            return results
         if done:
-            left = [r for r in range(len(rows)) if r not in done]
-            if not left:
-                break
             stack.keep(left)
-            batches, counts, losses = batches[left], counts[left], losses[left]
+            losses = losses[left]
             rows = [rows[r] for r in left]
-        index = batches[:, step]
-        images = data.images(data.x_train[index.flatten()])
-        losses = stack.step(
-            images.view(*index.shape, *images.shape[1:]), data.y_train[index], counts[:, step]
-        )
-    return results
+        end = min(n_steps[i] for i in rows)
+        losses = _run_steps(stack, data, end - step, cuda_graph=cuda_graph)
+        step = end
 
 
 class CNNTask(Task):
@@ -385,6 +443,10 @@ class CNNTask(Task):
     """
 
     optimal_value = None
+    #: Whether :meth:`evaluate_batch` replays the stack's training steps from CUDA graphs on a
+    #: CUDA device (same results; ``benchmarks/cnn_stack_throughput.py --no-cuda-graphs`` turns
+    #: it off to measure what it saves).
+    cuda_graphs = True
 
     def __init__(
         self,
@@ -490,7 +552,9 @@ class CNNTask(Task):
             for seed, n in zip(seeds, n_samples, strict=True)
         ]
         with _deterministic_cudnn():
-            trained = _train_stack(nets, params, orders, data, self.batch_size, device)
+            trained = _train_stack(
+                nets, params, orders, data, self.batch_size, device, cuda_graphs=self.cuda_graphs
+            )
             accuracies = [_test_accuracy(net, data) for net, _, _ in trained]
         return [
             _evaluation(accuracy, stop, n, lr, loss)

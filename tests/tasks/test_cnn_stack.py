@@ -103,3 +103,15 @@ def test_seeds_must_match_the_rows(task):
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match=r"must be k x"):
         task.evaluate_batch(xs[0], seeds=[0], device=torch.device("cpu"))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_graphs_replay_the_steps_of_the_stack(monkeypatch):
+    task = CNNTask("digits", batch_size=8, outlier_prob=0.2)
+    seeds = _seeds_with_one_outlier(task, len(POINTS))
+    replayed = task.evaluate_batch(POINTS, seeds=seeds, device=torch.device("cuda"))
+    monkeypatch.setattr(task, "cuda_graphs", False)
+    eager = task.evaluate_batch(POINTS, seeds=seeds, device=torch.device("cuda"))
+    for graph, launched in zip(replayed, eager, strict=True):
+        _assert_same(graph, launched)
