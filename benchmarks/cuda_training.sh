@@ -37,7 +37,7 @@ timed 60 stack_k64_eager $stack --k 64 --rounds 1 --no-cuda-graphs
 timed 60 stack_k8 $stack --k 8 --rounds 1
 timed 60 stack_k256 $stack --k 256 --rounds 1
 start=$(date +%s)
-timeout 120 python3 -m orthobench run suites/cnn-mnist5k-stack.yaml --device cuda \
+timeout 100 python3 -m orthobench run suites/cnn-mnist5k-stack.yaml --device cuda \
   -o "$out/suite" -q 2>&1 | tail -n 3
 echo "suite wall $(( $(date +%s) - start )) s"
 python3 - "$out/suite" <<'PY' 2>&1 | tee "$out/suite.txt"
@@ -51,5 +51,5 @@ per_stack["evaluations/s"] = per_stack["count"] / per_stack["sum"]
 print(per_stack.round(3).to_string())
 print("outliers", int(rows.is_outlier.sum()), "of", len(rows), "; best y", round(rows.y.min(), 4))
 PY
-timed 150 cuda_tests python3 -m pytest -q -p no:cacheprovider -m cuda \
+timed 120 cuda_tests python3 -m pytest -q -p no:cacheprovider -m cuda \
   tests/tasks/test_cnn_stack.py tests/test_warmup.py
