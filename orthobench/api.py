@@ -81,6 +81,7 @@ def run_suite(
     progress: bool = True,
     threads_per_cell: int = 1,
     report: bool = True,
+    jobs_per_gpu: int = 1,
 ) -> RunResult:
     """Run every cell of ``suite`` not yet stored, then write the report: ``orthobench run``.
 
@@ -113,6 +114,10 @@ def run_suite(
             Torch threads per running cell, in every executor (results depend on it).
         report:
             Write ``results_dir / "report.html"`` of the suite's cells after the run.
+        jobs_per_gpu:
+            CUDA cells (and their evaluations) that share one GPU on Dask: each asks for a
+            ``1/jobs_per_gpu`` share of a ``GPU`` worker resource
+            (:class:`~orthobench.executors.DaskExecutor`); above 1 it needs ``executor="dask"``.
 
     Returns:
         The counts of cells run, already stored and failed, the results directory and the
@@ -122,9 +127,11 @@ def run_suite(
         SuiteError: for a suite file that cannot be read or is not a valid suite, with the
             command line's one-line message naming the file and the field.
         OrthobenchError: for a device that is not there, a task or optimizer that cannot be
-            built, stored cells of another configuration (without ``force``), or a results
-            directory the runner cannot write (how many cells are stored).
-        ValueError: for ``workers`` or ``threads_per_cell`` below 1 or an unknown ``executor``.
+            built, stored cells of another configuration (without ``force``), a results
+            directory the runner cannot write (how many cells are stored), or ``jobs_per_gpu``
+            above 1 with another executor than ``dask``.
+        ValueError: for ``workers``, ``threads_per_cell`` or ``jobs_per_gpu`` below 1 or an
+            unknown ``executor``.
         orthobench.execution.RunInterrupted: on Ctrl-C (a ``KeyboardInterrupt``), with the
             summary of the cells stored so far; a rerun resumes.
 
@@ -141,6 +148,8 @@ def run_suite(
         raise ValueError(f"`workers` must be >= 1, but got {workers=}.")
     if threads_per_cell < 1:
         raise ValueError(f"`threads_per_cell` must be >= 1, but got {threads_per_cell=}.")
+    if jobs_per_gpu < 1:
+        raise ValueError(f"`jobs_per_gpu` must be >= 1, but got {jobs_per_gpu=}.")
     prepared = _prepare_run(
         suite,
         output=output,
@@ -151,6 +160,7 @@ def run_suite(
         scheduler_timeout=None,
         cell_timeout=None,
         force=force,
+        jobs_per_gpu=jobs_per_gpu,
     )
     summary = _execute(
         prepared, force=force, show_progress=progress, threads_per_cell=threads_per_cell
@@ -235,6 +245,7 @@ def _make_executor(
     scheduler: str | None,
     scheduler_timeout: float | None,
     timeout: float | None,
+    jobs_per_gpu: int = 1,
 ) -> Executor:
     """The executor ``executor`` names (``--executor``'s default: dask with a ``scheduler``,
     process when ``workers > 1``, else inline), with a ``scheduler`` checked before anything is
@@ -248,6 +259,7 @@ def _make_executor(
         timeout=timeout,
         scheduler=scheduler,
         scheduler_timeout=scheduler_timeout,
+        jobs_per_gpu=jobs_per_gpu,
     )
     if scheduler:
         check_scheduler(scheduler, scheduler_timeout)
@@ -293,6 +305,7 @@ def _prepare_run(
     scheduler_timeout: float | None,
     cell_timeout: float | None,
     force: bool,
+    jobs_per_gpu: int = 1,
 ) -> _PreparedRun:
     """Load the suite (a file, or one loaded), resolve the device, open the store (absolute: a
     task that changes the working directory cannot move it), choose the executor (its timeout:
@@ -312,6 +325,7 @@ def _prepare_run(
         scheduler,
         scheduler_timeout,
         suite.timeout_s if cell_timeout is None else cell_timeout,
+        jobs_per_gpu,
     )
     cells = suite.cells()
     if not force:

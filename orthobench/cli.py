@@ -157,6 +157,16 @@ def _workers_text(executor, scheduler: str | None, to_run: int, units: str) -> s
     show_default=True,
     help="Torch threads per running cell, in every executor (results depend on it).",
 )
+@click.option(
+    "--jobs-per-gpu",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="CUDA cells (and their evaluations) sharing one GPU on Dask: each asks for 1/N of a GPU "
+    "worker resource; start GPU workers with --resources GPU=1 --nthreads N (needs --executor "
+    "dask).",
+)
 @_timeout_option("--cell-timeout", "cell", "cells", "the suite's timeout_s, else none")
 @click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
 @_quiet_option
@@ -169,6 +179,7 @@ def run(
     scheduler: str | None,
     scheduler_timeout: float,
     threads_per_cell: int,
+    jobs_per_gpu: int,
     cell_timeout: float | None,
     force: bool,
     quiet: bool,
@@ -194,6 +205,7 @@ def run(
         scheduler_timeout=scheduler_timeout,
         cell_timeout=cell_timeout,
         force=force,
+        jobs_per_gpu=jobs_per_gpu,
     )
     suite, store, runner, cells = prepared.suite, prepared.store, prepared.executor, prepared.cells
     out_dir = store.root  # absolute: a task that changes the working directory cannot move it

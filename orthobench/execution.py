@@ -116,6 +116,7 @@ class CellJob(Job):
     evaluations: str = "inline"
     evaluation_workers: int = 1
     stack_evaluations: bool = False
+    jobs_per_gpu: int = 1
 
     progress_unit: ClassVar[str] = "evaluations"
 
@@ -130,7 +131,11 @@ class CellJob(Job):
     def run(self, on_progress: ProgressCallback | None) -> list[RunRecord]:
         warm_up(self.unit, torch.device(self.device))  # before the first step's clock starts
         evaluations = make_evaluations(
-            self.evaluations, self.evaluation_workers, self.threads, self.stack_evaluations
+            self.evaluations,
+            self.evaluation_workers,
+            self.threads,
+            self.stack_evaluations,
+            self.jobs_per_gpu,
         )
         return run_cell(
             self.unit,
@@ -368,6 +373,7 @@ def run_suite(
                 executor.evaluation_kind,
                 executor.evaluation_workers(cell.q),
                 suite.stack_evaluations,
+                executor.jobs_per_gpu,
             )
             for cell in todo
         ]

@@ -156,3 +156,54 @@ def test_a_changed_configuration_is_not_reused_silently(plugin, write_suite, tmp
     assert "rerun with --force" in result.output
     forced = invoke("run", str(changed), "-o", str(out), "-q", "--force")
     assert forced.exit_code == 0 and "4 run, 0 already stored" in forced.output
+
+
+def test_jobs_per_gpu_needs_the_dask_executor_and_is_at_least_1(write_suite, tmp_path):
+    """Refused before anything runs or is written: in one line with another executor, by click
+    below 1."""
+    suite = write_suite("name: x\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    out = tmp_path / "out"
+    for executor in ("process", "inline"):
+        result = CliRunner().invoke(
+            cli,
+            ["run", str(suite), "-o", str(out), "--executor", executor, "--jobs-per-gpu", "2"],
+        )
+        assert result.exit_code == 2
+        assert result.output.splitlines() == [
+            f"orthobench: error: --jobs-per-gpu needs --executor dask, but got --executor "
+            f"{executor}."
+        ]
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "--jobs-per-gpu", "0"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--jobs-per-gpu': 0 is not in the range x>=1." in result.output
+    assert not out.exists()
+
+
+def test_jobs_per_gpu_reaches_the_dask_executor(write_suite, tmp_path, monkeypatch):
+    from orthobench.executors import DaskExecutor, execute
+
+    asked = []
+
+    def run(self, jobs, session):  # Dask, run inline: only the setting matters
+        asked.append(self.jobs_per_gpu)
+        for job in jobs:
+            session.finish(job, execute(job))
+
+    monkeypatch.setattr(DaskExecutor, "run", run)
+    suite = write_suite("name: x\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    out = tmp_path / "out"
+    assert invoke("run", str(suite), "-o", str(out), "-q", "--executor", "dask").exit_code == 0
+    result = invoke(
+        "run",
+        str(suite),
+        "-o",
+        str(out),
+        "-q",
+        "--force",
+        "--executor",
+        "dask",
+        "--jobs-per-gpu",
+        "8",
+    )
+    assert result.exit_code == 0, result.output
+    assert asked == [1, 8]

@@ -7,16 +7,23 @@ which must be the external worker's, not the CLI's nor a private LocalCluster's.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+import types
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pandas as pd
 import pytest
+import torch
+
+from orthobench.executors import Job
 
 pytest.importorskip("dask.distributed")
 
@@ -239,3 +246,178 @@ def test_a_listener_that_is_no_scheduler_is_given_up_after_the_scheduler_timeout
     )
     assert 1 <= seconds < 5, seconds
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# Several jobs on one GPU: --jobs-per-gpu
+
+
+@pytest.mark.parametrize("jobs_per_gpu", [1, 2, 3, 7, 9, 11, 12, 17, 60, 1000])
+def test_jobs_per_gpu_shares_of_a_gpu_fill_it_exactly_however_often_dask_takes_them(
+    jobs_per_gpu,
+):
+    """A worker's ``GPU=1`` runs exactly N tasks of share 1/N at once, also after many starts and
+    ends (Dask subtracts and adds the shares in floating point: with 1/9 as a float, the ninth
+    task would find less than a share left and wait); the CPU asks for nothing."""
+    import random
+
+    from orthobench.executors._dask import _gpu_resources
+
+    assert _gpu_resources("cpu", jobs_per_gpu) is None
+    (share,) = _gpu_resources("cuda:1", jobs_per_gpu).values()
+    assert _gpu_resources("cuda", jobs_per_gpu) == {"GPU": share}
+    assert share == pytest.approx(1 / jobs_per_gpu, rel=1e-6)
+    assert 0 < share <= 1 / jobs_per_gpu
+    available, running, rng = 1.0, 0, random.Random(jobs_per_gpu)
+    for _ in range(2000):  # the worker's bookkeeping (distributed's WorkerState), at random
+        if running == 0 or (running < jobs_per_gpu and rng.random() < 0.5):
+            assert available >= share, (running, available)
+            available, running = available - share, running + 1
+        else:
+            available, running = available + share, running - 1
+        if running == jobs_per_gpu:
+            assert available < share  # and never one more
+    assert running == 0 or available + running * share == 1.0
+
+
+def test_jobs_per_gpu_below_1_or_not_an_integer_is_a_value_error():
+    from orthobench.executors import DaskExecutor
+
+    assert DaskExecutor(jobs_per_gpu=4).jobs_per_gpu == 4
+    assert DaskExecutor().jobs_per_gpu == 1
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="`jobs_per_gpu` must be an integer >= 1") as err:
+            DaskExecutor(jobs_per_gpu=bad)
+        assert "\n" not in str(err.value)
+
+
+# The jobs of the in-process cluster below run in this process: they count here what runs at once.
+_AT_ONCE = {"now": 0, "most": 0}
+_AT_ONCE_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Unit:
+    id: str
+    config_hash: str = "h"
+    kind: str = "cell"
+
+
+@dataclasses.dataclass(frozen=True)
+class _GpuShareJob(Job):
+    """Runs ``seconds`` and returns the resources its Dask task asked for; with ``evaluations``,
+    also the resources of those evaluations, each a Dask task of its own
+    (:class:`DaskEvaluations` with the job's ``jobs_per_gpu``, as :class:`CellJob` makes them)."""
+
+    unit: _Unit
+    device: str
+    threads: int = 1
+    seconds: float = 0.0
+    evaluations: int = 0
+    jobs_per_gpu: int = 1
+
+    progress_unit: ClassVar[str] = "evaluations"
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    def metadata(self) -> dict:
+        return {}
+
+    def run(self, on_progress) -> list:
+        from distributed import get_worker
+
+        from orthobench.executors._evaluations import make_evaluations
+
+        worker = get_worker()
+        asked = worker.state.tasks[worker.get_current_task()].resource_restrictions
+        with _AT_ONCE_LOCK:
+            _AT_ONCE["now"] += 1
+            _AT_ONCE["most"] = max(_AT_ONCE["most"], _AT_ONCE["now"])
+        time.sleep(self.seconds)
+        with _AT_ONCE_LOCK:
+            _AT_ONCE["now"] -= 1
+        found = [dict(asked or {})]
+        if self.evaluations:
+            evaluations = make_evaluations("dask", self.evaluations, 1, False, self.jobs_per_gpu)
+            evaluations._cell, evaluations._device = None, torch.device(self.device)
+            found.append(sorted(o for _, o in evaluations.run(list(range(self.evaluations)))))
+        return found
+
+
+def _asked_resources(cell, device, threads, request) -> list:
+    """A Dask evaluation (in place of :func:`_evaluate_on_dask`): the resources it asked for."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    return [request, dict(worker.state.tasks[worker.get_current_task()].resource_restrictions)]
+
+
+class _Results:
+    """A :class:`Session` that keeps each job's result."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, Any] = {}
+        self.progress = types.SimpleNamespace(advance=lambda n: None)
+
+    def finish(self, job, result) -> None:
+        self.results[job.unit.id] = result
+
+
+@pytest.fixture
+def one_gpu_worker():
+    """An in-process Dask cluster of one worker with four threads and one GPU, as
+    ``dask worker SCHEDULER --resources GPU=1 --nthreads 4`` starts on a GPU host."""
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=4,
+        processes=False,
+        resources={"GPU": 1},
+        dashboard_address=None,
+    ) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.mark.parametrize("jobs_per_gpu", [1, 2])
+def test_a_gpu_worker_runs_jobs_per_gpu_cuda_jobs_at_once(one_gpu_worker, jobs_per_gpu):
+    """Four CUDA jobs on a worker of four threads and ``GPU=1``: ``jobs_per_gpu`` of them run at
+    once, each asking for its share."""
+    from orthobench.executors import DaskExecutor
+
+    _AT_ONCE.update(now=0, most=0)
+    jobs = [_GpuShareJob(_Unit(f"cell{i}"), "cuda:0", seconds=0.4) for i in range(4)]
+    session = _Results()
+    DaskExecutor(scheduler=one_gpu_worker, jobs_per_gpu=jobs_per_gpu).run(jobs, session)
+    assert {r.error for r in session.results.values()} == {None}
+    share = 1 / jobs_per_gpu
+    assert [r.records for r in session.results.values()] == [[{"GPU": share}]] * 4
+    assert _AT_ONCE["most"] == jobs_per_gpu
+
+
+def test_cpu_jobs_ask_for_no_gpu_whatever_jobs_per_gpu(one_gpu_worker):
+    from orthobench.executors import DaskExecutor
+
+    _AT_ONCE.update(now=0, most=0)
+    jobs = [_GpuShareJob(_Unit(f"cell{i}"), "cpu", seconds=0.4) for i in range(4)]
+    session = _Results()
+    DaskExecutor(scheduler=one_gpu_worker, jobs_per_gpu=2).run(jobs, session)
+    assert [r.records for r in session.results.values()] == [[{}]] * 4
+    assert _AT_ONCE["most"] == 4
+
+
+def test_the_evaluations_of_a_cuda_cell_ask_for_its_share_of_the_gpu(one_gpu_worker, monkeypatch):
+    """With two jobs per GPU, a cell's two evaluations ask for half a GPU each, as the cell does:
+    they run one at a time beside it on the one GPU worker (with one job per GPU they would wait
+    for ever for the GPU their cell holds)."""
+    from orthobench.executors import DaskExecutor, _evaluations
+
+    monkeypatch.setattr(_evaluations, "_evaluate_on_dask", _asked_resources)
+    job = _GpuShareJob(_Unit("cell"), "cuda:0", evaluations=2, jobs_per_gpu=2)
+    session = _Results()
+    DaskExecutor(scheduler=one_gpu_worker, jobs_per_gpu=2).run([job], session)
+    (result,) = session.results.values()
+    assert result.error is None, result.traceback
+    assert result.records == [{"GPU": 0.5}, [[0, {"GPU": 0.5}], [1, {"GPU": 0.5}]]]

@@ -146,6 +146,10 @@ class Executor(abc.ABC):
     #: Where a batch cell's evaluations run when several run at once
     #: (:data:`orthobench.executors._evaluations.EVALUATION_KINDS`).
     evaluation_kind: ClassVar[str] = "process"
+    #: CUDA jobs, and CUDA evaluations of batch cells, that share one GPU: each asks for a
+    #: ``1/jobs_per_gpu`` share of a ``GPU`` worker resource (:class:`DaskExecutor`; the other
+    #: executors ask for no resources: their ``workers`` processes share the device).
+    jobs_per_gpu: int = 1
 
     def __init__(self, *, workers: int = 1, timeout: float | None = None) -> None:
         if workers < 1:

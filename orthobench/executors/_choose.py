@@ -19,16 +19,20 @@ def make_executor(
     timeout: float | None = None,
     scheduler: str | None = None,
     scheduler_timeout: float | None = None,
+    jobs_per_gpu: int = 1,
 ) -> Executor:
     """The executor ``name`` of :data:`EXECUTORS` (``inline`` runs in this process: ``workers``
     does not apply).
 
     Raises:
-        OrthobenchError: for a ``scheduler`` given to another executor than ``dask``.
-        ValueError: for an unknown name, or a bad ``workers`` or ``timeout``.
+        OrthobenchError: for a ``scheduler``, or ``jobs_per_gpu`` above 1, given to another
+            executor than ``dask``.
+        ValueError: for an unknown name, or a bad ``workers``, ``timeout`` or ``jobs_per_gpu``.
     """
     if scheduler is not None and name != "dask":
         raise OrthobenchError(f"--scheduler needs --executor dask, but got --executor {name}.")
+    if jobs_per_gpu != 1 and name != "dask":
+        raise OrthobenchError(f"--jobs-per-gpu needs --executor dask, but got --executor {name}.")
     if name == "inline":
         return InlineExecutor(timeout=timeout)
     if name == "process":
@@ -39,5 +43,6 @@ def make_executor(
             timeout=timeout,
             scheduler=scheduler,
             scheduler_timeout=scheduler_timeout,
+            jobs_per_gpu=jobs_per_gpu,
         )
     raise ValueError(f"Unknown executor {name!r}; choose one of {EXECUTORS}.")

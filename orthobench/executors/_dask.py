@@ -17,6 +17,23 @@ from orthobench.executors._base import Executor, Job, JobResult, Session, execut
 
 #: Address schemes of a Dask scheduler in another process: ``SCHEME://HOST:PORT``.
 _SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+#: A job's share of a ``GPU`` worker resource is a whole number of these (:func:`_gpu_resources`).
+_GPU_SHARE_UNITS = 2**30
+
+
+def _gpu_resources(device: object, jobs_per_gpu: int) -> dict[str, float] | None:
+    """The Dask worker resources that a job or an evaluation on ``device`` asks for: a
+    ``1/jobs_per_gpu`` share of a ``GPU`` on CUDA, so a worker started with ``--resources GPU=1
+    --nthreads N`` runs ``jobs_per_gpu`` of them at once (``N >= jobs_per_gpu``); none on the CPU.
+
+    The share is ``1/jobs_per_gpu`` rounded down to a multiple of ``2**-30``: Dask subtracts the
+    share of each task it starts from the worker's 1 and adds it back when the task ends, and
+    with ``1/9`` as a float the ninth task would find less than a share left; multiples of
+    ``2**-30`` add and subtract exactly, so ``jobs_per_gpu`` shares always fit.
+    """
+    if not str(device).startswith("cuda"):
+        return None
+    return {"GPU": (_GPU_SHARE_UNITS // jobs_per_gpu) / _GPU_SHARE_UNITS}
 
 
 def _scheduler_host_port(address: str) -> tuple[str, str, int]:
@@ -156,9 +173,15 @@ class DaskExecutor(Executor):
     in flight (:attr:`Job.slots`).
     A killed client loses the jobs in flight and nothing stored (on a ``LocalCluster``, the
     evaluations of the cells in flight are journaled too: an external cluster's workers may not
-    see the results directory, so there resume is per unit). CUDA jobs ask for one ``GPU`` worker
-    resource each, so start GPU workers with ``--resources GPU=1`` (per GPU). Dask runs jobs in
-    worker threads, where no evaluation time limit can be set.
+    see the results directory, so there resume is per unit). Dask runs jobs in worker threads,
+    where no evaluation time limit can be set.
+
+    A CUDA job, and each CUDA evaluation of a batch cell, asks for a ``1/jobs_per_gpu`` share of
+    a ``GPU`` worker resource (:func:`_gpu_resources`). On an external cluster, start one worker
+    per GPU with ``dask worker SCHEDULER --resources GPU=1 --nthreads N`` (``N >=
+    jobs_per_gpu``): it runs ``jobs_per_gpu`` of them on its GPU at once, which keeps a GPU busy
+    that one small training job leaves mostly idle. The private ``LocalCluster`` gives each of
+    its workers (one thread each) one ``GPU``, which any share fits.
 
     With a ``timeout``, a job's clock starts when the scheduler first reports it processing on a
     worker (polled each second); an expired job is cancelled, the processes its worker started
@@ -169,6 +192,10 @@ class DaskExecutor(Executor):
         scheduler: Address of an existing Dask scheduler (None: a ``LocalCluster``).
         scheduler_timeout: Seconds to wait for ``scheduler`` to answer (None: Dask's connect
             timeout); give the one :func:`check_scheduler` was given.
+        jobs_per_gpu: CUDA jobs (and CUDA evaluations) that share one ``GPU`` worker resource.
+
+    Raises:
+        ValueError: for a ``jobs_per_gpu`` that is not an integer >= 1.
     """
 
     name = "dask"
@@ -182,10 +209,14 @@ class DaskExecutor(Executor):
         timeout: float | None = None,
         scheduler: str | None = None,
         scheduler_timeout: float | None = None,
+        jobs_per_gpu: int = 1,
     ) -> None:
         super().__init__(workers=workers, timeout=timeout)
+        if isinstance(jobs_per_gpu, bool) or not isinstance(jobs_per_gpu, int) or jobs_per_gpu < 1:
+            raise ValueError(f"`jobs_per_gpu` must be an integer >= 1, but got {jobs_per_gpu=}.")
         self.scheduler = scheduler
         self.scheduler_timeout = scheduler_timeout
+        self.jobs_per_gpu = jobs_per_gpu
 
     @property
     def shares_files(self) -> bool:
@@ -207,15 +238,16 @@ class DaskExecutor(Executor):
             raise OrthobenchError(
                 "--executor dask needs the dask extra: pip install 'orthobench[dask]'."
             ) from err
-        resources = {"GPU": 1} if any(j.device.startswith("cuda") for j in jobs) else None
         cluster = None
         if self.scheduler is None:
+            # One GPU per worker, which the share of every job and evaluation fits.
+            gpu = any(j.device.startswith("cuda") for j in jobs)
             with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
                 cluster = LocalCluster(
                     n_workers=self.processes(sum(job.slots for job in jobs)),
                     threads_per_worker=1,
                     processes=True,
-                    resources=resources,
+                    resources={"GPU": 1} if gpu else None,
                     dashboard_address=None,
                     # A job's timeout clock starts at submission: workers import its module
                     # (torch, BoTorch: seconds) when they start, not inside the first job's time.
@@ -227,7 +259,7 @@ class DaskExecutor(Executor):
             else _connect(self.scheduler, self.scheduler_timeout)
         )
         try:
-            self._run(client, jobs, session, resources)
+            self._run(client, jobs, session)
         finally:
             client.close()
             if cluster is not None:
@@ -238,7 +270,6 @@ class DaskExecutor(Executor):
         client,  # noqa: ANN001 -- a distributed.Client
         jobs: Sequence[Job],
         session: Session,
-        resources: dict[str, int] | None,
     ) -> None:
         from dask.distributed import wait
 
@@ -260,7 +291,7 @@ class DaskExecutor(Executor):
                     job,
                     key=f"orthobench-{job.unit.id}-{job.unit.config_hash}",
                     pure=False,
-                    resources=resources,
+                    resources=_gpu_resources(job.device, self.jobs_per_gpu),
                 )
                 futures[future] = job
                 pending.add(future)

@@ -26,6 +26,7 @@ import torch
 from orthobench.deadlines import kill_descendants
 from orthobench.exceptions import OrthobenchError, show_value
 from orthobench.executors._base import thread_limits
+from orthobench.executors._dask import _gpu_resources
 from orthobench.loop import (
     EvaluationRequest,
     Evaluations,
@@ -49,17 +50,20 @@ _PARENT_POLL_S = 0.5
 _DASK_TASKS_KEPT = 4
 
 
-def make_evaluations(kind: str, workers: int, threads: int, stacked: bool = False) -> Evaluations:
+def make_evaluations(
+    kind: str, workers: int, threads: int, stacked: bool = False, jobs_per_gpu: int = 1
+) -> Evaluations:
     """Evaluations of ``kind`` (:data:`EVALUATION_KINDS`) running ``workers`` at once, each with
     ``threads`` torch threads; one at a time they run here, whatever the kind, and with
-    ``stacked`` as :class:`StackedEvaluations`."""
+    ``stacked`` as :class:`StackedEvaluations`. Dask evaluations on CUDA ask for a
+    ``1/jobs_per_gpu`` share of a ``GPU``, as their cell's job does."""
     if kind not in EVALUATION_KINDS:
         raise ValueError(f"Unknown evaluation kind {kind!r}; choose one of {EVALUATION_KINDS}.")
     if workers == 1 or kind == "inline":
         return StackedEvaluations() if stacked else Evaluations()
     if kind == "process":
         return ProcessEvaluations(workers, threads)
-    return DaskEvaluations(workers, threads)
+    return DaskEvaluations(workers, threads, jobs_per_gpu)
 
 
 class StackedEvaluations(Evaluations):
@@ -251,19 +255,25 @@ def _evaluate_on_dask(cell: Cell, device: str, threads: int, request: Evaluation
 class DaskEvaluations(Evaluations):
     """Submits each evaluation of a step as its own Dask task, from the cell's own Dask task
     (``distributed.worker_client``: the cell's worker thread leaves the worker's pool while it
-    waits, so the evaluations can use it). A CUDA evaluation asks for one ``GPU`` worker
-    resource, which the cell's own task holds too: a GPU cluster needs one more GPU worker than
-    it runs cells at once. Dask runs evaluations in worker threads, where no time limit can be
-    set. An exception of an evaluation, or a worker lost under it, fails the cell.
+    waits, so the evaluations can use it). A CUDA evaluation asks for a ``1/jobs_per_gpu`` share
+    of a ``GPU`` worker resource (:func:`~orthobench.executors._dask._gpu_resources`), as the
+    cell's own task does, and that task holds its share while its evaluations run: with one job
+    per GPU a GPU cluster needs one more GPU worker than it runs cells at once, with
+    ``jobs_per_gpu`` N a GPU runs N - 1 evaluations beside the cell that waits for them. Dask
+    runs evaluations in worker threads, where no time limit can be set. An exception of an
+    evaluation, or a worker lost under it, fails the cell.
 
     Args:
         workers: Evaluations at once (the cluster schedules them; kept for the executor's count).
         threads: Torch threads in each.
+        jobs_per_gpu: Evaluations (and cells) that share one ``GPU`` worker resource: the
+            executor's (:class:`~orthobench.executors.DaskExecutor`).
     """
 
-    def __init__(self, workers: int, threads: int) -> None:
+    def __init__(self, workers: int, threads: int, jobs_per_gpu: int = 1) -> None:
         self.workers = workers
         self.threads = threads
+        self.jobs_per_gpu = jobs_per_gpu
 
     def open(self, cell: Cell, task: Task, device: torch.device, timeout: float | None) -> None:
         super().open(cell, task, device, timeout)
@@ -272,7 +282,7 @@ class DaskEvaluations(Evaluations):
     def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
         from distributed import as_completed, worker_client
 
-        resources = {"GPU": 1} if self._device.type == "cuda" else None
+        resources = _gpu_resources(self._device, self.jobs_per_gpu)
         with worker_client() as client:
             futures = {
                 client.submit(
