@@ -30,7 +30,7 @@ timed() {  # timed SECONDS NAME COMMAND...: run, print and keep the output, repo
   timeout "$limit" "$@" 2>&1 | tee "$out/$name.txt"
   echo "$name: exit ${PIPESTATUS[0]}, $(( $(date +%s) - start )) s"
 }
-stack="python3 benchmarks/cnn_stack_throughput.py --device cuda --threads 1 --sequential 1"
+stack="python3 benchmarks/cnn_stack_throughput.py --device cuda --threads 1 --sequential 2"
 timed 120 stack_k64 $stack --k 64 --rounds 2
 timed 90 first_step python3 benchmarks/cuda_first_step.py --device cuda --profile
 timed 60 stack_k64_eager $stack --k 64 --rounds 1 --no-cuda-graphs

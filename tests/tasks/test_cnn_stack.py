@@ -25,6 +25,10 @@ POINTS = np.array(
 #: one of them (rounding of the stacked products moves the weights in the last bits; measured:
 #: equal test errors on these points, last-batch losses within 2e-7).
 DIGITS_TEST = 360
+#: On CUDA at batch size 1 the issue's bound: the sequential network convolves with cuDNN, the
+#: stack with batched products, and over 1,437 steps the weights part further (measured on an
+#: H100: 3 of 360 test images on one of the four points, equal on the others).
+CUDA_BATCH_ONE_BOUND = 0.01
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -48,8 +52,14 @@ def _seeds_with_one_outlier(task: CNNTask, k: int) -> list[int]:
     return [outlier, *clean]
 
 
-def _assert_same(stacked: Evaluation, sequential: Evaluation, *, same_loss: bool = True) -> None:
-    assert abs(stacked.y - sequential.y) <= 1 / DIGITS_TEST + 1e-12
+def _assert_same(
+    stacked: Evaluation,
+    sequential: Evaluation,
+    *,
+    same_loss: bool = True,
+    bound: float = 1 / DIGITS_TEST,
+) -> None:
+    assert abs(stacked.y - sequential.y) <= bound + 1e-12
     assert stacked.is_outlier == sequential.is_outlier
     info, ref = stacked.info, sequential.info
     assert info["train_samples"] == ref["train_samples"]
@@ -84,9 +94,11 @@ def test_stacked_cnn_equals_sequential_at_batch_size_one(device):
     seeds = _seeds_with_one_outlier(task, len(POINTS))
     stacked = task.evaluate_batch(POINTS, seeds=seeds, device=device)
     # 1,437 steps of batch 1: the weights part by more than rounding (measured: a last-sample loss
-    # of 7e-4 against 0.10), the test errors stay within one image
+    # of 7e-4 against 0.10), the test errors stay within one image on the CPU
+    bound = 1 / DIGITS_TEST if device.type == "cpu" else CUDA_BATCH_ONE_BOUND
     for x, seed, evaluation in zip(POINTS, seeds, stacked, strict=True):
-        _assert_same(evaluation, task.evaluate(x, seed=seed, device=device), same_loss=False)
+        sequential = task.evaluate(x, seed=seed, device=device)
+        _assert_same(evaluation, sequential, same_loss=False, bound=bound)
 
 
 def test_a_stack_of_one(device):
