@@ -28,15 +28,21 @@ def warm_up(cell: Cell, device: torch.device) -> float:
     once per process, device and optimizer name; on a CPU nothing is done (its one-time costs
     are small).
 
+    A proposal that fails here is left to fail, if it does, as the cell's own first step,
+    where the run records the error: the warm-up only moves costs.
+
     Returns:
-        The seconds spent (0.0 when nothing was done).
+        The seconds spent (0.0 when nothing was done, or the proposal failed).
     """
     key = (cell.optimizer.name, str(device))
     if device.type != "cuda" or key in _WARM:
         return 0.0
     start = time.perf_counter()
-    propose_once(cell, device)
-    torch.cuda.synchronize(device)
+    try:
+        propose_once(cell, device)
+        torch.cuda.synchronize(device)
+    except Exception:  # noqa: BLE001 -- the cell's own first proposal reports its error, if any
+        return 0.0
     _WARM.add(key)
     return time.perf_counter() - start
 

@@ -37,6 +37,16 @@ def test_nothing_is_done_on_a_cpu(monkeypatch):
     assert warmup.warm_up(_cell(), torch.device("cpu")) == 0.0
 
 
+def test_a_failing_warm_up_proposal_is_left_to_the_cell(monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("no history like this")
+
+    monkeypatch.setattr(warmup, "propose_once", fail)
+    monkeypatch.setattr(warmup, "_WARM", set())
+    assert warmup.warm_up(_cell(), torch.device("cuda")) == 0.0
+    assert warmup._WARM == set()  # tried again with the next cell
+
+
 @pytest.mark.parametrize(
     ("cell"),
     [
