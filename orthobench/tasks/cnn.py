@@ -176,7 +176,7 @@ class _StackedSmallCNN:
     device, so :meth:`step` reads its batch, learning rates and schedule from device tensors
     only. It makes no host round trip (on a GPU the launches run ahead of the kernels) and
     creates no tensor from host data, so one step can be captured in a CUDA graph and replayed
-    (:func:`_train_stack`).
+    (:func:`_run_steps`).
 
     NOTE: the update is written out, not ``torch.optim.SGD``: SGD takes one ``lr``, momentum and
     weight decay per parameter group, and per-network groups would need ``k`` separate leaf
