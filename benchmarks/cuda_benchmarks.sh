@@ -20,13 +20,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "cpu cores: $(nproc)"
 python3 -c "import torch, botorch, gpytorch; print('torch', torch.__version__, 'botorch', botorch.__version__, 'gpytorch', gpytorch.__version__)"
-timed() {  # timed SECONDS NAME COMMAND...: run, print and keep the output, report the wall time
-  local limit=$1 name=$2 start
-  shift 2
-  start=$(date +%s)
-  timeout "$limit" "$@" 2>&1 | tee "$out/$name.txt"
-  echo "$name: exit ${PIPESTATUS[0]}, $(( $(date +%s) - start )) s"
-}
+source "$(dirname "$0")/_timed.sh"
 # The default (raw samples screened on 64 draws) and the paper's screen on all draws; the coarse
 # stage does not run on a GPU.
 gp_methods="orthobo fit=fast,orthobo fit=fast screen=all"

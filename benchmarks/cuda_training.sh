@@ -23,13 +23,7 @@ export PYTHONPATH=$PWD:$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFER
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "cpu cores: $(nproc)"
 python3 -c "import torch, botorch; print('torch', torch.__version__, 'botorch', botorch.__version__)"
-timed() {  # timed SECONDS NAME COMMAND...: run, print and keep the output, report the wall time
-  local limit=$1 name=$2 start
-  shift 2
-  start=$(date +%s)
-  timeout "$limit" "$@" 2>&1 | tee "$out/$name.txt"
-  echo "$name: exit ${PIPESTATUS[0]}, $(( $(date +%s) - start )) s"
-}
+source "$(dirname "$0")/_timed.sh"
 stack="python3 benchmarks/cnn_stack_throughput.py --device cuda --threads 1 --sequential 2"
 timed 120 stack_k64 $stack --k 64 --rounds 2
 timed 150 first_step python3 benchmarks/cuda_first_step.py --device cuda --profile

@@ -153,3 +153,20 @@ def write_suite(tmp_path: Path):
         return path
 
     return _write
+
+
+@pytest.fixture
+def dask_jobs_per_gpu(monkeypatch) -> list[int]:
+    """The ``jobs_per_gpu`` of each :class:`DaskExecutor` run, which runs its jobs inline here
+    (only the setting is looked at, no cluster is started)."""
+    from orthobench.executors import DaskExecutor, execute
+
+    asked: list[int] = []
+
+    def run(self, jobs, session) -> None:
+        asked.append(self.jobs_per_gpu)
+        for job in jobs:
+            session.finish(job, execute(job))
+
+    monkeypatch.setattr(DaskExecutor, "run", run)
+    return asked

@@ -144,22 +144,12 @@ def test_the_api_is_exported_and_import_stays_torch_free():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
-def test_jobs_per_gpu_reaches_the_dask_executor(write_suite, tmp_path, monkeypatch):
-    from orthobench.executors import DaskExecutor, execute
-
-    asked = []
-
-    def run(self, jobs, session):  # Dask, run inline: only the setting matters
-        asked.append(self.jobs_per_gpu)
-        for job in jobs:
-            session.finish(job, execute(job))
-
-    monkeypatch.setattr(DaskExecutor, "run", run)
+def test_jobs_per_gpu_reaches_the_dask_executor(write_suite, tmp_path, dask_jobs_per_gpu):
     suite = write_suite("name: x\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
     result = orthobench.run_suite(
         suite, output=tmp_path / "out", executor="dask", jobs_per_gpu=4, progress=False
     )
-    assert result.ok == 1 and asked == [4]
+    assert result.ok == 1 and dask_jobs_per_gpu == [4]
     with pytest.raises(OrthobenchError, match="^--jobs-per-gpu needs --executor dask, but got"):
         orthobench.run_suite(suite, output=tmp_path / "other", jobs_per_gpu=2, progress=False)
     with pytest.raises(ValueError, match="`jobs_per_gpu` must be >= 1"):

@@ -179,17 +179,7 @@ def test_jobs_per_gpu_needs_the_dask_executor_and_is_at_least_1(write_suite, tmp
     assert not out.exists()
 
 
-def test_jobs_per_gpu_reaches_the_dask_executor(write_suite, tmp_path, monkeypatch):
-    from orthobench.executors import DaskExecutor, execute
-
-    asked = []
-
-    def run(self, jobs, session):  # Dask, run inline: only the setting matters
-        asked.append(self.jobs_per_gpu)
-        for job in jobs:
-            session.finish(job, execute(job))
-
-    monkeypatch.setattr(DaskExecutor, "run", run)
+def test_jobs_per_gpu_reaches_the_dask_executor(write_suite, tmp_path, dask_jobs_per_gpu):
     suite = write_suite("name: x\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
     out = tmp_path / "out"
     assert invoke("run", str(suite), "-o", str(out), "-q", "--executor", "dask").exit_code == 0
@@ -206,4 +196,4 @@ def test_jobs_per_gpu_reaches_the_dask_executor(write_suite, tmp_path, monkeypat
         "8",
     )
     assert result.exit_code == 0, result.output
-    assert asked == [1, 8]
+    assert dask_jobs_per_gpu == [1, 8]
