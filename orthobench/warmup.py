@@ -1,13 +1,12 @@
 """Warming up a CUDA process before a cell's first timed proposal.
 
-The first proposal a CUDA process makes pays costs that later ones do not: the CUDA context,
-the cuBLAS and cuSOLVER handles, the loading of each kernel on first use. Measured on an H100
-(docs/benchmarks.md, "CUDA: the first proposal of a process"), OrthoBO's first acquisition took
-12 s against 0.55-0.83 s for later steps. A run records every step's seconds, and these costs
-would be charged to whichever cell a worker process runs first, so :func:`warm_up` pays them
-before that cell's clock starts: once per process, device and optimizer (another optimizer runs
-other kernels).
-"""
+The first proposal a CUDA process makes pays costs that later ones do not: imports and first
+calls, the CUDA context and library handles, kernels loaded on first use. Measured on an H100
+(docs/benchmarks.md, "CUDA: the first proposal of a process"): 4-5 s in every fresh process, and
+16 s of first acquisition in the first process of a fresh machine, against 0.2-0.4 s for later
+steps. A run records every step's seconds, and these costs would be charged to whichever cell a
+worker process runs first, so :func:`warm_up` pays them before that cell's clock starts: once per
+process, device and optimizer (another optimizer runs other kernels)."""
 
 from __future__ import annotations
 
