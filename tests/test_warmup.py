@@ -20,7 +20,7 @@ def _cell(task: str = "hartmann6", optimizer: str = "orthobo", q: int = 1, **par
         optimizer=ComponentSpec(name=optimizer, params=params, label=optimizer),
         seed=3,
         n_init=5,
-        budget=2,
+        budget=1,
         q=q,
     )
 
