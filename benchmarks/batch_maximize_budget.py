@@ -30,7 +30,10 @@ from orthobench.optimizers import gp_base
 
 TASKS = ("hartmann6", "levy16")
 #: Each setting: restarts (None: the optimizer's), L-BFGS-B iterations (None: BoTorch's 2,000),
-#: whether restarts that stop with a warning are rerun (BoTorch's default: yes).
+#: whether restarts that stop with a warning are rerun (BoTorch's default: yes); ``greedy``:
+#: ``optimize_acqf(sequential=True)``, one point at a time with the earlier ones pending (the
+#: raw samples scored by the acquisition itself: the screen knows no pending points), and
+#: ``polish``: the greedy batch then climbed jointly as the one start of a ``q x d`` restart.
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "no rerun": {"retry": False},
@@ -38,6 +41,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "8 restarts, 50 iterations": {"maxiter": 50},
     "16 restarts, no rerun, 50 iterations": {"restarts": 16, "retry": False, "maxiter": 50},
     "16 restarts, no rerun, 100 iterations": {"restarts": 16, "retry": False, "maxiter": 100},
+    "sequential greedy": {"greedy": True},
+    "greedy, then a joint climb from it": {"greedy": True, "polish": True},
 }
 
 
@@ -52,7 +57,15 @@ def _with_setting(setting: dict[str, Any]):
             kwargs["num_restarts"] = setting["restarts"]
         if "retry" in setting:
             kwargs["retry_on_optimization_warning"] = setting["retry"]
-        return optimize_acqf(*args, **kwargs)
+        if not setting.get("greedy") or kwargs.get("batch_initial_conditions") is not None:
+            return optimize_acqf(*args, **kwargs)
+        candidate, value = optimize_acqf(
+            *args, **{**kwargs, "sequential": True, "ic_generator": None}
+        )
+        if not setting.get("polish"):
+            return candidate, value
+        polish = {**kwargs, "ic_generator": None, "num_restarts": 1, "raw_samples": None}
+        return optimize_acqf(*args, **{**polish, "batch_initial_conditions": candidate[None]})
 
     return run
 
