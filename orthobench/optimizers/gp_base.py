@@ -103,6 +103,7 @@ class GPOptimizer(Optimizer):
         batch_initial_conditions: Tensor | None = None,
         return_best_only: bool = True,
         screen: AcquisitionFunction | None = None,
+        sequential: bool = False,
     ) -> Tensor:
         """``q x d`` maximizer of ``acqf`` over ``bounds`` (default: the unit cube), seeded per step.
 
@@ -112,7 +113,9 @@ class GPOptimizer(Optimizer):
         fallback). With ``screen``, the ``raw_samples`` are scored by ``screen`` instead of
         ``acqf`` (e.g. the same acquisition on fewer draws) to pick the ``num_restarts`` starting
         points, and the restarts climb ``acqf``; as with BoTorch's own starts, restarts that end
-        with an ``OptimizationWarning`` are run once more from newly screened raw samples.
+        with an ``OptimizationWarning`` are run once more from newly screened raw samples. With
+        ``sequential`` (``q > 1``, an acquisition that takes ``X_pending``), the batch is
+        sequential greedy: ``q`` maximizations of one point, the earlier ones pending.
 
         ``acqf`` may be a function that builds the acquisition: it is then called inside the seeded
         block, for acquisitions whose construction draws from the global generator (qLogNEI's
@@ -140,6 +143,7 @@ class GPOptimizer(Optimizer):
                     batch_initial_conditions=starts,
                     return_best_only=return_best_only,
                     ic_generator=None if screen is None else _screened_starts(screen),
+                    sequential=sequential,
                 )
             except _MAXIMIZE_ERRORS as err:
                 reason = one_line(f"{err.__class__.__name__}: {err}", limit=160)

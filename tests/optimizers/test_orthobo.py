@@ -152,6 +152,8 @@ def test_invalid_arguments_raise_with_values() -> None:
         OrthoBO(2, seed=0, alpha=2.0)
     with pytest.raises(ValueError, match="'cosine'"):
         OrthoBO(2, seed=0, kernel=["rbf-iso", "cosine"])
+    with pytest.raises(ValueError, match="`batch_maximization` must be one of .* got 'both'"):
+        OrthoBO(2, seed=0, batch_maximization="both")
     opt = OrthoBO(2, seed=0, **SMALL)
     with pytest.raises(ValueError, match="has 0"):
         opt.ask()
@@ -188,6 +190,7 @@ def test_registry_exposes_the_suite_parameters() -> None:
         "screen_theta_samples": 64,
         "coarse_theta_samples": None,
         "batch_theta_samples": 64,
+        "batch_maximization": "greedy",
         "fit": "fast",
         "fit_device": "auto",
     }
@@ -196,6 +199,49 @@ def test_registry_exposes_the_suite_parameters() -> None:
     OPTIMIZERS.check_params(
         "orthobo", {"theta_samples": 32, "estimator": "orth-crossfit", "alpha": 0.01}
     )
+
+
+def _maximizations(monkeypatch, **params) -> tuple[list[dict], np.ndarray, OrthoBO]:
+    """The keyword arguments and results of each ``optimize_acqf`` call of one ``ask(4)`` on an
+    8-point Branin state, its batch, and the optimizer (after the ask)."""
+    calls = []
+    real = gp_base.optimize_acqf
+
+    def spy(*args, **kwargs):
+        candidate, value = real(*args, **kwargs)
+        calls.append({**kwargs, "candidate": candidate})
+        return candidate, value
+
+    monkeypatch.setattr(gp_base, "optimize_acqf", spy)
+    x = np.random.default_rng(3).random((8, 2))
+    optimizer = OrthoBO(2, **SMALL, seed=0, **params)
+    optimizer.tell(x, np.array([branin01(row) for row in x]))
+    return calls, optimizer.ask(4).x, optimizer
+
+
+def test_a_greedy_batch_is_climbed_jointly_from_its_greedy_points(monkeypatch) -> None:
+    """The default at q > 1: one sequential-greedy ``optimize_acqf``, then one joint restart
+    from its batch, whose result is the proposal and is worth at least the greedy batch."""
+    calls, batch, optimizer = _maximizations(monkeypatch, screen_theta_samples=8)
+    greedy, climb = calls
+    assert greedy["sequential"] and greedy["ic_generator"] is None  # no screen: it knows no pending
+    assert not climb["sequential"]
+    torch.testing.assert_close(climb["batch_initial_conditions"], greedy["candidate"][None])
+    np.testing.assert_array_equal(batch, climb["candidate"].numpy())
+    # the acquisition the ask maximized (same seeds before the tell)
+    acqf = optimizer._build_acquisition(optimizer._fit(), optimizer._theta_budget(4), 4)
+    with torch.no_grad():
+        assert float(acqf(climb["candidate"][None])) >= float(acqf(greedy["candidate"][None]))
+
+
+def test_a_joint_batch_maximization_is_one_screened_multistart(monkeypatch) -> None:
+    calls, batch, _ = _maximizations(
+        monkeypatch, batch_maximization="joint", screen_theta_samples=8
+    )
+    (joint,) = calls
+    assert not joint["sequential"] and joint["batch_initial_conditions"] is None
+    assert joint["ic_generator"] is not None  # the raw batches screened on 8 draws
+    np.testing.assert_array_equal(batch, joint["candidate"].numpy())
 
 
 # 128 draws, a small multistart: the screen's and the coarse stage's tests ask on one Branin state.
