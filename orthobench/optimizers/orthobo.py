@@ -448,10 +448,14 @@ class OrthoBO(GPOptimizer):
     def _maximize_greedy(self, acqf: MarginalLogEI, n: int, budget: int) -> torch.Tensor:
         """Sequential greedy, then a joint climb from it: ``n`` one-point maximizations, each
         with the earlier points pending, then one L-BFGS-B restart over all ``n d`` coordinates
-        from the greedy batch (it can only raise the batch's value)."""
+        from the greedy batch. The climb keeps the better of the two batches (L-BFGS-B only
+        climbs, but a failed climb falls back to a Sobol' batch)."""
         options = {"init_batch_limit": self._raw_chunk(budget, n)}
         greedy = self._maximize(acqf, q=n, options=options, sequential=True)
-        return self._maximize(acqf, q=n, batch_initial_conditions=greedy.unsqueeze(0))
+        climbed = self._maximize(acqf, q=n, batch_initial_conditions=greedy.unsqueeze(0))
+        with torch.no_grad():
+            values = acqf(torch.stack([greedy, climbed]))
+        return climbed if values[1] >= values[0] else greedy
 
     def state_dict(self) -> dict[str, Any]:
         return {

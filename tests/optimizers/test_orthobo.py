@@ -234,6 +234,23 @@ def test_a_greedy_batch_is_climbed_jointly_from_its_greedy_points(monkeypatch) -
         assert float(acqf(climb["candidate"][None])) >= float(acqf(greedy["candidate"][None]))
 
 
+def test_a_failed_joint_climb_keeps_the_greedy_batch(monkeypatch) -> None:
+    """A climb that fails falls back to a Sobol' batch; the greedy batch, better, is kept."""
+    real = gp_base.optimize_acqf
+
+    def climb_fails(*args, **kwargs):
+        if kwargs.get("batch_initial_conditions") is not None:
+            raise RuntimeError("the climb failed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gp_base, "optimize_acqf", climb_fails)
+    with pytest.warns(NumericsWarning, match="the climb failed"):
+        calls, batch, _ = _maximizations(monkeypatch, screen_theta_samples=8)
+    (greedy,) = calls
+    assert greedy["sequential"]
+    np.testing.assert_array_equal(batch, greedy["candidate"].numpy())
+
+
 def test_a_joint_batch_maximization_is_one_screened_multistart(monkeypatch) -> None:
     calls, batch, _ = _maximizations(
         monkeypatch, batch_maximization="joint", screen_theta_samples=8
