@@ -9,18 +9,10 @@
 #
 # About 6 minutes on an H200 machine; each part is stopped by its own time limit (9 minutes in all);
 # its tables are printed and written to OUTDIR/*.txt. Run it from the repository root.
-set -uo pipefail
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 OUTDIR" >&2
-  exit 2
-fi
-out=$1
-mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/_device.sh" "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "cpu cores: $(nproc)"
 python3 -c "import torch, botorch, gpytorch; print('torch', torch.__version__, 'botorch', botorch.__version__, 'gpytorch', gpytorch.__version__)"
-source "$(dirname "$0")/_timed.sh"
 # The default (raw samples screened on 64 draws) and the paper's screen on all draws; the coarse
 # stage does not run on a GPU.
 gp_methods="orthobo fit=fast,orthobo fit=fast screen=all"

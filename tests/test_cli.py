@@ -16,18 +16,6 @@ from click.testing import CliRunner
 
 from orthobench.cli import cli
 
-SPHERE_SUITE = """
-name: sphere
-seeds: 2
-n_init: 3
-budget: 3
-tasks:
-  - {{name: "{plugin}:make_sphere", params: {{delay: {delay}}}, label: sphere}}
-optimizers:
-  - sobol
-  - {{name: "{plugin}:CenterOptimizer", label: center}}
-"""
-
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -37,8 +25,8 @@ def invoke(*args: str):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
-def test_run_twice_stores_nothing_new_and_writes_a_report(plugin, write_suite, tmp_path):
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+def test_run_twice_stores_nothing_new_and_writes_a_report(sphere_suite, tmp_path):
+    suite = sphere_suite(delay=0.0)
     out = tmp_path / "out"
     first = invoke("run", str(suite), "-o", str(out), "-q")
     assert first.exit_code == 0, first.output
@@ -54,10 +42,8 @@ def test_run_twice_stores_nothing_new_and_writes_a_report(plugin, write_suite, t
     assert "4 run, 0 already stored" in forced.output
 
 
-def test_failed_cells_are_reported_and_others_stored(plugin, write_suite, tmp_path):
-    suite = write_suite(
-        SPHERE_SUITE.format(plugin=plugin, delay=0.0).replace("delay: 0.0", "fail_at: 0.0")
-    )
+def test_failed_cells_are_reported_and_others_stored(sphere_suite, tmp_path):
+    suite = sphere_suite(fail_at=0.0)
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"])
     assert result.exit_code == 1
@@ -95,12 +81,12 @@ def test_list_shows_tasks_optimizers_and_params():
     )
 
 
-def test_report_command_and_empty_dir_error(plugin, write_suite, tmp_path):
+def test_report_command_and_empty_dir_error(sphere_suite, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     result = CliRunner().invoke(cli, ["report", str(empty)])
     assert result.exit_code == 2 and "no stored results" in result.output
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    suite = sphere_suite(delay=0.0)
     invoke("run", str(suite), "-o", str(tmp_path / "a"), "-q")
     result = invoke(
         "report", str(tmp_path / "a"), "-o", str(tmp_path / "r.html"), "--title", "My title"
@@ -109,8 +95,8 @@ def test_report_command_and_empty_dir_error(plugin, write_suite, tmp_path):
 
 
 @pytest.mark.slow
-def test_sigkill_mid_suite_then_resume_completes_only_missing_cells(plugin, write_suite, tmp_path):
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.15))
+def test_sigkill_mid_suite_then_resume_completes_only_missing_cells(sphere_suite, tmp_path):
+    suite = sphere_suite(delay=0.15)
     out = tmp_path / "killed"
     proc = subprocess.Popen(
         [sys.executable, "-m", "orthobench", "run", str(suite), "-o", str(out), "-q"],
@@ -145,11 +131,11 @@ def test_sigkill_mid_suite_then_resume_completes_only_missing_cells(plugin, writ
     pd.testing.assert_frame_equal(resumed_frame, clean_frame)
 
 
-def test_a_changed_configuration_is_not_reused_silently(plugin, write_suite, tmp_path):
+def test_a_changed_configuration_is_not_reused_silently(sphere_suite, tmp_path):
     out = tmp_path / "out"
-    first = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    first = sphere_suite(delay=0.0)
     assert invoke("run", str(first), "-o", str(out), "-q").exit_code == 0
-    changed = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.001), name="changed.yaml")
+    changed = sphere_suite(name="changed.yaml", delay=0.001)
     result = CliRunner().invoke(cli, ["run", str(changed), "-o", str(out), "-q"])
     assert result.exit_code == 2
     assert "task.params.delay 0.0 (stored) -> 0.001 (now)" in result.output
