@@ -24,7 +24,7 @@ from orthobench.executors import ProcessExecutor, execute, make_executor
 from orthobench.results import ResultStore
 from orthobench.suite import load_suite
 
-from .test_cli import SPHERE_SUITE, digest
+from .test_cli import digest
 
 #: A path longer than PATH_MAX (4096 on Linux) whose every component is shorter than NAME_MAX.
 TOO_LONG = "/".join(["d" * 200] * 25)
@@ -52,11 +52,11 @@ def _write_foreign_parquet(path: Path) -> None:
 
 
 def test_a_foreign_parquet_file_is_skipped_by_report_and_by_run_with_a_warning_naming_it(
-    plugin, write_suite, tmp_path
+    sphere_suite, tmp_path
 ):
     """The reported bug: one Parquet file orthobench did not write, in runs/ or probe/, made
     `report` exit 2 with 'rerun its suite', and `run` fail after storing every cell."""
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    suite = sphere_suite(delay=0.0)
     out = tmp_path / "out"
     foreign = [out / "runs" / "notes.parquet", out / "probe" / "export.parquet"]
     for path in foreign:
@@ -133,7 +133,7 @@ def test_a_task_that_changes_the_working_directory_moves_no_result_and_no_report
 
 
 def test_workers_are_capped_at_the_cells_to_run_and_the_first_line_says_so(
-    plugin, write_suite, tmp_path, monkeypatch
+    sphere_suite, plugin, tmp_path, monkeypatch
 ):
     """`--workers 100000` asked the pool for 100000 processes for 4 cells."""
     asked = []
@@ -144,7 +144,7 @@ def test_workers_are_capped_at_the_cells_to_run_and_the_first_line_says_so(
             session.finish(job, execute(job))
 
     monkeypatch.setattr(ProcessExecutor, "run", pool)
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    suite = sphere_suite(delay=0.0)
     out = tmp_path / "out"
     result = invoke("run", str(suite), "-o", str(out), "-q", "--workers", "100000")
     assert result.exit_code == 0, result.output
@@ -235,9 +235,9 @@ def test_a_scheduler_gone_after_its_check_stops_the_run_as_fast_and_as_the_check
 
 
 def test_a_full_disk_while_storing_a_cell_is_one_line_with_what_is_stored(
-    plugin, write_suite, tmp_path, monkeypatch
+    sphere_suite, tmp_path, monkeypatch
 ):
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    suite = sphere_suite(delay=0.0)
     out = tmp_path / "out"
     assert invoke("run", str(suite), "-o", str(out), "-q").exit_code == 0
     (out / "runs" / "sphere__sobol__seed1.parquet").unlink()
@@ -288,7 +288,7 @@ def test_a_full_disk_while_writing_the_report_keeps_the_old_report_whole(tmp_pat
 
 
 def test_a_full_disk_while_run_writes_its_report_still_prints_the_run_summary(
-    plugin, write_suite, tmp_path, monkeypatch
+    sphere_suite, tmp_path, monkeypatch
 ):
     import orthobench.report.html as html
 
@@ -296,7 +296,7 @@ def test_a_full_disk_while_run_writes_its_report_still_prints_the_run_summary(
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.setattr(html, "write_atomic", full_disk)
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+    suite = sphere_suite(delay=0.0)
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"])
     assert result.exit_code == 2
@@ -325,10 +325,8 @@ def test_a_device_as_the_report_is_refused_and_nothing_is_written_beside_it(tmp_
     assert not [p for p in Path("/dev").iterdir() if p.name.endswith((".csv", ".tmp"))]
 
 
-def test_an_output_path_beyond_path_max_is_one_line_for_run_and_report(
-    plugin, write_suite, tmp_path
-):
-    suite = write_suite(SPHERE_SUITE.format(plugin=plugin, delay=0.0))
+def test_an_output_path_beyond_path_max_is_one_line_for_run_and_report(sphere_suite, tmp_path):
+    suite = sphere_suite(delay=0.0)
     long = tmp_path / TOO_LONG
     ran = CliRunner().invoke(cli, ["run", str(suite), "-o", str(long), "-q"])
     assert ran.exit_code == 2
