@@ -22,11 +22,31 @@ from typing import Any
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.models.model import Model
+from botorch.utils.sampling import draw_sobol_normal_samples
 from botorch.utils.transforms import concatenate_pending_points, t_batch_mode_transform
 from torch import Tensor
 
 from orthobench.estimators import DEFAULT_CONTROL_VARIATE, estimator_weights, get_estimator
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP, log_qcei
+
+#: Inner base samples per theta draw of the batch acquisitions (``q > 1``): the marginal averages
+#: over the ``S`` draws' own base samples, so ``S K`` function samples enter each value.
+INNER_SAMPLES = 64
+
+
+def draw_inner_base_samples(
+    draws: int, q: int, seed: int, *, inner: int = INNER_SAMPLES, dtype: torch.dtype = torch.float64
+) -> Tensor:
+    """``draws x inner x q`` scrambled-Sobol' standard normals, each theta draw's own base
+    samples for :class:`MarginalLogQEI`.
+
+    Draw ``s`` gets the points ``s * inner`` to ``(s + 1) * inner - 1`` of one sequence of
+    dimension ``q``: with ``inner`` a power of 2 each block is itself a net (every draw's inner
+    mean a quasi-Monte Carlo estimate) and so is the union; a longer request extends a shorter one
+    of the same seed (the first rows do not depend on ``draws``).
+    """
+    samples = draw_sobol_normal_samples(d=q, n=draws * inner, dtype=dtype, seed=seed)
+    return samples.reshape(draws, inner, q)
 
 
 class MarginalLogAcquisition(AcquisitionFunction):
@@ -246,9 +266,10 @@ class MarginalLogQEI(MarginalLogAcquisition):
     Per draw ``theta_s``, ``log qEI_s(X)`` is the inner Monte Carlo mean over ``K`` fixed
     standard-normal base samples (:meth:`ThetaSampledGP.log_qei
     <orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_qei>`, BoTorch's qLogEI smoothings);
-    the estimator then weights the draws as for EI. The base samples are the same for every draw
-    and member and fixed at construction, so the acquisition is deterministic in ``X`` for
-    ``optimize_acqf``. Pending points (``X_pending``, ``p x d``: a sequential-greedy batch's
+    the estimator then weights the draws as for EI. Each draw has its own base samples
+    (:func:`draw_inner_base_samples`; a member's draw ``s`` uses row ``s``, so members share
+    them), fixed at construction: the acquisition is deterministic in ``X`` for
+    ``optimize_acqf``, and the inner errors of the draws average out over ``S`` too. Pending points (``X_pending``, ``p x d``: a sequential-greedy batch's
     earlier points, or evaluations still running) join every batch, as in BoTorch's MC
     acquisitions.
 
@@ -258,8 +279,10 @@ class MarginalLogQEI(MarginalLogAcquisition):
     Args:
         model, members, controls, weights, estimator, alpha, point_weights: As
             :class:`MarginalLogAcquisition`.
-        base_samples: ``K x q_max`` standard normal draws; a batch of ``q`` points (pending ones
-            included) uses the first ``q`` columns, so ``q_max`` bounds the batch size.
+        base_samples: ``S' x K x q_max`` standard normal draws, ``S'`` at least every member's
+            draws (:func:`draw_inner_base_samples`), or ``K x q_max`` shared by every draw; a batch
+            of ``q`` points (pending ones included) uses the first ``q`` columns, so ``q_max``
+            bounds the batch size.
         X_pending: ``p x d`` points whose evaluation is pending.
     """
 
@@ -285,9 +308,13 @@ class MarginalLogQEI(MarginalLogAcquisition):
             alpha=alpha,
             point_weights=point_weights,
         )
-        if base_samples.ndim != 2:
+        draws = max(gp.num_samples for gp in members)
+        if base_samples.ndim not in (2, 3) or (
+            base_samples.ndim == 3 and base_samples.shape[0] < draws
+        ):
             raise ValueError(
-                f"`base_samples` must be K x q_max, but got shape {tuple(base_samples.shape)}."
+                f"`base_samples` must be K x q_max, or S' x K x q_max with S' >= {draws} draws, "
+                f"but got shape {tuple(base_samples.shape)}."
             )
         self.register_buffer("base_samples", base_samples.detach())
         self.set_X_pending(X_pending)
@@ -305,7 +332,7 @@ class MarginalLogQEI(MarginalLogAcquisition):
     def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
         q = self._check_batch_size(X)
         flat = X.reshape(-1, *X.shape[-2:])  # b x q x d
-        eps = self.base_samples[:, :q]
+        eps = self.base_samples[..., :q]
         return X.shape[:-2], [gp.log_qei(flat, eps) for gp in self.members]
 
     @concatenate_pending_points
@@ -386,8 +413,8 @@ class MarginalLogQCEI(MarginalLogQEI):
     Args:
         model, members, controls, weights, base_samples: As :class:`MarginalLogQEI`.
         constraints, constraint_controls: As :class:`MarginalLogCEI`.
-        constraint_base_samples: Per constraint, its ``K x q_max`` standard normal draws
-            (independent of ``base_samples``: the GPs are independent).
+        constraint_base_samples: Per constraint, its standard normal draws of
+            ``base_samples``' shape (independent of them: the GPs are independent).
         kwargs: ``estimator``, ``alpha``, ``point_weights`` and ``X_pending`` of
             :class:`MarginalLogQEI`.
     """
@@ -422,10 +449,10 @@ class MarginalLogQCEI(MarginalLogQEI):
         q = self._check_batch_size(X)
         flat = X.reshape(-1, *X.shape[-2:])  # b x q x d
         pairs = [
-            (gp, b[:, :q])
+            (gp, b[..., :q])
             for gp, b in zip(self.constraints, self.constraint_base_samples, strict=True)
         ]
-        eps = self.base_samples[:, :q]
+        eps = self.base_samples[..., :q]
         return X.shape[:-2], [log_qcei(gp, flat, eps, pairs) for gp in self.members]
 
 

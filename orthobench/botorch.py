@@ -21,13 +21,11 @@ import torch
 from botorch.exceptions.errors import UnsupportedError
 from botorch.models import SingleTaskGP
 from botorch.models.transforms.outcome import Standardize
-from botorch.utils.sampling import draw_sobol_normal_samples
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.means import ConstantMean
 from torch import Tensor
 
-from orthobench.acquisition import MarginalLogEI, MarginalLogQEI
-from orthobench.optimizers.orthobo import INNER_SAMPLES
+from orthobench.acquisition import MarginalLogEI, MarginalLogQEI, draw_inner_base_samples
 from orthobench.seeding import derive_seed
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_algebra import get_theta, theta_layout
@@ -134,7 +132,7 @@ def marginal_log_ei(
 
     an estimate of ``log E_q[EI(x; theta)]`` (:class:`~orthobench.acquisition.MarginalLogEI`).
     With ``q > 1`` each draw's EI is batch EI ``E[max_i (f(x_i) - f^*)_+]`` by inner Monte Carlo
-    on ``K = INNER_SAMPLES`` scrambled-Sobol' base samples shared by all draws, with BoTorch's
+    on ``K =`` :data:`~orthobench.acquisition.INNER_SAMPLES` scrambled-Sobol' base samples of its own, with BoTorch's
     qLogEI smoothings (:class:`~orthobench.acquisition.MarginalLogQEI`).
 
     Units: values are in the model's *original* outcome units, like BoTorch's
@@ -241,8 +239,8 @@ def marginal_log_ei(
         )
     else:
         columns = q + (0 if X_pending is None else X_pending.shape[-2])
-        base_samples = draw_sobol_normal_samples(
-            d=columns, n=INNER_SAMPLES, seed=derive_seed(seed, "inner") % (2**31)
+        base_samples = draw_inner_base_samples(
+            gp.num_samples, columns, derive_seed(seed, "inner") % (2**31)
         ).to(train_y)
         acqf = _MarginalLogQEI(
             model,

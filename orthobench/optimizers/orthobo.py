@@ -21,9 +21,15 @@ from typing import Annotated, Any, Literal
 
 import torch
 from annotated_types import Ge, Interval
-from botorch.utils.sampling import draw_sobol_normal_samples
 
-from orthobench.acquisition import MarginalLogCEI, MarginalLogEI, MarginalLogQCEI, MarginalLogQEI
+from orthobench.acquisition import (
+    INNER_SAMPLES,
+    MarginalLogCEI,
+    MarginalLogEI,
+    MarginalLogQCEI,
+    MarginalLogQEI,
+    draw_inner_base_samples,
+)
 from orthobench.config.params import (
     Count,
     KernelEnsemble,
@@ -59,10 +65,6 @@ _RAW_CHUNK_ENTRIES = 2**20
 #: A budget of theta draws per member and step: cross-fitting (``orth-crossfit``) needs 2 draws
 #: per fold. The registry checks a suite's value at load, the constructor one given in code.
 ThetaBudget = Annotated[Count, Ge(4)]
-
-# Inner base samples per theta draw of the batch acquisition (q > 1; the same for every draw):
-# the marginal averages over S draws too, so S K function samples enter each value.
-INNER_SAMPLES = 64
 
 #: How a step of ``q > 1`` points maximizes the batch acquisition (:class:`OrthoBO`'s
 #: ``batch_maximization``).
@@ -307,8 +309,8 @@ class OrthoBO(GPOptimizer):
     ) -> MarginalLogEI | MarginalLogQEI | MarginalLogCEI | MarginalLogQCEI:
         """The acquisition of batches of ``q`` points on ``theta_samples`` draws per member
         (default: ``self.theta_samples``): marginal EI at ``q = 1``, the nested marginal qEI on
-        :data:`INNER_SAMPLES` scrambled-Sobol' normal base samples, seeded per step, above; on a
-        constrained task the marginal constrained EI (batch constrained EI above ``q = 1``), each
+        :data:`INNER_SAMPLES` scrambled-Sobol' normal base samples per draw, seeded per step,
+        above; on a constrained task the marginal constrained EI (batch constrained EI above ``q = 1``), each
         joint draw pairing a member's draw with every constraint GP's draw of the same index
         (each GP's draws of its own seed: independent, so a pair is a draw of the joint
         posterior)."""
@@ -333,13 +335,17 @@ class OrthoBO(GPOptimizer):
             return self._constrained_acquisition(args, budget, q, common)
         if q == 1:
             return MarginalLogEI(*args, **common)
-        return MarginalLogQEI(*args, base_samples=self._inner_base_samples(q), **common)
+        return MarginalLogQEI(*args, base_samples=self._inner_base_samples(gps, q), **common)
 
-    def _inner_base_samples(self, q: int, *keys: object) -> torch.Tensor:
-        """The step's ``K x q`` inner base samples of a batch acquisition (``K =``
-        :data:`INNER_SAMPLES`, scrambled Sobol'), of the objective or of the GP ``keys`` names."""
+    def _inner_base_samples(
+        self, gps: list[ThetaSampledGP], q: int, *keys: object
+    ) -> torch.Tensor:
+        """The step's inner base samples of a batch acquisition on ``gps``' draws, each draw its
+        own :data:`~orthobench.acquisition.INNER_SAMPLES` (:func:`draw_inner_base_samples`), of
+        the objective or of the GP ``keys`` names."""
         seed = self._step_seed("inner", *keys) % (2**31)
-        return draw_sobol_normal_samples(d=q, n=INNER_SAMPLES, seed=seed).to(self.train_x)
+        draws = max(gp.num_samples for gp in gps)
+        return draw_inner_base_samples(draws, q, seed).to(self.train_x)
 
     def _constrained_acquisition(
         self, args: tuple, budget: int, q: int, common: dict[str, Any]
@@ -370,9 +376,10 @@ class OrthoBO(GPOptimizer):
             return MarginalLogCEI(*args, **common)
         return MarginalLogQCEI(
             *args,
-            base_samples=self._inner_base_samples(q),
+            base_samples=self._inner_base_samples(args[1], q),
             constraint_base_samples=[
-                self._inner_base_samples(q, "constraint", i) for i in range(len(constraint_gps))
+                self._inner_base_samples(args[1], q, "constraint", i)
+                for i in range(len(constraint_gps))
             ],
             **common,
         )

@@ -18,10 +18,11 @@ References of the targets:
 Batch probes (a state's ``q > 1``, :mod:`orthobench.probe.states`): each probe is a batch of ``q``
 points (``N x q x d``) and the per-draw values are
 :meth:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_qei`, the inner Monte Carlo
-mean over ``K = INNER_SAMPLES`` (OrthoBO's count) scrambled-Sobol normal base samples, as
-:class:`~orthobench.acquisition.MarginalLogQEI` evaluates OrthoBO's batch acquisition. Each rebuild
-draws its own base samples (:func:`inner_base_samples`), shared by the estimators of the rebuild
-(common random numbers), as each BO step of OrthoBO draws its own: the rebuilds' values are the
+mean over ``K = INNER_SAMPLES`` (OrthoBO's count) scrambled-Sobol normal base samples per theta
+draw, as :class:`~orthobench.acquisition.MarginalLogQEI` evaluates OrthoBO's batch acquisition.
+Each rebuild draws its own base samples (:func:`inner_base_samples`), shared by the estimators of
+the rebuild (common random numbers: draw ``s`` of every estimator gets the same row), as each BO
+step of OrthoBO draws its own: the rebuilds' values are the
 nested estimator of the paper's appendix, whose noise is over theta draws and base samples, and
 whose target is the marginal qEI itself. The reference averages the per-draw values of
 ``reference_samples`` scrambled-Sobol theta draws, each chunk of :data:`_REFERENCE_CHUNK` draws
@@ -62,11 +63,16 @@ import numpy as np
 import torch
 from botorch.acquisition import LogExpectedImprovement, qLogExpectedImprovement
 from botorch.sampling import SobolQMCNormalSampler
-from botorch.utils.sampling import draw_sobol_normal_samples
 
-from orthobench.acquisition import MarginalLogCEI, MarginalLogEI, MarginalLogQEI
+from orthobench.acquisition import (
+    INNER_SAMPLES,
+    MarginalLogCEI,
+    MarginalLogEI,
+    MarginalLogQEI,
+    draw_inner_base_samples,
+)
 from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, ThetaEstimator, parse_estimator
-from orthobench.optimizers.orthobo import INNER_SAMPLES, constrained_incumbent, constraint_fit
+from orthobench.optimizers.orthobo import constrained_incumbent, constraint_fit
 from orthobench.probe.metrics import ALPHA
 from orthobench.probe.plugins import ProbeAcquisition
 from orthobench.probe.states import ProbeState, check_constrained_states
@@ -95,18 +101,19 @@ def _outer_log(log_top: torch.Tensor, est: torch.Tensor, mc: torch.Tensor) -> to
 
 
 def inner_base_samples(
-    state: ProbeState, dtype: torch.dtype, device: torch.device, *keys: object
+    state: ProbeState, draws: int, dtype: torch.dtype, device: torch.device, *keys: object
 ) -> torch.Tensor | None:
-    """``K x q`` inner base samples of batch EI for the rebuild or reference chunk ``keys``:
-    scrambled-Sobol standard normals (as OrthoBO draws them per step), ``K = INNER_SAMPLES`` for
-    a rebuild and :data:`REFERENCE_INNER_SAMPLES` for the reference (``keys`` starting with
-    ``"reference"``), seeded by the state and ``keys``; None at ``q = 1`` (analytic EI per
-    draw)."""
+    """``draws x K x q`` inner base samples of batch EI for the rebuild or reference chunk
+    ``keys``, each theta draw its own (:func:`~orthobench.acquisition.draw_inner_base_samples`,
+    as OrthoBO draws them per step), ``K = INNER_SAMPLES`` for a rebuild and
+    :data:`REFERENCE_INNER_SAMPLES` for the reference (``keys`` starting with ``"reference"``),
+    seeded by the state and ``keys``: estimators of a rebuild share the first rows whatever their
+    draw counts (common random numbers). None at ``q = 1`` (analytic EI per draw)."""
     if state.q == 1:
         return None
     count = REFERENCE_INNER_SAMPLES if keys[:1] == ("reference",) else INNER_SAMPLES
     seed = derive_seed(state.seed, "probe-inner", state.id, *keys) % (2**31)
-    return draw_sobol_normal_samples(d=state.q, n=count, seed=seed).to(device, dtype)
+    return draw_inner_base_samples(draws, state.q, seed, inner=count, dtype=dtype).to(device)
 
 
 def log_values(
@@ -116,7 +123,7 @@ def log_values(
     constraints: Sequence[ThetaSampledGP] = (),
 ) -> torch.Tensor:
     """Per-draw log acquisition values ``S x N`` at ``N x q x d`` probes: analytic log-EI
-    (``base`` None, ``q = 1``) or log-qEI on the ``K x q`` base samples ``base``; with
+    (``base`` None, ``q = 1``) or log-qEI on the ``S x K x q`` base samples ``base``; with
     ``constraints`` (their GPs under draws paired with ``gp``'s by index, ``q = 1``) log-CEI,
     ``log EI + sum_i log P(c_i <= 0)`` (:class:`~orthobench.acquisition.MarginalLogCEI`)."""
     with torch.no_grad():
@@ -173,10 +180,12 @@ def _draw(outcomes: _Outcomes, estimator: ThetaEstimator | str, budget: int, see
 
 
 def _scaled_values(
-    outcomes: _Outcomes, draws: _Draws, X: torch.Tensor, base: torch.Tensor | None
+    outcomes: _Outcomes, draws: _Draws, X: torch.Tensor, state: ProbeState, rebuild: tuple
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """``(top, values, jittered)``: per-probe max log value ``N``, ``exp(log - top)`` ``S x N``
-    (:func:`log_values`) and the number of draws whose Cholesky factor needed jitter."""
+    (:func:`log_values`, at ``q > 1`` on the inner base samples of ``rebuild``'s keys) and the
+    number of draws whose Cholesky factor needed jitter."""
+    base = inner_base_samples(state, draws.objective.theta.shape[0], X.dtype, X.device, *rebuild)
     gp = draws.objective.gp(outcomes.model, outcomes.best_f)
     constraints = [
         d.gp(model) for d, (model, _) in zip(draws.constraints, outcomes.constraints, strict=True)
@@ -193,16 +202,16 @@ def seconds_per_call(
     dim: int,
     *,
     seed: int,
-    base_samples: torch.Tensor | None = None,
+    q: int = 1,
 ) -> float:
     """Median wall seconds of one forward + backward pass of OrthoBO's acquisition.
 
     The acquisition is :class:`~orthobench.acquisition.MarginalLogEI` on ``estimator``'s draws
     within ``budget`` EI evaluations (as ``orthobo`` builds it: point sets by their weights, the
     others by the estimator), with constraints :class:`~orthobench.acquisition.MarginalLogCEI`,
-    or with ``K x q`` ``base_samples`` :class:`~orthobench.acquisition.MarginalLogQEI`, called on
-    ``COST_CANDIDATES // q`` uniform batches of ``q`` points, ``(COST_CANDIDATES // q) x q x dim``
-    (``q = 1`` without base samples), with ``L(X).sum().backward()``; the median of
+    or at ``q > 1`` :class:`~orthobench.acquisition.MarginalLogQEI` (on ``INNER_SAMPLES`` base
+    samples per draw), called on ``COST_CANDIDATES // q`` uniform batches of ``q`` points,
+    ``(COST_CANDIDATES // q) x q x dim``, with ``L(X).sum().backward()``; the median of
     ``COST_REPEATS`` calls after one warm-up call. It runs on torch's current thread count
     (recorded beside it by the probe).
     """
@@ -226,13 +235,16 @@ def seconds_per_call(
             constraint_controls=[d.z for d in draws.constraints],
             **common,
         )
-    elif base_samples is None:
+    elif q == 1:
         acqf = MarginalLogEI(model, [gp], [objective.z], [1.0], **common)
     else:
-        acqf = MarginalLogQEI(
-            model, [gp], [objective.z], [1.0], base_samples=base_samples, **common
+        theta = objective.theta
+        base = draw_inner_base_samples(
+            theta.shape[0], q, derive_seed(seed, "inner") % (2**31), dtype=theta.dtype
         )
-    q = 1 if base_samples is None else base_samples.shape[-1]
+        acqf = MarginalLogQEI(
+            model, [gp], [objective.z], [1.0], base_samples=base.to(theta.device), **common
+        )
     theta = outcomes.laplace.theta_hat
     generator = torch.Generator(device="cpu").manual_seed(seed % (2**63 - 1))
     X = torch.rand(max(COST_CANDIDATES // q, 1), q, dim, generator=generator, dtype=theta.dtype)
@@ -388,7 +400,7 @@ def gp_values(
             ThetaSampledGP.from_model(m, lap.theta(zc[rows])) for m, lap, zc in constraint_refs
         ]
         jittered += gp.n_jittered + sum(c.n_jittered for c in constraint_gps)
-        base = inner_base_samples(state, X.dtype, X.device, "reference", chunk)
+        base = inner_base_samples(state, z.shape[0], X.dtype, X.device, "reference", chunk)
         log_chunks.append(log_values(gp, X, base, constraint_gps))
     log_ref = torch.cat(log_chunks)
     reference = {"theta": torch.logsumexp(log_ref, dim=0) - math.log(log_ref.shape[0])}
@@ -409,7 +421,6 @@ def gp_values(
                 reference["map"] = acqf(X) - log_std
 
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    cost_base = inner_base_samples(state, X.dtype, X.device, "cost")  # for seconds_per_call
     parsed = {n: parse_estimator(n) for n in names}
     plugins = [n for n in names if parsed[n].plugin]  # computed last (_plugin_values)
     own = [n for n in names if not parsed[n].plugin]
@@ -425,7 +436,6 @@ def gp_values(
         counts = dict.fromkeys(own, s)
         naive: dict[int, list[np.ndarray]] = {}  # count != S -> naive iid MC values per rebuild
         for r in range(spec.rebuilds):
-            base = inner_base_samples(state, X.dtype, X.device, s, r)  # K x q; None at q = 1
             for (is_rule, sampling, _), members in groups.items():
                 keys = ("rule", sampling) if is_rule else (sampling,)
                 draws = _draw(
@@ -434,7 +444,7 @@ def gp_values(
                     s,
                     derive_seed(state.seed, "probe-rebuild", state.id, s, r, *keys),
                 )
-                top, values, n_jittered = _scaled_values(outcomes, draws, X, base)
+                top, values, n_jittered = _scaled_values(outcomes, draws, X, state, (s, r))
                 jittered += n_jittered
                 mc = values.mean(dim=0)
                 for name in members:
@@ -451,7 +461,7 @@ def gp_values(
                     count,
                     derive_seed(state.seed, "probe-rebuild", state.id, count, r, "iid"),
                 )
-                top, values, n_jittered = _scaled_values(outcomes, draws, X, base)
+                top, values, n_jittered = _scaled_values(outcomes, draws, X, state, (s, r))
                 jittered += n_jittered
                 naive.setdefault(count, []).append((top.exp() * values.mean(dim=0)).cpu().numpy())
             if "qlogei" in ei:
@@ -480,7 +490,7 @@ def gp_values(
                     s,
                     probes.shape[-1],
                     seed=derive_seed(state.seed, "probe-cost", state.id, name, s),
-                    base_samples=cost_base,
+                    q=state.q,
                 )
     if plugins:
         best = float((-y).max())

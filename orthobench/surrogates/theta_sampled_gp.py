@@ -498,11 +498,14 @@ class ThetaSampledGP:
         improves). The maximum over the batch is exact: ``max_j (f_j - y^*)_+ = (max_j f_j -
         y^*)_+``, so the softplus runs on ``K`` values per draw rather than ``K q`` (BoTorch
         smooths the maximum too, for gradients to every point of each sample; here the ``S K``
-        samples of the marginal spread the gradient over the batch). The same base samples for
-        every ``s`` (common random numbers): each sample's inner mean is an unbiased estimate of
-        its smoothed qEI, so the marginal over ``theta`` of these values is unbiased for the
-        marginal of the inner expectations (iterated expectations; paper, appendix, nested
-        estimator).
+        samples of the marginal spread the gradient over the batch). Each sample's inner mean is
+        an unbiased estimate of its smoothed qEI, so the marginal over ``theta`` of these values
+        is unbiased for the marginal of the inner expectations (iterated expectations; paper,
+        appendix, nested estimator), whether the draws share their base samples or each has its
+        own. Own base samples per draw make the inner errors of the ``S`` draws (nearly)
+        independent, so the marginal's inner noise shrinks with ``S`` as well as with ``K``;
+        shared ones make it one error common to every draw, which no number of draws averages
+        out (docs/design.md, "Batch acquisitions: the nested marginal qEI").
 
         Exchangeable: the candidates of a batch are put in a canonical order (by their first
         coordinate) first, so the value does not depend on the order of ``X``'s rows though the
@@ -510,7 +513,8 @@ class ThetaSampledGP:
 
         Args:
             X: ``b x q x d`` batches of candidates.
-            base_samples: ``K x q`` standard normal draws (fixed across calls).
+            base_samples: ``S' x K x q`` or ``K x q`` standard normal draws, fixed across calls
+                (:meth:`joint_samples`).
 
         Returns:
             ``S x b`` log-qEI values on the standardized scale.
@@ -519,26 +523,36 @@ class ThetaSampledGP:
         return logmeanexp(log_fatplus(best - self.best_f, tau=TAU_RELU), dim=-1)
 
     def joint_samples(self, X: torch.Tensor, base_samples: torch.Tensor) -> torch.Tensor:
-        """Posterior samples ``f_k = mu_s + L_s eps_k`` at the ``q`` points of each batch, per
-        draw, on the standardized scale (:meth:`joint_moments`; ``L_s`` its Cholesky factor).
+        """Posterior samples ``f_k = mu_s + L_s eps_{s,k}`` at the ``q`` points of each batch,
+        per draw, on the standardized scale (:meth:`joint_moments`; ``L_s`` its Cholesky factor).
 
         Args:
             X: ``b x q x d`` batches of candidates.
-            base_samples: ``K x q`` standard normal draws.
+            base_samples: standard normal draws, ``S' x K x q`` with ``S' >= S`` (draw ``s``
+                uses row ``s``: each draw its own base samples) or ``K x q`` (the same for every
+                draw).
 
         Returns:
             ``S x b x q x K`` samples.
         """
         b, q, _ = X.shape
-        if base_samples.shape[-1] != q:
+        count = self.num_samples
+        if base_samples.shape[-1] != q or (
+            base_samples.ndim == 3 and base_samples.shape[0] < count
+        ):
             raise ValueError(
-                f"`base_samples` must be K x q = K x {q}, but got {tuple(base_samples.shape)}."
+                f"`base_samples` must be K x {q} or S' x K x {q} with S' >= {count} draws, but "
+                f"got {tuple(base_samples.shape)}."
             )
         mean, cov = self.joint_moments(X)
         chol = psd_safe_cholesky(cov)  # S x b x q x q
-        # L eps for every (draw, batch, row) and base sample as one GEMM: (S b q) x K.
-        noise = (chol.reshape(-1, q) @ base_samples.T).reshape(-1, b, q, base_samples.shape[0])
-        return mean.unsqueeze(-1) + noise
+        if base_samples.ndim == 2:
+            # L eps for every (draw, batch, row) and base sample as one GEMM: (S b q) x K.
+            noise = chol.reshape(-1, q) @ base_samples.T
+        else:
+            # Per draw one GEMM, (b q) x K: the same flops as the shared samples' one.
+            noise = torch.bmm(chol.reshape(count, -1, q), base_samples[:count].transpose(-1, -2))
+        return mean.unsqueeze(-1) + noise.reshape(count, b, q, base_samples.shape[-2])
 
     def standardized(self, value: float) -> float:
         """``value`` in original units on the model's standardized outcome scale."""
@@ -620,8 +634,10 @@ def log_qcei(
     Args:
         objective: The objective's GP under its draws.
         X: ``b x q x d`` batches of candidates.
-        base_samples: The objective's ``K x q`` standard normal draws.
-        constraints: Per constraint, its GP under as many draws and its ``K x q`` base samples.
+        base_samples: The objective's standard normal draws (``S' x K x q`` or ``K x q``:
+            :meth:`ThetaSampledGP.joint_samples`).
+        constraints: Per constraint, its GP under as many draws and its base samples, of the
+            objective's shape.
         eta: Temperature of the feasibility indicators.
 
     Returns:

@@ -93,9 +93,10 @@ def test_q4_values_are_marginal_log_qei_on_the_rebuild_draws(probed, name):
         s,
         seed=derive_seed(state.seed, "probe-rebuild", state.id, s, 0, estimator.sampling),
     )
-    base = inner_base_samples(state, torch.float64, cpu, s, 0)
-    assert base is not None and base.shape == (64, 4)
-    other = inner_base_samples(state, torch.float64, cpu, s, 1)
+    base = inner_base_samples(state, s, torch.float64, cpu, s, 0)
+    assert base is not None and base.shape == (s, 64, 4)
+    assert not torch.equal(base[0], base[1])  # each draw its own
+    other = inner_base_samples(state, s, torch.float64, cpu, s, 1)
     assert not torch.equal(base, other)  # each rebuild draws its own
     X = probe_points(state, SPEC, 2, torch.float64, cpu)
     gp = draws.gp(model)
