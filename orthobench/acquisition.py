@@ -27,6 +27,7 @@ from botorch.utils.transforms import concatenate_pending_points, t_batch_mode_tr
 from torch import Tensor
 
 from orthobench.estimators import DEFAULT_CONTROL_VARIATE, estimator_weights, get_estimator
+from orthobench.seeding import derive_seed
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP, log_qcei
 
 #: Inner base samples per theta draw of the batch acquisitions (``q > 1``): the marginal averages
@@ -37,16 +38,23 @@ INNER_SAMPLES = 64
 def draw_inner_base_samples(
     draws: int, q: int, seed: int, *, inner: int = INNER_SAMPLES, dtype: torch.dtype = torch.float64
 ) -> Tensor:
-    """``draws x inner x q`` scrambled-Sobol' standard normals, each theta draw's own base
-    samples for :class:`MarginalLogQEI`.
+    """``draws x inner x q`` standard normals, each theta draw's own base samples for
+    :class:`MarginalLogQEI`: per draw ``s`` a scrambled Sobol' net of ``inner`` points, scrambled
+    independently (seed ``derive_seed(seed, s)``).
 
-    Draw ``s`` gets the points ``s * inner`` to ``(s + 1) * inner - 1`` of one sequence of
-    dimension ``q``: with ``inner`` a power of 2 each block is itself a net (every draw's inner
-    mean a quasi-Monte Carlo estimate) and so is the union; a longer request extends a shorter one
-    of the same seed (the first rows do not depend on ``draws``).
+    Independent scrambles make the draws' inner errors independent of each other and of the theta
+    draws, so a quasi-Monte Carlo theta estimator keeps its gain. (Consecutive blocks of one
+    scrambled sequence were tried first: on a state with a floored Laplace posterior they
+    correlated with the scrambled-Sobol' theta draws and made ``qmc-owen+rb`` 2.7x *worse* than
+    naive MC at ``S = 512``: docs/negative-results.md.) Row ``s`` depends on ``seed`` and ``s``
+    alone, so a longer request extends a shorter one.
     """
-    samples = draw_sobol_normal_samples(d=q, n=draws * inner, dtype=dtype, seed=seed)
-    return samples.reshape(draws, inner, q)
+    return torch.stack(
+        [
+            draw_sobol_normal_samples(d=q, n=inner, dtype=dtype, seed=derive_seed(seed, s) % 2**31)
+            for s in range(draws)
+        ]
+    )
 
 
 class MarginalLogAcquisition(AcquisitionFunction):

@@ -15,7 +15,12 @@ from botorch.optim import optimize_acqf
 from botorch.utils.sampling import draw_sobol_normal_samples
 from scipy import stats
 
-from orthobench.acquisition import MarginalLogEI, MarginalLogQEI
+from orthobench.acquisition import (
+    INNER_SAMPLES,
+    MarginalLogEI,
+    MarginalLogQEI,
+    draw_inner_base_samples,
+)
 from orthobench.exceptions import NumericsWarning
 from orthobench.optimizers.orthobo import MCEI, OrthoBO
 from orthobench.surrogates.fit import fit_model
@@ -174,6 +179,56 @@ def test_optimize_acqf_finds_a_batch(matern) -> None:
     assert float(torch.pdist(candidate).min()) > 1e-4
 
 
+def test_draw_s_uses_row_s_of_per_draw_base_samples(matern) -> None:
+    """Per-draw base samples: draw ``s``'s function samples are those of its own row, as if every
+    draw had the row's samples."""
+    gp, _ = _gp(matern, 6)
+    X = _near_best(matern, 3, 2, spread=0.2)
+    base = draw_inner_base_samples(8, 2, seed=0, inner=16)  # more rows than draws: first 6 used
+    per_draw = gp.joint_samples(X, base)
+    assert per_draw.shape == (6, 3, 2, 16)
+    for s in range(6):
+        torch.testing.assert_close(per_draw[s], gp.joint_samples(X, base[s])[s], rtol=0, atol=1e-12)
+
+
+def test_inner_base_samples_are_per_draw_and_extend_with_the_draws() -> None:
+    base = draw_inner_base_samples(8, 3, seed=4)
+    assert base.shape == (8, INNER_SAMPLES, 3) and base.dtype == DTYPE
+    assert not torch.equal(base[0], base[1])
+    torch.testing.assert_close(draw_inner_base_samples(4, 3, seed=4), base[:4], rtol=0, atol=0)
+    # Each draw's block of a power-of-2 count is a net: its mean is near 0 in every column.
+    assert float(base.mean(dim=1).abs().max()) < 0.1
+
+
+def test_per_draw_base_samples_average_the_inner_noise_over_the_draws(matern) -> None:
+    """On fixed theta draws, the marginal qEI's spread over base-sample seeds is far smaller with
+    each draw's own base samples than with one set shared by every draw (whose error is common to
+    all draws and does not shrink with S)."""
+    model, _ = matern
+    gp, z = _gp(matern, 32)
+    X = _near_best(matern, 8, 3, spread=0.1)
+
+    def spread(per_draw: bool) -> float:
+        values = []
+        for seed in range(12):
+            base = draw_inner_base_samples(32, 3, seed=seed, inner=16)
+            acqf = MarginalLogQEI(
+                model, [gp], [z], [1.0], base_samples=base if per_draw else base[0], estimator="mc"
+            )
+            with torch.no_grad():
+                values.append(acqf(X))
+        return float(torch.stack(values).var(dim=0).mean())
+
+    assert spread(per_draw=True) < spread(per_draw=False) / 4
+
+
+def test_per_draw_base_samples_must_cover_the_draws(matern) -> None:
+    model, _ = matern
+    gp, z = _gp(matern, 8)
+    with pytest.raises(ValueError, match="S' >= 8 draws"):
+        MarginalLogQEI(model, [gp], [z], [1.0], base_samples=torch.randn(4, 16, 2, dtype=DTYPE))
+
+
 def test_base_samples_must_cover_the_batch(matern) -> None:
     model, _ = matern
     gp, z = _gp(matern, 8)
@@ -202,10 +257,19 @@ def test_orthobo_proposes_a_reproducible_batch(cls) -> None:
     assert batches[0].info["n_evaluations"] == [8]  # batch_theta_samples
 
 
+def test_orthobo_gives_each_theta_draw_its_own_base_samples() -> None:
+    opt = OrthoBO(2, seed=0, theta_samples=16, batch_theta_samples=8)
+    x = np.random.default_rng(1).random((8, 2))
+    opt.tell(x, (x**2).sum(-1))
+    acqf = opt._build_acquisition(opt._fit(), 8, q=3)
+    assert acqf.base_samples.shape == (8, INNER_SAMPLES, 3)
+    assert not torch.equal(acqf.base_samples[0], acqf.base_samples[1])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("estimator", ["mc", "orth-crossfit"])
 def test_nested_marginal_qei_is_unbiased(matern, estimator: str) -> None:
-    """Mean over 120 rebuilds (S = 16 iid theta draws, K = 16 fresh base samples each) within
+    """Mean over 120 rebuilds (S = 16 iid theta draws, K = 16 fresh base samples per draw) within
     3.5 SE of a reference over 2^12 scrambled-Sobol theta draws and 2^10 base samples.
 
     Unbiased by iterated expectations: each draw's inner mean is unbiased for its (smoothed)
@@ -227,7 +291,7 @@ def test_nested_marginal_qei_is_unbiased(matern, estimator: str) -> None:
     rel = []
     for r in range(120):
         gp, z = _gp(matern, 16, seed=10_000 + r, method="iid")
-        eps = torch.randn(16, 2, generator=torch.Generator().manual_seed(r), dtype=DTYPE)
+        eps = torch.randn(16, 16, 2, generator=torch.Generator().manual_seed(r), dtype=DTYPE)
         acqf = MarginalLogQEI(model, [gp], [z], [1.0], base_samples=eps, estimator=estimator)
         with torch.no_grad():
             log_scale, value, _ = acqf.scaled_estimates(X)
