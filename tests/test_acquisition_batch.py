@@ -254,7 +254,9 @@ def test_orthobo_proposes_a_reproducible_batch(cls) -> None:
         min(np.linalg.norm(a - b) for i, a in enumerate(batches[0].x) for b in batches[0].x[:i])
         > 1e-6
     )
-    assert batches[0].info["n_evaluations"] == [8]  # batch_theta_samples
+    # The greedy search on batch_theta_samples draws, the climb on all theta_samples draws.
+    assert batches[0].info["coarse_theta_samples"] == 8
+    assert batches[0].info["n_evaluations"] == [16]
 
 
 def test_orthobo_gives_each_theta_draw_its_own_base_samples() -> None:

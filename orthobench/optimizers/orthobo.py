@@ -119,20 +119,24 @@ class OrthoBO(GPOptimizer):
             acquisition's best more often (docs/benchmarks.md, "Acquisition maximization"). On a
             GPU an evaluation costs its kernel launches, so fewer draws save little there, and
             the stage is skipped.
-        batch_theta_samples: Draws per member and step when a step proposes ``q > 1`` points
-            (the nested marginal qEI, :class:`~orthobench.acquisition.MarginalLogQEI`): the
-            smaller of this and ``theta_samples``; ``None``: ``theta_samples``. Its own budget
-            because a batch evaluation costs about ``q`` :data:`INNER_SAMPLES`-sample evaluations
-            per draw (docs/benchmarks.md, "Batch steps").
+        batch_theta_samples: Draws per member of the search when a step proposes ``q > 1``
+            points (the nested marginal qEI, :class:`~orthobench.acquisition.MarginalLogQEI`):
+            the smaller of this and ``theta_samples``; ``None``: ``theta_samples``. Its own
+            budget because a batch evaluation costs about ``q`` :data:`INNER_SAMPLES`-sample
+            evaluations per draw. With ``batch_maximization: greedy`` only the greedy search
+            runs on these draws and the joint climb that ends the step on all ``theta_samples``
+            (docs/benchmarks.md, "Batch steps").
         batch_maximization: How a step of ``q > 1`` points maximizes the batch acquisition:
-            ``"greedy"`` (default) builds the batch one point at a time, each maximized with the
-            earlier ones pending (``optimize_acqf(sequential=True)``; its raw samples scored by
-            the full acquisition, as the screen knows no pending points), then climbs all
-            ``q x d`` coordinates jointly from it; ``"joint"`` runs the multistart over all
-            ``q x d`` coordinates from the screened raw batches. On 20 states at ``q = 4`` the
-            joint multistart fell short of the greedy batch's value by up to 0.5 in log qEI,
-            and greedy of the joint one's by at most 0.03 (docs/benchmarks.md, "Batch steps").
-            The coarse stage, when it runs, is joint.
+            ``"greedy"`` (default) builds the batch one point at a time on
+            ``batch_theta_samples`` draws, each point maximized with the earlier ones pending
+            (``optimize_acqf(sequential=True)``; its raw samples scored by that acquisition, as
+            the screen knows no pending points), then climbs all ``q x d`` coordinates jointly
+            from it on all ``theta_samples`` draws, so the batch is a local maximum of the full
+            acquisition; ``"joint"`` runs the multistart over all ``q x d`` coordinates from the
+            screened raw batches, on ``batch_theta_samples`` draws. On 20 states at ``q = 4``
+            the joint multistart fell short of the greedy batch's value by up to 0.5 in log
+            qEI, and greedy of the joint one's by at most 0.03 (docs/benchmarks.md, "Batch
+            steps"). The coarse stage, when it runs, is joint.
         fit: MAP fit of the members: ``"fast"`` (default;
             :func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
             fit of each member; docs/benchmarks.md, "GP fit", compares it with BoTorch's) or
@@ -420,8 +424,11 @@ class OrthoBO(GPOptimizer):
         acqf = self._build_acquisition(members, budget, n)
         coarse, screen = self._coarse_samples(budget), self._screen_samples(budget)
         if coarse is None and n > 1 and self.batch_maximization == "greedy":
-            screen = None
-            candidate = self._maximize_greedy(acqf, n, budget)
+            search, screen = acqf, None
+            if budget < self.theta_samples:
+                acqf = self._build_acquisition(members, self.theta_samples, n)
+                coarse = budget  # the greedy search is the coarse stage
+            candidate = self._maximize_greedy(search, acqf, n, budget)
         elif coarse is None:
             screen_acqf = None if screen is None else self._build_acquisition(members, screen, n)
             options = {"init_batch_limit": self._raw_chunk(screen or budget, n)}
@@ -452,13 +459,16 @@ class OrthoBO(GPOptimizer):
             },
         )
 
-    def _maximize_greedy(self, acqf: MarginalLogEI, n: int, budget: int) -> torch.Tensor:
-        """Sequential greedy, then a joint climb from it: ``n`` one-point maximizations, each
-        with the earlier points pending, then one L-BFGS-B restart over all ``n d`` coordinates
-        from the greedy batch. The climb keeps the better of the two batches (L-BFGS-B only
-        climbs, but a failed climb falls back to a Sobol' batch)."""
+    def _maximize_greedy(
+        self, search: MarginalLogQEI, acqf: MarginalLogQEI, n: int, budget: int
+    ) -> torch.Tensor:
+        """Sequential greedy on ``search`` (``budget`` draws), then a joint climb on ``acqf``
+        from it: ``n`` one-point maximizations, each with the earlier points pending, then one
+        L-BFGS-B restart over all ``n d`` coordinates from the greedy batch. The climb keeps the
+        better of the two batches by ``acqf`` (L-BFGS-B only climbs, but a failed climb falls
+        back to a Sobol' batch)."""
         options = {"init_batch_limit": self._raw_chunk(budget, n)}
-        greedy = self._maximize(acqf, q=n, options=options, sequential=True)
+        greedy = self._maximize(search, q=n, options=options, sequential=True)
         climbed = self._maximize(acqf, q=n, batch_initial_conditions=greedy.unsqueeze(0))
         with torch.no_grad():
             values = acqf(torch.stack([greedy, climbed]))

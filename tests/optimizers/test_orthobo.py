@@ -209,7 +209,7 @@ def _maximizations(monkeypatch, **params) -> tuple[list[dict], np.ndarray, Ortho
 
     def spy(*args, **kwargs):
         candidate, value = real(*args, **kwargs)
-        calls.append({**kwargs, "candidate": candidate})
+        calls.append({**kwargs, "acqf": args[0], "candidate": candidate})
         return candidate, value
 
     monkeypatch.setattr(gp_base, "optimize_acqf", spy)
@@ -220,16 +220,21 @@ def _maximizations(monkeypatch, **params) -> tuple[list[dict], np.ndarray, Ortho
 
 
 def test_a_greedy_batch_is_climbed_jointly_from_its_greedy_points(monkeypatch) -> None:
-    """The default at q > 1: one sequential-greedy ``optimize_acqf``, then one joint restart
-    from its batch, whose result is the proposal and is worth at least the greedy batch."""
-    calls, batch, optimizer = _maximizations(monkeypatch, screen_theta_samples=8)
+    """The default at q > 1: one sequential-greedy ``optimize_acqf`` on ``batch_theta_samples``
+    draws, then one joint restart from its batch on all ``theta_samples`` draws, whose result is
+    the proposal and is worth at least the greedy batch."""
+    calls, batch, optimizer = _maximizations(
+        monkeypatch, screen_theta_samples=8, batch_theta_samples=8
+    )
     greedy, climb = calls
     assert greedy["sequential"] and greedy["ic_generator"] is None  # no screen: it knows no pending
+    assert [gp.num_samples for gp in greedy["acqf"].members] == [8]
     assert not climb["sequential"]
+    assert [gp.num_samples for gp in climb["acqf"].members] == [16]
     torch.testing.assert_close(climb["batch_initial_conditions"], greedy["candidate"][None])
     np.testing.assert_array_equal(batch, climb["candidate"].numpy())
-    # the acquisition the ask maximized (same seeds before the tell)
-    acqf = optimizer._build_acquisition(optimizer._fit(), optimizer._theta_budget(4), 4)
+    # the acquisition the climb maximized (same seeds before the tell)
+    acqf = optimizer._build_acquisition(optimizer._fit(), 16, 4)
     with torch.no_grad():
         assert float(acqf(climb["candidate"][None])) >= float(acqf(greedy["candidate"][None]))
 
