@@ -12,8 +12,11 @@ Cases and what moves them:
   by :func:`orthobench.loop.run_cell`, so every seed comes from :mod:`orthobench.seeding` as in
   ``orthobench run``. Moved by seeding, initial design, fits, Laplace draws, estimators and
   acquisition maximization.
+- ``bo-orthobo-q2``: the same cell of OrthoBO at ``q = 2`` (two BO steps of two points): the
+  nested marginal qEI, its per-draw inner base samples and the greedy search then joint climb.
 - ``probe-seed<k>``: ratios of one probe state (:func:`orthobench.probe.runner.probe_state`).
-  Moved by the same, plus the probe's own seeds and metrics.
+  Moved by the same, plus the probe's own seeds and metrics. ``probe-q2-seed0``: the state of
+  seed 0 probed with batches of 2 points (the nested estimator's rebuilds and reference).
 - ``fast-fit``: the fast MAP fit (:func:`orthobench.surrogates.fit.fit_fast`) on a fixed data
   set. ``laplace``: the Laplace posterior (:func:`orthobench.surrogates.laplace.laplace_posterior`)
   at fixed hyperparameters on that data set and its first theta draws, from literal seeds. Neither
@@ -137,25 +140,35 @@ class GoldenCase:
     note: str
 
 
-def bo_cell(optimizer: str) -> Cell:
-    """The Hartmann6 cell of ``optimizer`` (float64: ``Cell``'s default dtype)."""
+#: Draws of the batch case's greedy search (its climb runs on ``theta_samples``, 32): fewer than
+#: the climb's, as the defaults 64 and 512 are, so both stages run.
+BATCH_PARAMS = {**_THETA, "batch_theta_samples": 16}
+BATCH_Q = 2
+
+
+def bo_cell(optimizer: str, q: int = 1) -> Cell:
+    """The Hartmann6 cell of ``optimizer`` (float64: ``Cell``'s default dtype), ``q`` points per
+    step (:data:`BATCH_PARAMS` at ``q > 1``)."""
+    params = BO_PARAMS[optimizer] if q == 1 else BATCH_PARAMS
     return Cell(
         suite="golden",
         task=TASK,
-        optimizer=ComponentSpec(name=optimizer, params=BO_PARAMS[optimizer], label=optimizer),
+        optimizer=ComponentSpec(name=optimizer, params=params, label=optimizer),
         seed=SEED,
         n_init=N_INIT,
         budget=BUDGET,
+        q=q,
     )
 
 
-def _bo_steps(optimizer: str) -> dict[str, float]:
-    records = run_cell(bo_cell(optimizer), "cpu")
+def _bo_steps(optimizer: str, q: int = 1) -> dict[str, float]:
+    records = run_cell(bo_cell(optimizer, q), "cpu")
     return {f"y[{r.iteration}]": r.y for r in records if r.phase == "bo"}
 
 
-def probe_state_of(seed: int) -> ProbeState:
-    """The probe state of ``seed``: the initial design of :data:`PROBE_SPEC`, iteration 0."""
+def probe_state_of(seed: int, q: int = 1) -> ProbeState:
+    """The probe state of ``seed``: the initial design of :data:`PROBE_SPEC`, iteration 0,
+    probed with batches of ``q`` points."""
     return ProbeState(
         suite="golden",
         task=TASK,
@@ -163,11 +176,12 @@ def probe_state_of(seed: int) -> ProbeState:
         seed=seed,
         state_iteration=0,
         n_init=PROBE_SPEC.n_init,
+        q=q,
     )
 
 
-def _probe_ratios(seed: int) -> dict[str, float]:
-    records = probe_state(probe_state_of(seed), PROBE_SPEC, torch.device("cpu"))
+def _probe_ratios(seed: int, q: int = 1) -> dict[str, float]:
+    records = probe_state(probe_state_of(seed, q), PROBE_SPEC, torch.device("cpu"))
     rows = {r.estimator: r for r in records}
     # The baseline's own variance too: a change that scaled every estimator's variance alike
     # would leave the ratios as they were.
@@ -238,6 +252,25 @@ CASES: dict[str, GoldenCase] = {
         )
         for name, params in BO_PARAMS.items()
     },
+    "bo-orthobo-q2": GoldenCase(
+        compute=functools.partial(_bo_steps, "orthobo", BATCH_Q),
+        rtol=OPTIMIZED_RTOL,
+        atol=OPTIMIZED_RTOL,  # Hartmann6's unit scale, as the q = 1 cells
+        note=(
+            f"run_cell: {TASK.name}, orthobo({', '.join(f'{k}={v}' for k, v in BATCH_PARAMS.items())}), "
+            f"q {BATCH_Q}, seed {SEED}, n_init {N_INIT}, budget {BUDGET}, float64, 1 thread; y of "
+            "the BO evaluations."
+        ),
+    ),
+    "probe-q2-seed0": GoldenCase(
+        compute=functools.partial(_probe_ratios, 0, BATCH_Q),
+        rtol=OPTIMIZED_RTOL,
+        atol=0.0,  # positive variances and ratios, as the q = 1 probe cases
+        note=(
+            f"probe_state as probe-seed0, batches of {BATCH_Q} points: naive MC's probe variance "
+            "and the var_ratio of each estimator against it."
+        ),
+    ),
     **{
         f"probe-seed{seed}": GoldenCase(
             compute=functools.partial(_probe_ratios, seed),
