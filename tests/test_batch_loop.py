@@ -296,6 +296,7 @@ def _overlapping_steps(lines: list[dict], q: int) -> list[bool]:
     return [max(g["start"] for g in group) < min(g["end"] for g in group) for group in groups]
 
 
+@pytest.mark.slow
 def test_the_evaluations_of_a_step_overlap_in_evaluation_processes(tmp_path):
     """Two evaluation processes (the smallest pool: spawning them is what takes the time), each
     building the task once; the values are those of an inline run."""
@@ -351,6 +352,7 @@ def test_the_evaluations_of_a_step_overlap_on_the_pool_and_dask(tmp_path, execut
     assert frame["y"].tolist() == [r.y for r in run_cell(suite.cells()[0])]
 
 
+@pytest.mark.slow
 def test_an_evaluation_process_that_dies_fails_its_cell_in_one_line(tmp_path):
     """The cell fails, as an evaluation's exception fails it inline, and does not hang; its
     journal keeps what finished."""

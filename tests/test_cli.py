@@ -25,6 +25,7 @@ def invoke(*args: str):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_run_twice_stores_nothing_new_and_writes_a_report(sphere_suite, tmp_path):
     suite = sphere_suite(delay=0.0)
     out = tmp_path / "out"
@@ -131,6 +132,7 @@ def test_sigkill_mid_suite_then_resume_completes_only_missing_cells(sphere_suite
     pd.testing.assert_frame_equal(resumed_frame, clean_frame)
 
 
+@pytest.mark.slow
 def test_a_changed_configuration_is_not_reused_silently(sphere_suite, tmp_path):
     out = tmp_path / "out"
     first = sphere_suite(delay=0.0)

@@ -51,6 +51,7 @@ def _write_foreign_parquet(path: Path) -> None:
     pq.write_table(pa.table({"a": [1, 2]}), path)
 
 
+@pytest.mark.slow
 def test_a_foreign_parquet_file_is_skipped_by_report_and_by_run_with_a_warning_naming_it(
     sphere_suite, tmp_path
 ):
@@ -132,6 +133,7 @@ def test_a_task_that_changes_the_working_directory_moves_no_result_and_no_report
 # Workers
 
 
+@pytest.mark.slow
 def test_workers_are_capped_at_the_cells_to_run_and_the_first_line_says_so(
     sphere_suite, plugin, tmp_path, monkeypatch
 ):
@@ -325,6 +327,7 @@ def test_a_device_as_the_report_is_refused_and_nothing_is_written_beside_it(tmp_
     assert not [p for p in Path("/dev").iterdir() if p.name.endswith((".csv", ".tmp"))]
 
 
+@pytest.mark.slow
 def test_an_output_path_beyond_path_max_is_one_line_for_run_and_report(sphere_suite, tmp_path):
     suite = sphere_suite(delay=0.0)
     long = tmp_path / TOO_LONG

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CSV = ROOT / "docs" / "estimators" / "states.csv"
 
 
+@pytest.mark.slow
 def test_estimators_page_tables_are_those_of_the_committed_csv():
     assert load_script("estimator_tables").main(["--check"]) == 0
 

@@ -65,6 +65,7 @@ def test_importing_the_config_layer_imports_no_torch_and_no_probe(module):
     assert _loaded_after(f"import {module}") == {"heavy": [], "probe": []}
 
 
+@pytest.mark.slow
 def test_loading_a_suite_file_imports_only_what_its_registries_need():
     """``suites/smoke.yaml`` names built-in tasks (BoTorch test functions), so validating it does
     import BoTorch, through the registry; it still imports no probe module."""

@@ -228,7 +228,8 @@ class Quadratic(Task):
 """
 
 
-@pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=pytest.mark.slow)])
+@pytest.mark.slow  # 5 s per worker count (a process pool imports the suite's module)
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_module_next_to_the_suite_resolves_and_shadows_no_installed_one(tmp_path, workers):
     folder = tmp_path / "project"
     folder.mkdir()

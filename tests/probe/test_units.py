@@ -206,6 +206,7 @@ def test_a_state_that_raises_fails_alone_and_probe_exits_1(plugin, write_suite, 
     assert entry["state_id"] == ids[1] and "simulated training crash" in entry["traceback"]
 
 
+@pytest.mark.slow
 def test_probe_workers_are_capped_at_the_states_and_it_says_so(plugin, write_suite, tmp_path):
     path = suite_file(write_suite, plugin, seeds=2)
     result = invoke(str(path), "-o", str(tmp_path / "out"), "-q", "--workers", "100000")

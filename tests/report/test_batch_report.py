@@ -129,6 +129,7 @@ def test_old_rows_without_the_batch_columns_load_as_one_point_per_step(batch_dir
     assert set(kept["optimizer"]) == {Q4}
 
 
+@pytest.mark.slow
 def test_a_report_of_one_point_per_step_without_wall_seconds_has_no_batch_sections(demo_dir):
     ids = [s.id for s in build_sections(load_results([demo_dir]), "orthobo", None)]
     assert "curves" in ids and "runtime" in ids

@@ -206,6 +206,7 @@ def _worker(directory: str, log: str) -> bool:
     return load_or_extract(key, extract, n=4, directory=directory).extracted
 
 
+@pytest.mark.slow
 def test_workers_that_start_together_extract_the_features_once(tmp_path):
     log = tmp_path / "log"
     context = multiprocessing.get_context("spawn")
