@@ -277,9 +277,9 @@ class MarginalLogQEI(MarginalLogAcquisition):
     the estimator then weights the draws as for EI. Each draw has its own base samples
     (:func:`draw_inner_base_samples`; a member's draw ``s`` uses row ``s``, so members share
     them), fixed at construction: the acquisition is deterministic in ``X`` for
-    ``optimize_acqf``, and the inner errors of the draws average out over ``S`` too. Pending points (``X_pending``, ``p x d``: a sequential-greedy batch's
-    earlier points, or evaluations still running) join every batch, as in BoTorch's MC
-    acquisitions.
+    ``optimize_acqf``, and the inner errors of the draws average out over ``S`` too. Pending
+    points (``X_pending``, ``p x d``: a sequential-greedy batch's earlier points, or evaluations
+    still running) join every batch, as in BoTorch's MC acquisitions.
 
     ``batch x q x d`` -> ``batch``, for any ``q >= 1`` (at ``q = 1`` it is an inner-MC estimate of
     :class:`MarginalLogEI`'s per-draw EI).

@@ -132,8 +132,8 @@ def marginal_log_ei(
 
     an estimate of ``log E_q[EI(x; theta)]`` (:class:`~orthobench.acquisition.MarginalLogEI`).
     With ``q > 1`` each draw's EI is batch EI ``E[max_i (f(x_i) - f^*)_+]`` by inner Monte Carlo
-    on ``K =`` :data:`~orthobench.acquisition.INNER_SAMPLES` scrambled-Sobol' base samples of its own, with BoTorch's
-    qLogEI smoothings (:class:`~orthobench.acquisition.MarginalLogQEI`).
+    on ``K =`` :data:`~orthobench.acquisition.INNER_SAMPLES` scrambled-Sobol' base samples of its
+    own, with BoTorch's qLogEI smoothings (:class:`~orthobench.acquisition.MarginalLogQEI`).
 
     Units: values are in the model's *original* outcome units, like BoTorch's
     ``LogExpectedImprovement``. The draws work on the model's standardized scale (``y_std`` of

@@ -314,9 +314,9 @@ class OrthoBO(GPOptimizer):
         """The acquisition of batches of ``q`` points on ``theta_samples`` draws per member
         (default: ``self.theta_samples``): marginal EI at ``q = 1``, the nested marginal qEI on
         :data:`INNER_SAMPLES` scrambled-Sobol' normal base samples per draw, seeded per step,
-        above; on a constrained task the marginal constrained EI (batch constrained EI above ``q = 1``), each
-        joint draw pairing a member's draw with every constraint GP's draw of the same index
-        (each GP's draws of its own seed: independent, so a pair is a draw of the joint
+        above; on a constrained task the marginal constrained EI (batch constrained EI above
+        ``q = 1``), each joint draw pairing a member's draw with every constraint GP's draw of the
+        same index (each GP's draws of its own seed: independent, so a pair is a draw of the joint
         posterior)."""
         budget = theta_samples or self.theta_samples
         gps: list[ThetaSampledGP] = []
@@ -341,9 +341,7 @@ class OrthoBO(GPOptimizer):
             return MarginalLogEI(*args, **common)
         return MarginalLogQEI(*args, base_samples=self._inner_base_samples(gps, q), **common)
 
-    def _inner_base_samples(
-        self, gps: list[ThetaSampledGP], q: int, *keys: object
-    ) -> torch.Tensor:
+    def _inner_base_samples(self, gps: list[ThetaSampledGP], q: int, *keys: object) -> torch.Tensor:
         """The step's inner base samples of a batch acquisition on ``gps``' draws, each draw its
         own :data:`~orthobench.acquisition.INNER_SAMPLES` (:func:`draw_inner_base_samples`), of
         the objective or of the GP ``keys`` names."""
