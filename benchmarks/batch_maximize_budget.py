@@ -57,6 +57,8 @@ SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "sequential greedy": (JOINT, {"greedy": True}),
     "greedy and climb on 64 draws": ({"theta_samples": 64}, {}),
+    "greedy on 16 draws, climb on 512": ({"batch_theta_samples": 16}, {}),
+    "greedy on 32 draws, climb on 512": ({"batch_theta_samples": 32}, {}),
     "greedy on 64 draws, climb on 512 (default)": ({}, {}),
     "greedy and climb on 512 draws": ({"batch_theta_samples": 512}, {}),
 }
