@@ -123,7 +123,7 @@ def log_values(
     constraints: Sequence[ThetaSampledGP] = (),
 ) -> torch.Tensor:
     """Per-draw log acquisition values ``S x N`` at ``N x q x d`` probes: analytic log-EI
-    (``base`` None, ``q = 1``) or log-qEI on the ``S x K x q`` base samples ``base``; with
+    (``base`` None, ``q = 1``) or log-qEI on the ``S' x K x q`` base samples ``base``; with
     ``constraints`` (their GPs under draws paired with ``gp``'s by index, ``q = 1``) log-CEI,
     ``log EI + sum_i log P(c_i <= 0)`` (:class:`~orthobench.acquisition.MarginalLogCEI`)."""
     with torch.no_grad():
@@ -180,12 +180,11 @@ def _draw(outcomes: _Outcomes, estimator: ThetaEstimator | str, budget: int, see
 
 
 def _scaled_values(
-    outcomes: _Outcomes, draws: _Draws, X: torch.Tensor, state: ProbeState, rebuild: tuple
+    outcomes: _Outcomes, draws: _Draws, X: torch.Tensor, base: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """``(top, values, jittered)``: per-probe max log value ``N``, ``exp(log - top)`` ``S x N``
-    (:func:`log_values`, at ``q > 1`` on the inner base samples of ``rebuild``'s keys) and the
-    number of draws whose Cholesky factor needed jitter."""
-    base = inner_base_samples(state, draws.objective.theta.shape[0], X.dtype, X.device, *rebuild)
+    (:func:`log_values`; at ``q > 1`` on the rebuild's base samples ``base``, at least one row
+    per draw) and the number of draws whose Cholesky factor needed jitter."""
     gp = draws.objective.gp(outcomes.model, outcomes.best_f)
     constraints = [
         d.gp(model) for d, (model, _) in zip(draws.constraints, outcomes.constraints, strict=True)
@@ -238,13 +237,10 @@ def seconds_per_call(
     elif q == 1:
         acqf = MarginalLogEI(model, [gp], [objective.z], [1.0], **common)
     else:
-        theta = objective.theta
         base = draw_inner_base_samples(
-            theta.shape[0], q, derive_seed(seed, "inner") % (2**31), dtype=theta.dtype
-        )
-        acqf = MarginalLogQEI(
-            model, [gp], [objective.z], [1.0], base_samples=base.to(theta.device), **common
-        )
+            objective.theta.shape[0], q, derive_seed(seed, "inner") % (2**31)
+        ).to(objective.theta)
+        acqf = MarginalLogQEI(model, [gp], [objective.z], [1.0], base_samples=base, **common)
     theta = outcomes.laplace.theta_hat
     generator = torch.Generator(device="cpu").manual_seed(seed % (2**63 - 1))
     X = torch.rand(max(COST_CANDIDATES // q, 1), q, dim, generator=generator, dtype=theta.dtype)
@@ -436,15 +432,18 @@ def gp_values(
         counts = dict.fromkeys(own, s)
         naive: dict[int, list[np.ndarray]] = {}  # count != S -> naive iid MC values per rebuild
         for r in range(spec.rebuilds):
+            drawn = []
             for (is_rule, sampling, _), members in groups.items():
                 keys = ("rule", sampling) if is_rule else (sampling,)
-                draws = _draw(
-                    outcomes,
-                    parsed[members[0]],
-                    s,
-                    derive_seed(state.seed, "probe-rebuild", state.id, s, r, *keys),
-                )
-                top, values, n_jittered = _scaled_values(outcomes, draws, X, state, (s, r))
+                rebuild_seed = derive_seed(state.seed, "probe-rebuild", state.id, s, r, *keys)
+                drawn.append((members, _draw(outcomes, parsed[members[0]], s, rebuild_seed)))
+            # The rebuild's base samples, drawn once with as many rows as the most draws of any
+            # group (the naive counts below are groups' counts); each draw index gets the same row
+            # in every group.
+            rows = max([s, *(d.objective.theta.shape[0] for _, d in drawn)])
+            base = inner_base_samples(state, rows, X.dtype, X.device, s, r)  # None at q = 1
+            for members, draws in drawn:
+                top, values, n_jittered = _scaled_values(outcomes, draws, X, base)
                 jittered += n_jittered
                 mc = values.mean(dim=0)
                 for name in members:
@@ -461,7 +460,7 @@ def gp_values(
                     count,
                     derive_seed(state.seed, "probe-rebuild", state.id, count, r, "iid"),
                 )
-                top, values, n_jittered = _scaled_values(outcomes, draws, X, state, (s, r))
+                top, values, n_jittered = _scaled_values(outcomes, draws, X, base)
                 jittered += n_jittered
                 naive.setdefault(count, []).append((top.exp() * values.mean(dim=0)).cpu().numpy())
             if "qlogei" in ei:
