@@ -14,7 +14,8 @@ the cells' own records; torch runs 1 thread per cell and per evaluation process.
 A step at ``q`` on ``q`` workers takes about its fit, its acquisition and one evaluation when the
 machine has a core per worker; with fewer cores, CPU-bound evaluations (the CNN) share them.
 Run: ``.venv/bin/python benchmarks/batch_wall_time.py [--task delayed|cnn-digits] [--q 1,2,4,8]
-[--seeds 3] [--steps 3] [--optimizer sobol] [--seconds 2] -o results/batch-wall-time``.
+[--seeds 3] [--steps 3] [--optimizer sobol] [--seconds 2] [--device cuda]
+-o results/batch-wall-time``.
 """
 
 from __future__ import annotations
@@ -67,12 +68,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0, help="delay of `delayed`")
+    parser.add_argument("--device", default="cpu", help="the cells' torch device, e.g. cuda")
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args()
-    orthobench = Path(sys.executable).with_name("orthobench")
     print(
         f"task {args.task}, optimizer {args.optimizer}, seeds {args.seeds}, BO steps "
-        f"{args.steps}, cores {os.cpu_count()}, 1 torch thread per process"
+        f"{args.steps}, device {args.device}, cores {os.cpu_count()}, 1 torch thread per process"
     )
     print("q | workers | wall s per step: median [min, max] | one evaluation s | step / "
           "evaluation | final best (median)")  # fmt: skip
@@ -83,8 +84,8 @@ def main() -> None:
         spec = suite(args.task, args.optimizer, q, args.seeds, args.steps, args.seconds)
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
         subprocess.run(
-            [orthobench, "run", str(path), "-o", str(out), "--workers", str(q), "--threads-per-cell", "1",
-             "-q", "--force"],
+            [sys.executable, "-m", "orthobench", "run", str(path), "-o", str(out), "--workers", str(q),
+             "--threads-per-cell", "1", "--device", args.device, "-q", "--force"],
             check=True,
         )  # fmt: skip
         rows = load_runs([out])
