@@ -23,7 +23,7 @@ import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.models.model import Model
 from botorch.utils.sampling import draw_sobol_normal_samples
-from botorch.utils.transforms import concatenate_pending_points, t_batch_mode_transform
+from botorch.utils.transforms import t_batch_mode_transform
 from torch import Tensor
 
 from orthobench.estimators import DEFAULT_CONTROL_VARIATE, estimator_weights, get_estimator
@@ -328,8 +328,9 @@ class MarginalLogQEI(MarginalLogAcquisition):
         self.set_X_pending(X_pending)
 
     def _check_batch_size(self, X: Tensor) -> int:
-        """``X``'s batch size ``q``, checked against the base samples' columns."""
-        q = X.shape[-2]
+        """The points per batch, pending ones included, checked against the base samples'
+        columns."""
+        q = X.shape[-2] + (0 if self.X_pending is None else self.X_pending.shape[-2])
         if q > self.base_samples.shape[-1]:
             raise ValueError(
                 f"Batches of {q} points (pending ones included) need {q} base-sample columns, "
@@ -339,11 +340,10 @@ class MarginalLogQEI(MarginalLogAcquisition):
 
     def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
         q = self._check_batch_size(X)
-        flat = X.reshape(-1, *X.shape[-2:])  # b x q x d
+        flat = X.reshape(-1, *X.shape[-2:])  # b x q x d; the pending points follow in log_qei
         eps = self.base_samples[..., :q]
-        return X.shape[:-2], [gp.log_qei(flat, eps) for gp in self.members]
+        return X.shape[:-2], [gp.log_qei(flat, eps, self.X_pending) for gp in self.members]
 
-    @concatenate_pending_points
     @t_batch_mode_transform()
     def forward(self, X: Tensor) -> Tensor:
         """``L(X)`` for ``batch x q x d`` candidates -> ``batch`` (see
@@ -461,7 +461,9 @@ class MarginalLogQCEI(MarginalLogQEI):
             for gp, b in zip(self.constraints, self.constraint_base_samples, strict=True)
         ]
         eps = self.base_samples[..., :q]
-        return X.shape[:-2], [log_qcei(gp, flat, eps, pairs) for gp in self.members]
+        return X.shape[:-2], [
+            log_qcei(gp, flat, eps, pairs, X_pending=self.X_pending) for gp in self.members
+        ]
 
 
 def _joint_controls(

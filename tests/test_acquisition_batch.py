@@ -156,16 +156,37 @@ def test_marginal_qei_gradcheck_with_an_ensemble(matern) -> None:
 
 
 def test_pending_points_join_every_batch(matern) -> None:
+    """With pending points the value is that of the batch with them appended: here the
+    candidates' first coordinates are all below the pending point's, so the appended batch's
+    canonical order keeps the pending point last."""
     model, _ = matern
     gp, z = _gp(matern, 8)
     eps = draw_sobol_normal_samples(d=3, n=32, seed=5).to(DTYPE)
-    X = _near_best(matern, 4, 3)
-    pending = X[0, 2:]
+    X = _near_best(matern, 4, 2)
+    X[..., 0] = torch.tensor([0.1, 0.3, 0.2, 0.05]).unsqueeze(-1) + torch.tensor([0.0, 0.02])
+    pending = torch.tensor([[0.9, 0.5]], dtype=DTYPE)
     acqf = MarginalLogQEI(model, [gp], [z], [1.0], base_samples=eps, X_pending=pending)
     full = MarginalLogQEI(model, [gp], [z], [1.0], base_samples=eps)
-    torch.testing.assert_close(
-        acqf(X[:, :2]), full(torch.cat([X[:, :2], pending.expand(4, 1, 2)], -2))
-    )
+    torch.testing.assert_close(acqf(X), full(torch.cat([X, pending.expand(4, 1, 2)], -2)))
+    torch.testing.assert_close(acqf(X.flip(-2)), acqf(X))  # exchangeable in the candidates
+
+
+def test_value_is_continuous_where_a_candidate_passes_a_pending_point(matern) -> None:
+    """A sequential-greedy stage moves one candidate with the earlier points pending: its value
+    must not jump where the candidate's first coordinate crosses a pending point's (the pending
+    points are not sorted among the candidates; when they were, the base samples changed
+    points there, and L-BFGS-B's line searches ended abnormally)."""
+    model, _ = matern
+    gp, z = _gp(matern, 16)
+    eps = draw_inner_base_samples(16, 2, seed=1, inner=32)
+    pending = _near_best(matern, 1, 1, spread=0.0)[0]
+    acqf = MarginalLogQEI(model, [gp], [z], [1.0], base_samples=eps, X_pending=pending)
+    # Two candidates 0.1 from the pending point in the second coordinate, just either side of
+    # it in the first.
+    X = pending.expand(2, 1, 2) + torch.tensor([[[-1e-9, 0.1]], [[1e-9, 0.1]]], dtype=DTYPE)
+    with torch.no_grad():
+        values = acqf(X.clamp(0.0, 1.0))
+    assert abs(float(values[1] - values[0])) < 1e-6
 
 
 def test_optimize_acqf_finds_a_batch(matern) -> None:

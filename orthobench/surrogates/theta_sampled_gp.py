@@ -482,7 +482,9 @@ class ThetaSampledGP:
             cov = cov + self.constant_mean_variance * slope.unsqueeze(-1) * slope.unsqueeze(-2)
         return mean, cov
 
-    def log_qei(self, X: torch.Tensor, base_samples: torch.Tensor) -> torch.Tensor:
+    def log_qei(
+        self, X: torch.Tensor, base_samples: torch.Tensor, X_pending: torch.Tensor | None = None
+    ) -> torch.Tensor:
         r"""Per-sample batch log-EI by inner Monte Carlo over fixed base samples.
 
         For sample ``s`` and base sample ``eps_k`` (``k = 1..K``), ``f_k = mu_s + L_s eps_k``
@@ -509,17 +511,21 @@ class ThetaSampledGP:
 
         Exchangeable: the candidates of a batch are put in a canonical order (by their first
         coordinate) first, so the value does not depend on the order of ``X``'s rows though the
-        Cholesky factor does.
+        Cholesky factor does. Pending points follow the candidates in their given order
+        (:func:`with_pending`), never sorted among them: they stay put while ``X`` moves.
 
         Args:
             X: ``b x q x d`` batches of candidates.
-            base_samples: ``S' x K x q`` or ``K x q`` standard normal draws, fixed across calls
-                (:meth:`joint_samples`).
+            base_samples: ``S' x K x (q + p)`` or ``K x (q + p)`` standard normal draws, fixed
+                across calls (:meth:`joint_samples`).
+            X_pending: ``p x d`` points whose evaluations are pending; they join every batch.
 
         Returns:
             ``S x b`` log-qEI values on the standardized scale.
         """
-        best = self.joint_samples(canonical_order(X), base_samples).amax(dim=-2)  # S x b x K
+        best = self.joint_samples(with_pending(X, X_pending), base_samples).amax(
+            dim=-2
+        )  # S x b x K
         return logmeanexp(log_fatplus(best - self.best_f, tau=TAU_RELU), dim=-1)
 
     def joint_samples(self, X: torch.Tensor, base_samples: torch.Tensor) -> torch.Tensor:
@@ -608,12 +614,30 @@ def canonical_order(X: torch.Tensor) -> torch.Tensor:
     return X.gather(-2, order.unsqueeze(-1).expand_as(X))
 
 
+def with_pending(X: torch.Tensor, X_pending: torch.Tensor | None) -> torch.Tensor:
+    """``b x (q + p) x d``: each of ``X``'s ``b x q x d`` batches in :func:`canonical_order`,
+    followed by the ``p x d`` pending points in their given order.
+
+    The pending points are not sorted among the candidates. They are fixed while a maximizer
+    moves ``X``, and sorting them together made the value jump (the base samples change points)
+    wherever a candidate's first coordinate crossed a pending point's: the line searches of a
+    sequential-greedy stage then ended abnormally, and BoTorch reran the whole stage from new
+    starts (docs/design.md, "Batch acquisitions: the nested marginal qEI").
+    """
+    X = canonical_order(X)
+    if X_pending is None:
+        return X
+    pending = X_pending.to(X).expand(*X.shape[:-2], *X_pending.shape[-2:])
+    return torch.cat([X, pending], dim=-2)
+
+
 def log_qcei(
     objective: ThetaSampledGP,
     X: torch.Tensor,
     base_samples: torch.Tensor,
     constraints: Sequence[tuple[ThetaSampledGP, torch.Tensor]],
     eta: float = CONSTRAINT_ETA,
+    X_pending: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""Per-draw batch log constrained EI by inner Monte Carlo over fixed base samples.
 
@@ -634,17 +658,18 @@ def log_qcei(
     Args:
         objective: The objective's GP under its draws.
         X: ``b x q x d`` batches of candidates.
-        base_samples: The objective's standard normal draws (``S' x K x q`` or ``K x q``:
-            :meth:`ThetaSampledGP.joint_samples`).
+        base_samples: The objective's standard normal draws (``S' x K x (q + p)`` or
+            ``K x (q + p)``: :meth:`ThetaSampledGP.joint_samples`).
         constraints: Per constraint, its GP under as many draws and its base samples, of the
             objective's shape.
         eta: Temperature of the feasibility indicators.
+        X_pending: ``p x d`` pending points, after the batch's (:func:`with_pending`).
 
     Returns:
         ``S x b`` log-qCEI values on the objective's standardized scale.
     """
-    X = canonical_order(X)
-    f = objective.joint_samples(X, base_samples)  # S x b x q x K
+    X = with_pending(X, X_pending)
+    f = objective.joint_samples(X, base_samples)  # S x b x (q + p) x K
     log_value = log_fatplus(f - objective.best_f, tau=TAU_RELU)
     if constraints:
         # S x b x q x K x m constraint samples, each centred on its bound: c <= bound is feasible.
