@@ -39,9 +39,10 @@ TASKS = ("hartmann6", "levy16")
 JOINT = {"batch_maximization": "joint"}
 #: Each setting: OrthoBO's parameters, and the knobs of its ``optimize_acqf`` calls: restarts
 #: (``restarts``; default the optimizer's 8), L-BFGS-B iterations (``maxiter``; BoTorch's 2,000),
-#: whether restarts that stop with a warning are rerun (``retry``; BoTorch's default: yes), and
+#: whether restarts that stop with a warning are rerun (``retry``; BoTorch's default: yes),
 #: ``greedy``: the one joint call replaced by ``optimize_acqf(sequential=True)`` (raw samples
-#: scored by the acquisition itself: the screen knows no pending points).
+#: scored by the acquisition itself: the screen knows no pending points), and ``climb_maxiter``:
+#: L-BFGS-B iterations of the joint climb from the greedy batch alone.
 SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "joint": (JOINT, {}),
     "joint, no rerun": (JOINT, {"retry": False}),
@@ -61,6 +62,8 @@ SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "greedy on 32 draws, climb on 512": ({"batch_theta_samples": 32}, {}),
     "greedy on 64 draws, climb on 512 (default)": ({}, {}),
     "greedy and climb on 512 draws": ({"batch_theta_samples": 512}, {}),
+    "greedy on 64 draws, climb on 512 for 25 iterations": ({}, {"climb_maxiter": 25}),
+    "greedy on 64 draws, climb on 512 for 100 iterations": ({}, {"climb_maxiter": 100}),
 }
 
 
@@ -69,8 +72,10 @@ def _with_setting(setting: dict[str, Any]):
     optimize_acqf = gp_base.optimize_acqf
 
     def run(*args: Any, **kwargs: Any):
-        if "maxiter" in setting:
-            kwargs["options"] = {**(kwargs.get("options") or {}), "maxiter": setting["maxiter"]}
+        climb = kwargs.get("batch_initial_conditions") is not None
+        maxiter = setting.get("climb_maxiter") if climb else None
+        if maxiter := maxiter or setting.get("maxiter"):
+            kwargs["options"] = {**(kwargs.get("options") or {}), "maxiter": maxiter}
         if "restarts" in setting and kwargs.get("batch_initial_conditions") is None:
             kwargs["num_restarts"] = setting["restarts"]
         if "retry" in setting:

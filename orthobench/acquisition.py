@@ -15,8 +15,9 @@ outer-log floor").
 
 from __future__ import annotations
 
+import contextlib
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -294,6 +295,9 @@ class MarginalLogQEI(MarginalLogAcquisition):
         X_pending: ``p x d`` points whose evaluation is pending.
     """
 
+    #: Whether each batch is sorted before its inner samples (:meth:`in_given_order`).
+    _canonical = True
+
     def __init__(
         self,
         model: Model,
@@ -338,11 +342,27 @@ class MarginalLogQEI(MarginalLogAcquisition):
             )
         return q
 
+    @contextlib.contextmanager
+    def in_given_order(self) -> Iterator[None]:
+        """Within the block each batch's rows are taken in their given order, not sorted first
+        (``canonical=False`` of :meth:`ThetaSampledGP.log_qei
+        <orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_qei>`): a smooth function of
+        ``X``, equal to the acquisition wherever a batch's first coordinates increase down its
+        rows. For a local climb from a sorted batch: the sort is a jump where two points' first
+        coordinates cross, and L-BFGS-B's line searches stop at it."""
+        self._canonical = False
+        try:
+            yield
+        finally:
+            del self._canonical  # back to the class's True
+
     def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
         q = self._check_batch_size(X)
         flat = X.reshape(-1, *X.shape[-2:])  # b x q x d; the pending points follow in log_qei
         eps = self.base_samples[..., :q]
-        return X.shape[:-2], [gp.log_qei(flat, eps, self.X_pending) for gp in self.members]
+        return X.shape[:-2], [
+            gp.log_qei(flat, eps, self.X_pending, canonical=self._canonical) for gp in self.members
+        ]
 
     @t_batch_mode_transform()
     def forward(self, X: Tensor) -> Tensor:
@@ -462,7 +482,8 @@ class MarginalLogQCEI(MarginalLogQEI):
         ]
         eps = self.base_samples[..., :q]
         return X.shape[:-2], [
-            log_qcei(gp, flat, eps, pairs, X_pending=self.X_pending) for gp in self.members
+            log_qcei(gp, flat, eps, pairs, X_pending=self.X_pending, canonical=self._canonical)
+            for gp in self.members
         ]
 
 

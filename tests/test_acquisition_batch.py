@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from botorch.optim import optimize_acqf
+from botorch.test_functions import Hartmann
 from botorch.utils.sampling import draw_sobol_normal_samples
 from scipy import stats
 
@@ -26,7 +27,7 @@ from orthobench.optimizers.orthobo import MCEI, OrthoBO
 from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import laplace_posterior
 from orthobench.surrogates.theta_algebra import get_theta
-from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP, canonical_order
 
 DTYPE = torch.float64
 
@@ -187,6 +188,43 @@ def test_value_is_continuous_where_a_candidate_passes_a_pending_point(matern) ->
     with torch.no_grad():
         values = acqf(X.clamp(0.0, 1.0))
     assert abs(float(values[1] - values[0])) < 1e-6
+
+
+def test_in_given_order_is_the_acquisition_on_sorted_batches_and_smooth(matern) -> None:
+    """Inside ``in_given_order`` a batch's rows are not sorted: the value equals the
+    acquisition's on a batch already in canonical order, does not jump where two candidates'
+    first coordinates cross, and depends on the rows' order; after the block the sort is back."""
+    model, _ = matern
+    gp, z = _gp(matern, 16)
+    acqf = MarginalLogQEI(
+        model, [gp], [z], [1.0], base_samples=draw_inner_base_samples(16, 2, seed=1, inner=32)
+    )
+    X = canonical_order(_near_best(matern, 4, 2, spread=0.2))
+    crossing = X[:1].repeat(2, 1, 1)
+    crossing[:, 1, 0] = crossing[0, 0, 0] + torch.tensor([-1e-9, 1e-9], dtype=DTYPE)
+    with torch.no_grad():
+        sorted_values, sorted_crossing = acqf(X), acqf(crossing)
+        with acqf.in_given_order():
+            torch.testing.assert_close(acqf(X), sorted_values, rtol=0, atol=0)
+            given = acqf(crossing)
+            assert not torch.allclose(acqf(X.flip(-2)), sorted_values)
+        torch.testing.assert_close(acqf(X.flip(-2)), sorted_values)
+    assert abs(float(given[1] - given[0])) < 1e-6
+    assert abs(float(sorted_crossing[1] - sorted_crossing[0])) > 1e-3  # the sort's jump
+
+
+def test_a_batch_step_runs_without_line_search_failures() -> None:
+    """Neither a greedy stage (a candidate passing a pending point) nor the joint climb (two
+    candidates crossing) meets the sort's jumps, so no L-BFGS-B restart ends abnormally and
+    BoTorch reruns no stage (the climb on the sorted acquisition ended abnormally here)."""
+    x = np.random.default_rng(3).random((30, 6))
+    y = Hartmann(dim=6)(torch.as_tensor(x)).numpy()
+    opt = OrthoBO(6, seed=0, theta_samples=64, batch_theta_samples=16)
+    opt.tell(x, y)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt.ask(4)
+    assert not [w for w in caught if "Optimization failed" in str(w.message)]
 
 
 def test_optimize_acqf_finds_a_batch(matern) -> None:

@@ -47,7 +47,7 @@ from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble, ch
 from orthobench.surrogates.fit import FITS, WarmStarts, fit_model
 from orthobench.surrogates.laplace import THETA_SAMPLING, LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_algebra import get_theta
-from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP, canonical_order
 from orthobench.theta_estimators import (
     DEFAULT_THETA_ESTIMATOR,
     ThetaEstimator,
@@ -467,7 +467,12 @@ class OrthoBO(GPOptimizer):
         back to a Sobol' batch)."""
         options = {"init_batch_limit": self._raw_chunk(budget, n)}
         greedy = self._maximize(search, q=n, options=options, sequential=True)
-        climbed = self._maximize(acqf, q=n, batch_initial_conditions=greedy.unsqueeze(0))
+        # The climb from the greedy batch in its canonical order, on the acquisition without the
+        # sort (smooth where points cross; the same value at the start).
+        greedy = canonical_order(greedy.unsqueeze(0))
+        with acqf.in_given_order():
+            climbed = self._maximize(acqf, q=n, batch_initial_conditions=greedy)
+        greedy = greedy[0]
         with torch.no_grad():
             values = acqf(torch.stack([greedy, climbed]))
         return climbed if values[1] >= values[0] else greedy

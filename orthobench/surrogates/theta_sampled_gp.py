@@ -483,7 +483,12 @@ class ThetaSampledGP:
         return mean, cov
 
     def log_qei(
-        self, X: torch.Tensor, base_samples: torch.Tensor, X_pending: torch.Tensor | None = None
+        self,
+        X: torch.Tensor,
+        base_samples: torch.Tensor,
+        X_pending: torch.Tensor | None = None,
+        *,
+        canonical: bool = True,
     ) -> torch.Tensor:
         r"""Per-sample batch log-EI by inner Monte Carlo over fixed base samples.
 
@@ -519,13 +524,16 @@ class ThetaSampledGP:
             base_samples: ``S' x K x (q + p)`` or ``K x (q + p)`` standard normal draws, fixed
                 across calls (:meth:`joint_samples`).
             X_pending: ``p x d`` points whose evaluations are pending; they join every batch.
+            canonical: Sort each batch first (exchangeable, but a jump where two candidates'
+                first coordinates cross); ``False`` takes ``X``'s rows in their given order
+                (smooth in ``X``; :meth:`MarginalLogQEI.in_given_order
+                <orthobench.acquisition.MarginalLogQEI.in_given_order>`).
 
         Returns:
             ``S x b`` log-qEI values on the standardized scale.
         """
-        best = self.joint_samples(with_pending(X, X_pending), base_samples).amax(
-            dim=-2
-        )  # S x b x K
+        X = with_pending(X, X_pending, canonical=canonical)
+        best = self.joint_samples(X, base_samples).amax(dim=-2)  # S x b x K
         return logmeanexp(log_fatplus(best - self.best_f, tau=TAU_RELU), dim=-1)
 
     def joint_samples(self, X: torch.Tensor, base_samples: torch.Tensor) -> torch.Tensor:
@@ -614,9 +622,12 @@ def canonical_order(X: torch.Tensor) -> torch.Tensor:
     return X.gather(-2, order.unsqueeze(-1).expand_as(X))
 
 
-def with_pending(X: torch.Tensor, X_pending: torch.Tensor | None) -> torch.Tensor:
-    """``b x (q + p) x d``: each of ``X``'s ``b x q x d`` batches in :func:`canonical_order`,
-    followed by the ``p x d`` pending points in their given order.
+def with_pending(
+    X: torch.Tensor, X_pending: torch.Tensor | None, *, canonical: bool = True
+) -> torch.Tensor:
+    """``b x (q + p) x d``: each of ``X``'s ``b x q x d`` batches in :func:`canonical_order`
+    (with ``canonical``; else in its given order), followed by the ``p x d`` pending points in
+    their given order.
 
     The pending points are not sorted among the candidates. They are fixed while a maximizer
     moves ``X``, and sorting them together made the value jump (the base samples change points)
@@ -624,7 +635,8 @@ def with_pending(X: torch.Tensor, X_pending: torch.Tensor | None) -> torch.Tenso
     sequential-greedy stage then ended abnormally, and BoTorch reran the whole stage from new
     starts (docs/design.md, "Batch acquisitions: the nested marginal qEI").
     """
-    X = canonical_order(X)
+    if canonical:
+        X = canonical_order(X)
     if X_pending is None:
         return X
     pending = X_pending.to(X).expand(*X.shape[:-2], *X_pending.shape[-2:])
@@ -638,6 +650,8 @@ def log_qcei(
     constraints: Sequence[tuple[ThetaSampledGP, torch.Tensor]],
     eta: float = CONSTRAINT_ETA,
     X_pending: torch.Tensor | None = None,
+    *,
+    canonical: bool = True,
 ) -> torch.Tensor:
     r"""Per-draw batch log constrained EI by inner Monte Carlo over fixed base samples.
 
@@ -664,11 +678,12 @@ def log_qcei(
             objective's shape.
         eta: Temperature of the feasibility indicators.
         X_pending: ``p x d`` pending points, after the batch's (:func:`with_pending`).
+        canonical: As in :meth:`ThetaSampledGP.log_qei`.
 
     Returns:
         ``S x b`` log-qCEI values on the objective's standardized scale.
     """
-    X = with_pending(X, X_pending)
+    X = with_pending(X, X_pending, canonical=canonical)
     f = objective.joint_samples(X, base_samples)  # S x b x (q + p) x K
     log_value = log_fatplus(f - objective.best_f, tau=TAU_RELU)
     if constraints:
