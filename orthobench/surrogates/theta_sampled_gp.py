@@ -626,15 +626,10 @@ def with_pending(
     X: torch.Tensor, X_pending: torch.Tensor | None, *, canonical: bool = True
 ) -> torch.Tensor:
     """``b x (q + p) x d``: each of ``X``'s ``b x q x d`` batches in :func:`canonical_order`
-    (with ``canonical``; else in its given order), followed by the ``p x d`` pending points in
-    their given order.
-
-    The pending points are not sorted among the candidates. They are fixed while a maximizer
-    moves ``X``, and sorting them together made the value jump (the base samples change points)
-    wherever a candidate's first coordinate crossed a pending point's: the line searches of a
-    sequential-greedy stage then ended abnormally, and BoTorch reran the whole stage from new
-    starts (docs/design.md, "Batch acquisitions: the nested marginal qEI").
-    """
+    (with ``canonical``; else as given), then the ``p x d`` pending points as given: never
+    sorted among the candidates, where the sort's jump (the base samples change points) would
+    meet a maximizer's line searches whenever a candidate passed a fixed pending point
+    (docs/design.md, "Batch acquisitions: the nested marginal qEI")."""
     if canonical:
         X = canonical_order(X)
     if X_pending is None:
