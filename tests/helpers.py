@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 from torch.quasirandom import SobolEngine
 
 from orthobench.optimizers.base import Optimizer
@@ -80,3 +81,24 @@ def assert_rows_equal(new: pd.DataFrame, committed: pd.DataFrame, key: list[str]
             )
         else:
             assert new[column].tolist() == committed[column].tolist(), column
+
+
+def value_and_gradient(
+    acqf: Callable[[torch.Tensor], torch.Tensor], X: torch.Tensor, where: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``acqf``'s values at ``X`` moved to ``where`` and their summed gradient in ``X``, both back
+    on the CPU; asserts the values were computed on ``where``."""
+    leaf = X.to(where).requires_grad_(True)
+    value = acqf(leaf)
+    assert value.device.type == where.type
+    (grad,) = torch.autograd.grad(value.sum(), leaf)
+    return value.detach().cpu(), grad.cpu()
+
+
+def assert_device_matches_cpu(
+    on_cpu: tuple[torch.Tensor, torch.Tensor], on_device: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    """Values and gradients (:func:`value_and_gradient`) of the same computation on another
+    device agree with the CPU's to rounding."""
+    torch.testing.assert_close(on_device[0], on_cpu[0], rtol=1e-8, atol=1e-8)
+    torch.testing.assert_close(on_device[1], on_cpu[1], rtol=1e-6, atol=1e-8)

@@ -23,6 +23,7 @@ from orthobench.exceptions import NumericsWarning
 from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import laplace_posterior
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
+from tests.helpers import assert_device_matches_cpu, value_and_gradient
 
 DTYPE = torch.float64
 
@@ -87,14 +88,8 @@ def test_values_and_gradients_on_the_device_equal_the_cpu_ones(
     results = []
     for states, where in ((cpu_states, torch.device("cpu")), (small_states, device)):
         acqf = _acqf(states, n_draws=16, weights=[0.7, 0.3])
-        leaf = x.to(where).requires_grad_(True)
-        value = acqf(leaf)
-        assert value.device.type == where.type
-        (grad,) = torch.autograd.grad(value.sum(), leaf)
-        results.append((value.detach().cpu(), grad.cpu()))
-    (cpu_value, cpu_grad), (value, grad) = results
-    torch.testing.assert_close(value, cpu_value, rtol=1e-8, atol=1e-8)
-    torch.testing.assert_close(grad, cpu_grad, rtol=1e-6, atol=1e-8)
+        results.append(value_and_gradient(acqf, x, where))
+    assert_device_matches_cpu(*results)
 
 
 @pytest.mark.parametrize("estimator", list(ESTIMATORS))

@@ -28,6 +28,7 @@ from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import laplace_posterior
 from orthobench.surrogates.theta_algebra import get_theta
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP, canonical_order
+from tests.helpers import assert_device_matches_cpu, value_and_gradient
 
 DTYPE = torch.float64
 
@@ -338,14 +339,8 @@ def test_nested_marginal_qei_on_the_device_equals_the_cpu_one(matern, to_device,
     for state, where in ((matern, torch.device("cpu")), (to_device(matern), device)):
         gp, z = _gp(state, 16)
         acqf = MarginalLogQEI(state[0], [gp], [z], [1.0], base_samples=base.to(where))
-        leaf = X.to(where).requires_grad_(True)
-        value = acqf(leaf)
-        assert value.device.type == where.type
-        (grad,) = torch.autograd.grad(value.sum(), leaf)
-        results.append((value.detach().cpu(), grad.cpu()))
-    (cpu_value, cpu_grad), (value, grad) = results
-    torch.testing.assert_close(value, cpu_value, rtol=1e-8, atol=1e-8)
-    torch.testing.assert_close(grad, cpu_grad, rtol=1e-6, atol=1e-8)
+        results.append(value_and_gradient(acqf, X, where))
+    assert_device_matches_cpu(*results)
 
 
 def test_orthobo_proposes_a_batch_on_the_device(device) -> None:
