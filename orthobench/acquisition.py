@@ -280,7 +280,8 @@ class MarginalLogQEI(MarginalLogAcquisition):
     them), fixed at construction: the acquisition is deterministic in ``X`` for
     ``optimize_acqf``, and the inner errors of the draws average out over ``S`` too. Pending
     points (``X_pending``, ``p x d``: a sequential-greedy batch's earlier points, or evaluations
-    still running) join every batch, as in BoTorch's MC acquisitions.
+    still running) join every batch, as in BoTorch's MC acquisitions, after its sorted
+    candidates (:func:`~orthobench.surrogates.theta_sampled_gp.with_pending`).
 
     ``batch x q x d`` -> ``batch``, for any ``q >= 1`` (at ``q = 1`` it is an inner-MC estimate of
     :class:`MarginalLogEI`'s per-draw EI).
