@@ -63,7 +63,6 @@ SETTINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "greedy on 64 draws, climb on 512 (default)": ({}, {}),
     "greedy and climb on 512 draws": ({"batch_theta_samples": 512}, {}),
     "greedy on 64 draws, climb on 512 for 25 iterations": ({}, {"climb_maxiter": 25}),
-    "greedy on 64 draws, climb on 512 for 100 iterations": ({}, {"climb_maxiter": 100}),
 }
 
 
