@@ -355,7 +355,7 @@ class MarginalLogQEI(MarginalLogAcquisition):
         try:
             yield
         finally:
-            del self._canonical  # back to the class's True
+            self._canonical = True
 
     def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
         q = self._check_batch_size(X)

@@ -469,10 +469,10 @@ class OrthoBO(GPOptimizer):
         greedy = self._maximize(search, q=n, options=options, sequential=True)
         # The climb from the greedy batch in its canonical order, on the acquisition without the
         # sort (smooth where points cross; the same value at the start).
-        greedy = canonical_order(greedy.unsqueeze(0))
+        start = canonical_order(greedy.unsqueeze(0))
         with acqf.in_given_order():
-            climbed = self._maximize(acqf, q=n, batch_initial_conditions=greedy)
-        greedy = greedy[0]
+            climbed = self._maximize(acqf, q=n, batch_initial_conditions=start)
+        greedy = start[0]
         with torch.no_grad():
             values = acqf(torch.stack([greedy, climbed]))
         return climbed if values[1] >= values[0] else greedy
