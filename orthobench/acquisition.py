@@ -29,7 +29,8 @@ from torch import Tensor
 
 from orthobench.estimators import DEFAULT_CONTROL_VARIATE, estimator_weights, get_estimator
 from orthobench.seeding import derive_seed
-from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP, log_qcei
+from orthobench.surrogates.batch_ei import PendingSamples, log_qcei, log_qei
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 #: Inner base samples per theta draw of the batch acquisitions (``q > 1``): the marginal averages
 #: over the ``S`` draws' own base samples, so ``S K`` function samples enter each value.
@@ -273,15 +274,17 @@ class MarginalLogQEI(MarginalLogAcquisition):
     r""":class:`MarginalLogAcquisition` of batch EI per draw: the orthogonalized nested qEI.
 
     Per draw ``theta_s``, ``log qEI_s(X)`` is the inner Monte Carlo mean over ``K`` fixed
-    standard-normal base samples (:meth:`ThetaSampledGP.log_qei
-    <orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_qei>`, BoTorch's qLogEI smoothings);
+    standard-normal base samples (:func:`~orthobench.surrogates.batch_ei.log_qei`, BoTorch's
+    qLogEI smoothings);
     the estimator then weights the draws as for EI. Each draw has its own base samples
     (:func:`draw_inner_base_samples`; a member's draw ``s`` uses row ``s``, so members share
     them), fixed at construction: the acquisition is deterministic in ``X`` for
     ``optimize_acqf``, and the inner errors of the draws average out over ``S`` too. Pending
     points (``X_pending``, ``p x d``: a sequential-greedy batch's earlier points, or evaluations
-    still running) join every batch, as in BoTorch's MC acquisitions, after its sorted
-    candidates (:func:`~orthobench.surrogates.theta_sampled_gp.with_pending`).
+    still running) join every batch, as in BoTorch's MC acquisitions: first in each draw's
+    Cholesky order, on the first ``p`` base-sample columns, so they are sampled once per
+    ``X_pending`` (:class:`~orthobench.surrogates.batch_ei.PendingSamples`) and the batch's
+    candidates take the next ``q``.
 
     ``batch x q x d`` -> ``batch``, for any ``q >= 1`` (at ``q = 1`` it is an inner-MC estimate of
     :class:`MarginalLogEI`'s per-draw EI).
@@ -291,8 +294,8 @@ class MarginalLogQEI(MarginalLogAcquisition):
             :class:`MarginalLogAcquisition`.
         base_samples: ``S' x K x q_max`` standard normal draws, ``S'`` at least every member's
             draws (:func:`draw_inner_base_samples`), or ``K x q_max`` shared by every draw; a batch
-            of ``q`` points (pending ones included) uses the first ``q`` columns, so ``q_max``
-            bounds the batch size.
+            of ``q`` points with ``p`` pending ones uses the first ``p + q`` columns, so ``q_max``
+            bounds their number.
         X_pending: ``p x d`` points whose evaluation is pending.
     """
 
@@ -332,22 +335,40 @@ class MarginalLogQEI(MarginalLogAcquisition):
         self.register_buffer("base_samples", base_samples.detach())
         self.set_X_pending(X_pending)
 
-    def _check_batch_size(self, X: Tensor) -> int:
-        """The points per batch, pending ones included, checked against the base samples'
-        columns."""
-        q = X.shape[-2] + (0 if self.X_pending is None else self.X_pending.shape[-2])
+    def set_X_pending(self, X_pending: Tensor | None = None) -> None:
+        """Set the pending points (BoTorch's hook; a sequential-greedy maximization sets each
+        stage's); their samples are made at the next evaluation."""
+        super().set_X_pending(X_pending)
+        self._pending: list[PendingSamples | None] | None = None
+
+    def _pending_samples(
+        self, gps: Sequence[ThetaSampledGP], base_samples: Tensor
+    ) -> list[PendingSamples | None]:
+        """Each GP's :class:`~orthobench.surrogates.batch_ei.PendingSamples` on the first
+        ``p`` columns of its base samples, or Nones without pending points."""
+        if self.X_pending is None:
+            return [None] * len(gps)
+        p = self.X_pending.shape[-2]
+        return [
+            PendingSamples(gp, self.X_pending.to(gp.train_x), base_samples[..., :p]) for gp in gps
+        ]
+
+    def _columns(self, X: Tensor) -> slice:
+        """The base-sample columns of ``X``'s batches, after the pending points', checked
+        against their number."""
+        p = 0 if self.X_pending is None else self.X_pending.shape[-2]
+        q = p + X.shape[-2]
         if q > self.base_samples.shape[-1]:
             raise ValueError(
                 f"Batches of {q} points (pending ones included) need {q} base-sample columns, "
                 f"but there are {self.base_samples.shape[-1]}."
             )
-        return q
+        return slice(p, q)
 
     @contextlib.contextmanager
     def in_given_order(self) -> Iterator[None]:
         """Within the block each batch's rows are taken in their given order, not sorted first
-        (``canonical=False`` of :meth:`ThetaSampledGP.log_qei
-        <orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_qei>`): a smooth function of
+        (``canonical=False`` of :func:`~orthobench.surrogates.batch_ei.log_qei`): a smooth function of
         ``X``, equal to the acquisition wherever a batch's first coordinates increase down its
         rows. For a local climb from a sorted batch: the sort is a jump where two points' first
         coordinates cross, and L-BFGS-B's line searches stop at it."""
@@ -358,11 +379,14 @@ class MarginalLogQEI(MarginalLogAcquisition):
             self._canonical = True
 
     def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
-        q = self._check_batch_size(X)
-        flat = X.reshape(-1, *X.shape[-2:])  # b x q x d; the pending points follow in log_qei
-        eps = self.base_samples[..., :q]
+        columns = self._columns(X)
+        if self._pending is None:
+            self._pending = self._pending_samples(self.members, self.base_samples)
+        flat = X.reshape(-1, *X.shape[-2:])  # b x q x d
+        eps = self.base_samples[..., columns]
         return X.shape[:-2], [
-            gp.log_qei(flat, eps, self.X_pending, canonical=self._canonical) for gp in self.members
+            log_qei(gp, flat, eps, pending, canonical=self._canonical)
+            for gp, pending in zip(self.members, self._pending, strict=True)
         ]
 
     @t_batch_mode_transform()
@@ -435,7 +459,7 @@ class MarginalLogQCEI(MarginalLogQEI):
     A joint draw pairs each member's draw ``s`` with every constraint GP's draw ``s``, as in
     :class:`MarginalLogCEI`; per joint draw the value is the inner Monte Carlo batch constrained
     EI over fixed base samples, one set per GP
-    (:func:`~orthobench.surrogates.theta_sampled_gp.log_qcei`: ``max_j`` over the batch of the
+    (:func:`~orthobench.surrogates.batch_ei.log_qcei`: ``max_j`` over the batch of the
     improvement times the smoothed feasibility of point ``j``); the controls are every GP's
     whitened draws side by side. ``batch x q x d`` -> ``batch``; pending points join every batch.
 
@@ -475,16 +499,27 @@ class MarginalLogQCEI(MarginalLogQEI):
         self.constraint_base_samples = [b.detach() for b in constraint_base_samples]
 
     def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
-        q = self._check_batch_size(X)
+        columns = self._columns(X)
+        if self._pending is None:
+            self._pending = self._pending_samples(self.members, self.base_samples)
+            self._constraint_pending = [
+                self._pending_samples([gp], b)[0]
+                for gp, b in zip(self.constraints, self.constraint_base_samples, strict=True)
+            ]
         flat = X.reshape(-1, *X.shape[-2:])  # b x q x d
-        pairs = [
-            (gp, b[..., :q])
-            for gp, b in zip(self.constraints, self.constraint_base_samples, strict=True)
+        triples = [
+            (gp, b[..., columns], pending)
+            for gp, b, pending in zip(
+                self.constraints,
+                self.constraint_base_samples,
+                self._constraint_pending,
+                strict=True,
+            )
         ]
-        eps = self.base_samples[..., :q]
+        eps = self.base_samples[..., columns]
         return X.shape[:-2], [
-            log_qcei(gp, flat, eps, pairs, X_pending=self.X_pending, canonical=self._canonical)
-            for gp in self.members
+            log_qcei(gp, flat, eps, triples, pending=pending, canonical=self._canonical)
+            for gp, pending in zip(self.members, self._pending, strict=True)
         ]
 
 

@@ -43,11 +43,12 @@ from orthobench.diagnostics import OrthoBOStep
 from orthobench.optimizers.base import Suggestion
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
+from orthobench.surrogates.batch_ei import canonical_order
 from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble, check_weight_floor
 from orthobench.surrogates.fit import FITS, WarmStarts, fit_model
 from orthobench.surrogates.laplace import THETA_SAMPLING, LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_algebra import get_theta
-from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP, canonical_order
+from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import (
     DEFAULT_THETA_ESTIMATOR,
     ThetaEstimator,

@@ -17,7 +17,7 @@ References of the targets:
 
 Batch probes (a state's ``q > 1``, :mod:`orthobench.probe.states`): each probe is a batch of ``q``
 points (``N x q x d``) and the per-draw values are
-:meth:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP.log_qei`, the inner Monte Carlo
+:func:`~orthobench.surrogates.batch_ei.log_qei`, the inner Monte Carlo
 mean over ``K = INNER_SAMPLES`` (OrthoBO's count) scrambled-Sobol normal base samples per theta
 draw, as :class:`~orthobench.acquisition.MarginalLogQEI` evaluates OrthoBO's batch acquisition.
 Each rebuild draws its own base samples (:func:`inner_base_samples`), shared by the estimators of
@@ -79,6 +79,7 @@ from orthobench.probe.states import ProbeState, check_constrained_states
 from orthobench.registry import load_probe_acquisition
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import ProbeSpec
+from orthobench.surrogates.batch_ei import log_qei
 from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
@@ -127,7 +128,7 @@ def log_values(
     ``constraints`` (their GPs under draws paired with ``gp``'s by index, ``q = 1``) log-CEI,
     ``log EI + sum_i log P(c_i <= 0)`` (:class:`~orthobench.acquisition.MarginalLogCEI`)."""
     with torch.no_grad():
-        log = gp.log_ei(X) if base is None else gp.log_qei(X, base)
+        log = gp.log_ei(X) if base is None else log_qei(gp, X, base)
         return log + sum(c.log_prob_below(X) for c in constraints)
 
 

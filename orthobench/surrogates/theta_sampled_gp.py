@@ -12,18 +12,12 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 import warnings
-from collections.abc import Sequence
 
 import torch
 from botorch.acquisition.analytic import _log_ei_helper
-from botorch.acquisition.logei import TAU_RELU
 from botorch.models import SingleTaskGP
-from botorch.utils.objective import compute_smoothed_feasibility_indicator
-from botorch.utils.safe_math import log_fatplus, logmeanexp
-from linear_operator.utils.cholesky import psd_safe_cholesky
 
 from orthobench.exceptions import ModelFittingError, NumericsWarning
 from orthobench.surrogates.theta_algebra import (
@@ -44,9 +38,6 @@ _JITTERS = (1e-8, 1e-6, 1e-4)
 # hold about this many entries (1 MiB in float64, a core's L2 cache; see _draw_block).
 _BLOCK_ENTRIES = 2**17
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-#: Temperature of the smoothed feasibility indicators of batch constrained EI (:func:`log_qcei`),
-#: on each constraint's standardized scale: BoTorch's default ``eta`` of its constrained qLogEI.
-CONSTRAINT_ETA = 1e-3
 
 
 def _cholesky_with_jitter(k: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -453,20 +444,16 @@ class ThetaSampledGP:
         mean, var = self.mean_and_variance(X)
         return _LogEI.apply(mean, var, self.best_f)
 
-    def joint_moments(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Joint posterior of ``f`` at the ``q`` points of each batch, per sample.
-
-        ``mu_s(x_i)`` as in :meth:`mean_and_variance` and ``Sigma_s(x_i, x_j) = k_s(x_i, x_j) -
-        w_i^T w_j (+ v_c a_i a_j)`` with ``w = L_s^{-1} k_s(X, x)`` (and, with the constant mean
-        integrated out, its slope ``a``: the rank-one term of a shared shift of every mean).
-        Plain autograd (no hand-written backward): batch acquisitions are evaluated on a few
-        restarts, not on the raw-sample screen of every step's ``q = 1`` acquisition.
+    def whitened(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        r"""What the joint posterior at the ``q`` points of each batch is made of, per draw:
+        the means ``mu_s(x_i)`` (``S x b x q``), the whitened cross-covariances
+        ``w_i = L_s^{-1} k_s(X, x_i)`` (``S x b x q x n``) and, with the constant mean
+        integrated out, the mean's slopes ``a_i = 1 - k_s(x_i, X) K_s^{-1} 1`` (``S x b x q``;
+        else None). Plain autograd (no hand-written backward): batch acquisitions are evaluated
+        on a few restarts, not on the raw-sample screen of every step's ``q = 1`` acquisition.
 
         Args:
-            X: ``b x q x d`` batches of candidates.
-
-        Returns:
-            ``(mean, cov)``: ``S x b x q`` and ``S x b x q x q``.
+            X: ``b x q x d`` batches of points.
         """
         b, q, d = X.shape
         n = self.train_x.shape[0]
@@ -475,98 +462,42 @@ class ThetaSampledGP:
         proj = torch.bmm(cross, self._forward_proj) / self._amp
         white = proj[..., :n].reshape(-1, b, q, n)
         mean = (self.hp.mean[:, None] + proj[..., n]).reshape(-1, b, q)
-        prior = kernel_matrix(self.hp, X, X)  # S x b x q x q
-        cov = prior - white @ white.transpose(-1, -2)
-        if self.constant_mean_variance:
-            slope = (1.0 - proj[..., n + 1]).reshape(-1, b, q)
-            cov = cov + self.constant_mean_variance * slope.unsqueeze(-1) * slope.unsqueeze(-2)
-        return mean, cov
+        if not self.constant_mean_variance:
+            return mean, white, None
+        return mean, white, (1.0 - proj[..., n + 1]).reshape(-1, b, q)
 
-    def log_qei(
+    def covariance(
         self,
         X: torch.Tensor,
-        base_samples: torch.Tensor,
-        X_pending: torch.Tensor | None = None,
-        *,
-        canonical: bool = True,
+        white: torch.Tensor,
+        slope: torch.Tensor | None,
+        Y: torch.Tensor | None = None,
+        white_y: torch.Tensor | None = None,
+        slope_y: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        r"""Per-sample batch log-EI by inner Monte Carlo over fixed base samples.
+        r"""Posterior covariances ``Sigma_s(x_i, y_j) = k_s(x_i, y_j) - w_i^T w_j (+ v_c a_i
+        a_j)`` from :meth:`whitened`'s parts of ``X`` (``b x q x d``) and of ``Y`` (``b x r x d``
+        or ``1 x r x d``; default ``X``): ``S x b x q x r``. The last term is the rank-one
+        covariance of a shared shift of every mean, with the constant mean integrated out."""
+        if Y is None:
+            Y, white_y, slope_y = X, white, slope
+        cov = kernel_matrix(self.hp, X, Y.expand(X.shape[0], -1, -1)) - white @ white_y.mT
+        if self.constant_mean_variance:
+            cov = cov + self.constant_mean_variance * slope.unsqueeze(-1) * slope_y.unsqueeze(-2)
+        return cov
 
-        For sample ``s`` and base sample ``eps_k`` (``k = 1..K``), ``f_k = mu_s + L_s eps_k``
-        (``L_s`` the Cholesky factor of the joint covariance, :meth:`joint_moments`) and
-
-        .. math::
-
-            \log \mathrm{qEI}_s(X) = \log \frac{1}{K} \sum_k
-                \operatorname{max}_j\, (f_{k,j} - y^*)_+,
-
-        with the ``(.)_+`` smoothed as BoTorch's qLogEI smooths it [Ament2023logei]_, a fat softplus
-        of temperature ``TAU_RELU`` in log space (finite and differentiable where no base sample
-        improves). The maximum over the batch is exact: ``max_j (f_j - y^*)_+ = (max_j f_j -
-        y^*)_+``, so the softplus runs on ``K`` values per draw rather than ``K q`` (BoTorch
-        smooths the maximum too, for gradients to every point of each sample; here the ``S K``
-        samples of the marginal spread the gradient over the batch). Each sample's inner mean is
-        an unbiased estimate of its smoothed qEI, so the marginal over ``theta`` of these values
-        is unbiased for the marginal of the inner expectations (iterated expectations; paper,
-        appendix, nested estimator), whether the draws share their base samples or each has its
-        own. Own base samples per draw make the inner errors of the ``S`` draws (nearly)
-        independent, so the marginal's inner noise shrinks with ``S`` as well as with ``K``;
-        shared ones make it one error common to every draw, which no number of draws averages
-        out (docs/design.md, "Batch acquisitions: the nested marginal qEI").
-
-        Exchangeable: the candidates of a batch are put in a canonical order (by their first
-        coordinate) first, so the value does not depend on the order of ``X``'s rows though the
-        Cholesky factor does. Pending points follow the candidates in their given order
-        (:func:`with_pending`), never sorted among them: they stay put while ``X`` moves.
+    def joint_moments(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Joint posterior of ``f`` at the ``q`` points of each batch, per draw: ``mu_s(x_i)``
+        as in :meth:`mean_and_variance` and the :meth:`covariance` of the batch with itself.
 
         Args:
             X: ``b x q x d`` batches of candidates.
-            base_samples: ``S' x K x (q + p)`` or ``K x (q + p)`` standard normal draws, fixed
-                across calls (:meth:`joint_samples`).
-            X_pending: ``p x d`` points whose evaluations are pending; they join every batch.
-            canonical: Sort each batch first (exchangeable, but a jump where two candidates'
-                first coordinates cross); ``False`` takes ``X``'s rows in their given order
-                (smooth in ``X``; :meth:`MarginalLogQEI.in_given_order
-                <orthobench.acquisition.MarginalLogQEI.in_given_order>`).
 
         Returns:
-            ``S x b`` log-qEI values on the standardized scale.
+            ``(mean, cov)``: ``S x b x q`` and ``S x b x q x q``.
         """
-        X = with_pending(X, X_pending, canonical=canonical)
-        best = self.joint_samples(X, base_samples).amax(dim=-2)  # S x b x K
-        return logmeanexp(log_fatplus(best - self.best_f, tau=TAU_RELU), dim=-1)
-
-    def joint_samples(self, X: torch.Tensor, base_samples: torch.Tensor) -> torch.Tensor:
-        """Posterior samples ``f_k = mu_s + L_s eps_{s,k}`` at the ``q`` points of each batch,
-        per draw, on the standardized scale (:meth:`joint_moments`; ``L_s`` its Cholesky factor).
-
-        Args:
-            X: ``b x q x d`` batches of candidates.
-            base_samples: standard normal draws, ``S' x K x q`` with ``S' >= S`` (draw ``s``
-                uses row ``s``: each draw its own base samples) or ``K x q`` (the same for every
-                draw).
-
-        Returns:
-            ``S x b x q x K`` samples.
-        """
-        b, q, _ = X.shape
-        count = self.num_samples
-        if base_samples.shape[-1] != q or (
-            base_samples.ndim == 3 and base_samples.shape[0] < count
-        ):
-            raise ValueError(
-                f"`base_samples` must be K x {q} or S' x K x {q} with S' >= {count} draws, but "
-                f"got {tuple(base_samples.shape)}."
-            )
-        mean, cov = self.joint_moments(X)
-        chol = psd_safe_cholesky(cov)  # S x b x q x q
-        if base_samples.ndim == 2:
-            # L eps for every (draw, batch, row) and base sample as one GEMM: (S b q) x K.
-            noise = chol.reshape(-1, q) @ base_samples.T
-        else:
-            # Per draw one GEMM, (b q) x K: the same flops as the shared samples' one.
-            noise = torch.bmm(chol.reshape(count, -1, q), base_samples[:count].transpose(-1, -2))
-        return mean.unsqueeze(-1) + noise.reshape(count, b, q, base_samples.shape[-2])
+        mean, white, slope = self.whitened(X)
+        return mean, self.covariance(X, white, slope)
 
     def standardized(self, value: float) -> float:
         """``value`` in original units on the model's standardized outcome scale."""
@@ -612,87 +543,3 @@ class ThetaSampledGP:
                 torch.logsumexp(log_pdf, dim=0) - math.log(self.num_samples) - math.log(self.y_std)
             )
         return per_point.sum()
-
-
-def canonical_order(X: torch.Tensor) -> torch.Tensor:
-    """``b x q x d`` batches with each batch's points sorted by their first coordinate: batch
-    acquisitions on fixed base samples then do not depend on the order of a batch's rows (the
-    Cholesky factor does)."""
-    order = X[..., 0].argsort(dim=-1)
-    return X.gather(-2, order.unsqueeze(-1).expand_as(X))
-
-
-def with_pending(
-    X: torch.Tensor, X_pending: torch.Tensor | None, *, canonical: bool = True
-) -> torch.Tensor:
-    """``b x (q + p) x d``: each of ``X``'s ``b x q x d`` batches in :func:`canonical_order`
-    (with ``canonical``; else as given), then the ``p x d`` pending points as given: never
-    sorted among the candidates, where the sort's jump (the base samples change points) would
-    meet a maximizer's line searches whenever a candidate passed a fixed pending point
-    (docs/design.md, "Batch acquisitions: the nested marginal qEI")."""
-    if canonical:
-        X = canonical_order(X)
-    if X_pending is None:
-        return X
-    pending = X_pending.to(X).expand(*X.shape[:-2], *X_pending.shape[-2:])
-    return torch.cat([X, pending], dim=-2)
-
-
-def log_qcei(
-    objective: ThetaSampledGP,
-    X: torch.Tensor,
-    base_samples: torch.Tensor,
-    constraints: Sequence[tuple[ThetaSampledGP, torch.Tensor]],
-    eta: float = CONSTRAINT_ETA,
-    X_pending: torch.Tensor | None = None,
-    *,
-    canonical: bool = True,
-) -> torch.Tensor:
-    r"""Per-draw batch log constrained EI by inner Monte Carlo over fixed base samples.
-
-    Draw ``s`` pairs the objective's draw ``s`` with every constraint GP's draw ``s`` (independent
-    GPs), and each GP has its own base samples; for base sample ``k``
-
-    .. math::
-
-        \log \mathrm{qCEI}_s(X) = \log \frac{1}{K} \sum_k \max_j\,
-            (f_{k,j} - y^*)_+ \prod_i \mathbf 1\{c_{i,k,j} \le 0\},
-
-    the ``(.)_+`` smoothed as in :meth:`ThetaSampledGP.log_qei` and each indicator by BoTorch's
-    fat sigmoid of temperature ``eta`` on the constraint's standardized scale
-    (:func:`botorch.utils.objective.compute_smoothed_feasibility_indicator`, as BoTorch's
-    constrained qLogEI smooths it). The maximum over the batch is exact. ``y^*`` is the
-    objective's incumbent (its ``best_f``: the best feasible observation).
-
-    Args:
-        objective: The objective's GP under its draws.
-        X: ``b x q x d`` batches of candidates.
-        base_samples: The objective's standard normal draws (``S' x K x (q + p)`` or
-            ``K x (q + p)``: :meth:`ThetaSampledGP.joint_samples`).
-        constraints: Per constraint, its GP under as many draws and its base samples, of the
-            objective's shape.
-        eta: Temperature of the feasibility indicators.
-        X_pending: ``p x d`` pending points, after the batch's (:func:`with_pending`).
-        canonical: As in :meth:`ThetaSampledGP.log_qei`.
-
-    Returns:
-        ``S x b`` log-qCEI values on the objective's standardized scale.
-    """
-    X = with_pending(X, X_pending, canonical=canonical)
-    f = objective.joint_samples(X, base_samples)  # S x b x (q + p) x K
-    log_value = log_fatplus(f - objective.best_f, tau=TAU_RELU)
-    if constraints:
-        # S x b x q x K x m constraint samples, each centred on its bound: c <= bound is feasible.
-        samples = torch.stack(
-            [gp.joint_samples(X, base) - gp.standardized(0.0) for gp, base in constraints], dim=-1
-        )
-        checks = [functools.partial(_column, i=i) for i in range(len(constraints))]
-        log_value = log_value + compute_smoothed_feasibility_indicator(
-            checks, samples, eta, log=True, fat=True
-        )
-    return logmeanexp(log_value.amax(dim=-2), dim=-1)
-
-
-def _column(samples: torch.Tensor, i: int) -> torch.Tensor:
-    """Constraint ``i``'s values of stacked samples (a BoTorch constraint callable)."""
-    return samples[..., i]

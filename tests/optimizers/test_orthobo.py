@@ -18,7 +18,7 @@ from orthobench.optimizers import gp_base
 from orthobench.optimizers.orthobo import MCEI, OrthoBO
 from orthobench.pointsets import point_count
 from orthobench.registry import OPTIMIZERS
-from orthobench.surrogates.theta_sampled_gp import canonical_order
+from orthobench.surrogates.batch_ei import canonical_order
 from orthobench.theta_estimators import DEFAULT_THETA_ESTIMATOR
 from tests.helpers import drive
 from tests.optimizers.test_diagnostics import STORED
