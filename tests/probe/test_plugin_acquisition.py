@@ -92,8 +92,10 @@ def test_plugin_values_are_its_builds_on_the_states_gp_over_the_outcome_std(prob
     log_std = model.outcome_transform.stdvs.squeeze().log()
 
     def log_nei(samples, seed):
+        # qLogNEI prunes its baseline on torch's global RNG: seeded as the probe seeds each build.
+        global_seed = derive_seed(state.seed, "probe-plugin", state.id, PLUGIN, samples, seed)
         sampler = SobolQMCNormalSampler(torch.Size([samples]), seed=seed)
-        with torch.no_grad():
+        with torch_seed(global_seed), torch.no_grad():
             return (qLogNoisyExpectedImprovement(model, x, sampler=sampler)(X) - log_std).numpy()
 
     rows = probed[probed["estimator"] == PLUGIN].set_index("mc_samples")
