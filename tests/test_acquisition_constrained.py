@@ -17,6 +17,7 @@ from scipy import stats
 
 from orthobench.acquisition import MarginalLogCEI, MarginalLogEI, MarginalLogQCEI, MarginalLogQEI
 from orthobench.exceptions import NumericsWarning
+from orthobench.surrogates.batch_ei import canonical_order
 from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import laplace_posterior
 from orthobench.surrogates.theta_algebra import get_theta
@@ -238,3 +239,17 @@ def test_batch_cei_needs_base_samples_per_constraint(problem) -> None:
             problem["objective"][0], [gp], [z], [1.0], base_samples=base, constraints=[cgp],
             constraint_controls=[cz], constraint_base_samples=[],
         )  # fmt: skip
+
+
+def test_batch_cei_with_pending_points_is_that_of_the_batch_after_them(problem) -> None:
+    """Pending points are sampled once, on the first base-sample columns of every GP: the value
+    is that of the batch with them prepended, taken in that order, for the objective and the
+    constraint alike."""
+    X = torch.rand(5, 2, 2, generator=torch.Generator().manual_seed(10), dtype=DTYPE)
+    pending = torch.tensor([[0.35, 0.4]], dtype=DTYPE)
+    acqf = _qcei(problem, 8, seed=11, q=3, k=64, X_pending=pending)
+    full = _qcei(problem, 8, seed=11, q=3, k=64)
+    with torch.no_grad(), full.in_given_order():
+        expected = full(torch.cat([pending.expand(5, 1, 2), canonical_order(X)], -2))
+    with torch.no_grad():
+        torch.testing.assert_close(acqf(X), expected, rtol=1e-10, atol=1e-12)
