@@ -212,6 +212,23 @@ def comparable(records):
     return [{k: v for k, v in asdict(r).items() if k not in _TIMINGS} for r in records]
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """A cell's run with a journal, and the journal's lines, computed once per cell: both
+    ``stored`` cases of a resume test compare with the same uninterrupted run."""
+    runs = {}
+
+    def run(spec):
+        if spec.config_hash not in runs:
+            path = tmp_path_factory.mktemp("uninterrupted") / "full.jsonl"
+            journal = EvaluationJournal(path, spec.config_hash)
+            records = run_cell(spec, journal=journal)
+            runs[spec.config_hash] = records, path.read_text().splitlines(keepends=True)
+        return runs[spec.config_hash]
+
+    return run
+
+
 @pytest.mark.parametrize(
     ("optimizer", "params"),
     [
@@ -226,13 +243,13 @@ def comparable(records):
     ],
 )
 @pytest.mark.parametrize("stored", [3, 7])  # mid initial design; mid BO
-def test_cell_resumes_from_its_evaluation_journal(tmp_path, monkeypatch, optimizer, params, stored):
+def test_cell_resumes_from_its_evaluation_journal(
+    tmp_path, monkeypatch, uninterrupted, optimizer, params, stored
+):
     """A cell whose journal holds its first ``stored`` evaluations (and a torn line, as a kill
     mid-append leaves) reruns none of them and finishes equal to an uninterrupted run."""
     spec = cell(optimizer=optimizer, n_init=5, budget=4, opt_params=params)
-    full_journal = EvaluationJournal(tmp_path / "full.jsonl", spec.config_hash)
-    uninterrupted = run_cell(spec, journal=full_journal)
-    lines = full_journal.path.read_text().splitlines(keepends=True)
+    full, lines = uninterrupted(spec)
     assert len(lines) == 9
     killed = EvaluationJournal(tmp_path / "killed.jsonl", spec.config_hash)
     killed.path.write_text("".join(lines[:stored]) + lines[stored][:20])
@@ -244,10 +261,8 @@ def test_cell_resumes_from_its_evaluation_journal(tmp_path, monkeypatch, optimiz
     )
     resumed = run_cell(spec, journal=killed)
     assert len(calls) == 9 - stored
-    assert comparable(resumed) == comparable(uninterrupted)
-    assert [r.eval_seconds for r in resumed[:stored]] == [
-        r.eval_seconds for r in uninterrupted[:stored]
-    ]
+    assert comparable(resumed) == comparable(full)
+    assert [r.eval_seconds for r in resumed[:stored]] == [r.eval_seconds for r in full[:stored]]
     assert len(killed.read()) == 9
 
 
