@@ -197,6 +197,15 @@ def test_pending_samples_give_the_joint_samples(matern, q: int, per_draw: bool, 
     torch.testing.assert_close(joint_samples(gp, X, base[..., 2:], cached), joint[:, :, 2:])
 
 
+def test_pending_samples_of_another_gp_are_refused(matern) -> None:
+    gp, _ = _gp(matern, 4)
+    other, _ = _gp(matern, 4, seed=1)
+    base = draw_inner_base_samples(4, 2, seed=2, inner=8)
+    cached = PendingSamples(gp, _near_best(matern, 1, 1)[0], base[..., :1])
+    with pytest.raises(ValueError, match="another GP"):
+        joint_samples(other, _near_best(matern, 2, 1), base[..., 1:], cached)
+
+
 def test_log_qei_gradcheck_with_pending_points(matern) -> None:
     gp, _ = _gp(matern, 4, rb=0.3)
     pending = _near_best(matern, 1, 2, seed=7, spread=0.2)[0]

@@ -58,6 +58,7 @@ class PendingSamples:
         self, gp: ThetaSampledGP, X_pending: torch.Tensor, base_samples: torch.Tensor
     ) -> None:
         _check_base_samples(gp, base_samples, X_pending.shape[-2])
+        self.gp = gp
         with torch.no_grad():
             self.points = X_pending.unsqueeze(0)  # 1 x p x d
             mean, self.white, self.slope = gp.whitened(self.points)
@@ -69,15 +70,11 @@ class PendingSamples:
             self._inv_chol_t = torch.linalg.solve_triangular(chol, eye, upper=False).mT
 
     def loadings(
-        self,
-        gp: ThetaSampledGP,
-        X: torch.Tensor,
-        white: torch.Tensor,
-        slope: torch.Tensor | None,
+        self, X: torch.Tensor, white: torch.Tensor, slope: torch.Tensor | None
     ) -> torch.Tensor:
         """``G = Sigma_cp L_pp^{-T}``, ``S x b x q x p``, of ``b x q x d`` batches whose
         :meth:`~ThetaSampledGP.whitened` parts are ``white`` and ``slope``."""
-        cross = gp.covariance(X, white, slope, self.points, self.white, self.slope)
+        cross = self.gp.covariance(X, white, slope, self.points, self.white, self.slope)
         return cross @ self._inv_chol_t
 
 
@@ -98,17 +95,23 @@ def joint_samples(
         base_samples: standard normal draws of the candidates, ``S' x K x q`` with ``S' >= S``
             (draw ``s`` uses row ``s``: each draw its own base samples) or ``K x q`` (the same
             for every draw).
-        pending: Samples at pending points, on base samples of the same layout.
+        pending: ``gp``'s samples at pending points, on base samples of the same layout.
 
     Returns:
         ``S x b x q x K`` samples.
+
+    Raises:
+        ValueError: for base samples of another shape, or samples at pending points of
+            another GP.
     """
     _check_base_samples(gp, base_samples, X.shape[-2])
+    if pending is not None and pending.gp is not gp:
+        raise ValueError("`pending` holds samples of another GP's draws.")
     mean, white, slope = gp.whitened(X)
     cov = gp.covariance(X, white, slope)
     if pending is None:
         return mean.unsqueeze(-1) + _correlate(psd_safe_cholesky(cov), base_samples)
-    loadings = pending.loadings(gp, X, white, slope)
+    loadings = pending.loadings(X, white, slope)
     chol = psd_safe_cholesky(cov - loadings @ loadings.mT)
     return (
         mean.unsqueeze(-1)
