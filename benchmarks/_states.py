@@ -31,6 +31,12 @@ SUITE = "benchmarks"
 KERNEL = "matern52-ard"
 
 
+def seed_range(text: str) -> range:
+    """Seeds ``"A-B"`` (inclusive) or ``"A"``, as the scripts' ``--seeds`` take them."""
+    first, _, last = text.partition("-")
+    return range(int(first), int(last or first) + 1)
+
+
 def cell(
     task: str, seed: int, n_init: int, budget: int, optimizer: str, *, q: int = 1, **params: Any
 ) -> Cell:

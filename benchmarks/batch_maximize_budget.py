@@ -86,15 +86,10 @@ def _with_setting(setting: dict[str, Any]):
     return run
 
 
-def _seeds(text: str) -> range:
-    first, _, last = text.partition("-")
-    return range(int(first), int(last or first) + 1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--q", type=int, default=4)
-    parser.add_argument("--seeds", type=_seeds, default=_seeds("0-9"))
+    parser.add_argument("--seeds", type=_states.seed_range, default=_states.seed_range("0-9"))
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), metavar="NAME")
     args = parser.parse_args()
     unknown = set(args.settings) - set(SETTINGS)

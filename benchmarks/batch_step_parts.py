@@ -27,15 +27,10 @@ from botorch.optim import optimize as botorch_optimize
 TASKS = ("hartmann6", "levy16")
 
 
-def _seeds(text: str) -> range:
-    first, _, last = text.partition("-")
-    return range(int(first), int(last or first) + 1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--q", type=int, default=4)
-    parser.add_argument("--seeds", type=_seeds, default=_seeds("0-4"))
+    parser.add_argument("--seeds", type=_states.seed_range, default=_states.seed_range("0-4"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
