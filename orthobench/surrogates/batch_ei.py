@@ -44,8 +44,9 @@ class PendingSamples:
 
     so ``f_p = mu_p + L_pp eps_p`` does not depend on the batch, and the batch's samples are
     ``f_c = mu_c + G eps_p + L_c eps_c`` (:func:`joint_samples`): the joint samples of the
-    concatenation on base samples ``[eps_p | eps_c]``, at a cost linear in ``p`` instead of
-    moments and a factor of ``p + q`` points per batch.
+    concatenation on base samples ``[eps_p | eps_c]``. A batch then costs its own moments and
+    factor and its ``q x p`` covariances with the pending points, not the moments and factor of
+    all ``p + q`` points.
 
     Args:
         gp: The GP under its ``S`` draws.
