@@ -67,6 +67,8 @@ class PendingSamples:
             self.base_samples = base_samples
             #: ``S x 1 x p x K`` samples at the pending points.
             self.samples = mean.unsqueeze(-1) + _correlate(chol, base_samples)
+            #: ``S x 1 x K``: each draw's and base sample's maximum over the pending points.
+            self.maximum = self.samples.amax(dim=-2)
             eye = torch.eye(chol.shape[-1], dtype=chol.dtype, device=chol.device)
             self._inv_chol_t = torch.linalg.solve_triangular(chol, eye, upper=False).mT
 
@@ -174,7 +176,7 @@ def log_qei(
     X = canonical_order(X) if canonical else X
     best = joint_samples(gp, X, base_samples, pending).amax(dim=-2)  # S x b x K
     if pending is not None:
-        best = torch.maximum(best, pending.samples.amax(dim=-2))
+        best = torch.maximum(best, pending.maximum)
     return logmeanexp(log_fatplus(best - gp.best_f, tau=TAU_RELU), dim=-1)
 
 
