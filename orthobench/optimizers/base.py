@@ -5,9 +5,15 @@ design, then alternate ``ask`` and ``tell``. Objectives are minimized; an optimi
 BoTorch (which maximizes) negates internally.
 
 As Optuna's ``BaseSampler`` keeps its template methods concrete, :meth:`Optimizer.ask` is the same
-for every optimizer: it checks ``n`` and the history, counts the ask (which keys every seed of the
-step, :meth:`Optimizer._step_seed`), times the step and checks the shape and bounds of what the
-subclass's :meth:`Optimizer._ask` proposes.
+for every optimizer: it checks ``n``, the pending points and the history, counts the ask (which
+keys every seed of the step, :meth:`Optimizer._step_seed`), times the step and checks the shape and
+bounds of what the subclass's :meth:`Optimizer._ask` proposes.
+
+Pending points. An asynchronous loop asks while earlier proposals are still being evaluated; it
+passes them to ``ask(n, pending=P)`` (``p x d``, unit cube), and an optimizer that says it takes
+them (:attr:`Optimizer.accepts_pending`) proposes with them in view, e.g. as BoTorch's
+``X_pending``. They are not part of the state: an ask with pending points is a function of the
+seed, the history, the state and the pending points.
 
 Resume. An optimizer is a function of its seed, its history and the small state that
 :meth:`Optimizer.state_dict` returns (the ask counter, and what a subclass keeps beyond its
@@ -89,6 +95,9 @@ class Optimizer(ABC):
     #: loop refuses, before any cell runs, a constrained task with an optimizer that says no
     #: (:func:`orthobench.loop.check_buildable`), as it would search the objective alone.
     handles_constraints: ClassVar[bool] = False
+    #: Whether :meth:`ask` takes pending points (``pending``): the loop refuses asynchronous
+    #: cells of an optimizer that says no, and :meth:`ask` refuses its pending points.
+    accepts_pending: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -107,6 +116,9 @@ class Optimizer(ABC):
         self.train_x = torch.empty(0, dim, device=self.device, dtype=dtype)
         self.train_y = torch.empty(0, device=self.device, dtype=dtype)
         self.train_c = torch.empty(0, 0, device=self.device, dtype=dtype)
+        #: The pending points of the ask under way (``p x d``, on the optimizer's device and
+        #: dtype; ``p >= 1``), None without any and between asks.
+        self.pending: torch.Tensor | None = None
         self._asks = 0
 
     @staticmethod  # noqa: B027 -- optional hook
@@ -132,13 +144,21 @@ class Optimizer(ABC):
         """The most points one :meth:`ask` may propose (None: no limit)."""
         return None
 
-    def ask(self, n: int = 1) -> Suggestion:
+    def ask(self, n: int = 1, pending: np.ndarray | None = None) -> Suggestion:
         """Propose ``n`` points (``n x d``, unit cube) from the current history.
 
+        Args:
+            n: Number of points.
+            pending: ``p x d`` unit-cube points asked earlier and still being evaluated (not
+                told); None or ``0 x d``: none. :meth:`_ask` finds them in :attr:`pending`.
+
         Raises:
-            ValueError: if ``n`` is outside ``[1, max_batch]`` or the history holds fewer than
+            ValueError: if ``n`` is outside ``[1, max_batch]``, the pending points are not
+                finite ``p x d`` unit-cube points or are given to an optimizer that does not
+                accept them (:attr:`accepts_pending`), or the history holds fewer than
                 :attr:`min_observations` points.
         """
+        pending_t = self._check_pending(pending)
         limit = self.max_batch
         if n < 1 or (limit is not None and n > limit):
             raise ValueError(
@@ -153,7 +173,11 @@ class Optimizer(ABC):
             )
         self._asks += 1
         start = time.perf_counter()
-        suggestion = self._ask(n)
+        self.pending = pending_t
+        try:
+            suggestion = self._ask(n)
+        finally:
+            self.pending = None
         elapsed = time.perf_counter() - start
         x = np.asarray(suggestion.x, dtype=np.float64)
         if x.shape != (n, self.dim):
@@ -169,9 +193,46 @@ class Optimizer(ABC):
             suggestion.acq_seconds = elapsed
         return suggestion
 
+    def _check_pending(self, pending: np.ndarray | None) -> torch.Tensor | None:
+        """``pending`` as a ``p x d`` tensor for :attr:`pending` (None for none), checked.
+
+        Raises:
+            ValueError: on one line, for another shape, a non-finite value, a point outside the
+                unit cube (beyond float round-off), or pending points given to an optimizer that
+                does not accept them.
+        """
+        if pending is None:
+            return None
+        array = np.asarray(pending, dtype=np.float64)
+        name = type(self).__name__
+        if array.ndim != 2 or array.shape[-1] != self.dim:
+            raise ValueError(
+                f"{name}.ask() needs pending points of shape p x {self.dim}, but got {array.shape}."
+            )
+        if not array.size:
+            return None
+        bad = ~np.isfinite(array).all(axis=-1)
+        if bad.any():
+            raise ValueError(
+                f"{name}.ask() needs finite pending points, but rows {np.flatnonzero(bad).tolist()} are not."
+            )
+        bad = ((array < -_BOUNDS_ATOL) | (array > 1 + _BOUNDS_ATOL)).any(axis=-1)
+        if bad.any():
+            raise ValueError(
+                f"{name}.ask() needs pending points in the unit cube, but rows "
+                f"{np.flatnonzero(bad).tolist()} leave it."
+            )
+        if not self.accepts_pending:
+            raise ValueError(
+                f"{name} does not accept pending points (accepts_pending is False), but got {len(array)}."
+            )
+        return torch.as_tensor(np.clip(array, 0.0, 1.0), device=self.device, dtype=self.dtype)
+
     @abstractmethod
     def _ask(self, n: int) -> Suggestion:
-        """Propose ``n`` points (``n x d``) from the history; ``n`` and the history are checked."""
+        """Propose ``n`` points (``n x d``) from the history, with the ask's pending points
+        (:attr:`pending`) in view where the optimizer accepts them; ``n``, the pending points and
+        the history are checked."""
 
     def tell(self, x: np.ndarray, y: np.ndarray, constraints: np.ndarray | None = None) -> None:
         """Add evaluated points (``n x d`` unit cube) with their objective values (``n``) and, on

@@ -5,9 +5,10 @@ then maximize a Monte Carlo acquisition with ``optimize_acqf``. Both acquisition
 ones: an ``ask(q)`` maximizes the acquisition of the whole ``q x d`` batch jointly
 (``optimize_acqf(q=q)``), which values the best point of each joint posterior sample of the
 batch, so a point adds value only where the others do not; at ``q = 1`` it is the one-point
-acquisition. Their MC noise comes from function samples (a ``SobolQMCNormalSampler`` re-seeded
-each step), not from surrogate-parameter samples as OrthoBO's does (docs/design.md,
-"Like-for-like baseline").
+acquisition. Points still being evaluated (``ask(n, pending=P)``) are the acquisition's
+``X_pending``: BoTorch's MC acquisitions value each batch jointly with them. Their MC noise comes
+from function samples (a ``SobolQMCNormalSampler`` re-seeded each step), not from
+surrogate-parameter samples as OrthoBO's does (docs/design.md, "Like-for-like baseline").
 
 On a constrained task (``train_c`` has ``m > 0`` columns) :class:`QLogEI` fits one GP per
 outcome -- the objective on ``-y``, each constraint on its values as observed -- into a
@@ -54,6 +55,9 @@ class _GPAcquisitionOptimizer(GPOptimizer):
     :func:`orthobench.devices.acq_device`'s device (both recorded per step: ``fit_device``,
     ``acq_device``).
     """
+
+    # Both acquisitions are BoTorch MC ones, which append ``X_pending`` to every batch.
+    accepts_pending: ClassVar[bool] = True
 
     def __init__(
         self,

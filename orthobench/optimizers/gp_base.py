@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.exceptions import CandidateGenerationError
@@ -84,10 +85,10 @@ class GPOptimizer(Optimizer):
             sample_shape=torch.Size([function_samples]), seed=self._step_seed("sampler") % (2**31)
         )
 
-    def ask(self, n: int = 1) -> Suggestion:
+    def ask(self, n: int = 1, pending: np.ndarray | None = None) -> Suggestion:
         """:meth:`Optimizer.ask`, with the fallbacks of :meth:`_maximize` added to ``info``."""
         self._acq_fallbacks = []
-        suggestion = super().ask(n)
+        suggestion = super().ask(n, pending)
         if self._acq_fallbacks:
             taken = [suggestion.info.get("fallback"), *self._acq_fallbacks]
             suggestion.info["fallback"] = "; ".join(f for f in taken if f)
@@ -121,6 +122,12 @@ class GPOptimizer(Optimizer):
         block, for acquisitions whose construction draws from the global generator (qLogNEI's
         pruning of its baseline).
 
+        The ask's pending points (:attr:`pending`, ``p x d``) are set as the acquisition's
+        ``X_pending`` before the multistart, so each ``q x d`` candidate batch is valued jointly
+        with them (BoTorch's MC acquisitions append them to every batch); a sequential batch
+        keeps them pending under its own earlier points. An optimizer whose acquisition ignores
+        ``X_pending`` (the analytic ones) must not accept pending points.
+
         When the acquisition cannot be built or maximized (e.g. non-finite values under extreme
         observation noise break ``optimize_acqf``'s starting-point sampling), the best of
         ``raw_samples`` scrambled Sobol' candidates by acquisition value is returned instead, or
@@ -132,6 +139,8 @@ class GPOptimizer(Optimizer):
         with torch_seed(self._step_seed("acq")):
             try:
                 acqf = acqf if isinstance(acqf, AcquisitionFunction) else acqf()
+                if self.pending is not None:
+                    acqf.set_X_pending(self.pending.to(bounds))
                 starts = batch_initial_conditions
                 candidate, _ = optimize_acqf(
                     acqf,

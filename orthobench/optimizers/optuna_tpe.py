@@ -3,14 +3,26 @@
 The study has one ``FloatDistribution(0, 1)`` per unit-cube dimension (``x0 .. x{d-1}``) and
 minimizes. How our ask/tell maps onto the study:
 
-- :meth:`ask` asks the study for ``n`` trials and keeps them pending; the loop evaluates them
-  and tells them all before the next :meth:`ask`.
+- :meth:`ask` asks the study for ``n`` trials and keeps them pending; a synchronous loop
+  evaluates them and tells them all before the next :meth:`ask`.
 - :meth:`tell` completes a pending trial with its value when the told point is that trial's
-  point (up to float round-off). Any other told point -- the shared initial design, or a point
-  the loop changed (integer rounding) -- is added as a completed trial with
-  ``study.add_trial(create_trial(...))``, so Optuna models exactly the points that were evaluated.
+  point (up to float round-off) and no later trial was completed or added before it. Any other
+  told point -- the shared initial design, a point the loop changed (integer rounding), or one
+  told after a later trial -- is added as a completed trial with
+  ``study.add_trial(create_trial(...))`` (its pending trial, if any, marked FAIL), so Optuna
+  models exactly the points that were evaluated, in the order they were told, as a study rebuilt
+  from the stored history has them: TPE weighs all but the latest 25 trials of a density less
+  the older they are, so the order matters.
 - Pending trials not told by the next :meth:`ask` (the loop drops non-finite evaluations) are
   marked FAIL, which TPE ignores.
+- Points still being evaluated (``ask(n, pending=P)``, an asynchronous loop) are RUNNING trials
+  while the ask samples: one is added at each pending point (``create_trial(state=RUNNING)``)
+  and marked FAIL once the ``n`` new trials are sampled, so Optuna's constant liar (below) puts
+  them into the bad density ``g``, at ``n = 1`` too. The untold trials of earlier asks are marked
+  FAIL as above, pending or not, and a pending point told later is added as a completed trial.
+  So the sampler sees the completed trials and the pending points whichever ask proposed them,
+  and whether or not the optimizer was rebuilt since: the ask is a function of the seed, the
+  history, the state and the pending points.
 - Each :meth:`ask` gives the study a new ``TPESampler`` seeded by ``(seed, ask)``, as every other
   optimizer seeds its steps: the sampler's random state is then a function of the ask count,
   and a study rebuilt from the stored trials continues exactly where the original stood (the
@@ -23,7 +35,7 @@ ones are still RUNNING and join the bad density ``g`` of the later ones (Optuna'
 instead of all chasing the same maximum of ``l / g``. Before ``n_startup_trials`` trials are
 complete the batch is random sampling, liar or not. At ``n = 1`` the liar changes nothing: the
 trial being sampled is excluded from its own split, and the pending trials of the previous ask
-were told or marked FAIL before it.
+were told or marked FAIL before it; only pending points passed to the ask are RUNNING then.
 
 On a constrained task each told trial carries its ``m`` constraint values as Optuna constraints
 ``c0 .. c{m-1}`` (``Trial.set_constraint``, or ``create_trial(constraints=...)`` for an added
@@ -82,6 +94,7 @@ class OptunaTPE(Optimizer):
     min_observations = 0
     surrogate = "tpe"
     handles_constraints: ClassVar[bool] = True
+    accepts_pending: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -113,6 +126,7 @@ class OptunaTPE(Optimizer):
         finally:
             optuna.logging.set_verbosity(verbosity)
         self._pending: list[tuple[Trial, np.ndarray]] = []
+        self._last_told = -1  # number of the trial last completed or added
 
     def _sampler(self) -> optuna.samplers.TPESampler:
         return optuna.samplers.TPESampler(
@@ -126,14 +140,28 @@ class OptunaTPE(Optimizer):
 
     def _ask(self, n: int) -> Suggestion:
         self.study.sampler = self._sampler()
-        for trial, _ in self._pending:
+        pending = np.zeros((0, self.dim)) if self.pending is None else self.pending.cpu().numpy()
+        failed = 0
+        for trial, point in self._pending:
             self.study.tell(trial, state=TrialState.FAIL)
-        failed = len(self._pending)
+            failed += not _matches(point, pending).any()  # dropped, not still running
         t0 = time.perf_counter()
         self._pending = []
+        # Stand-ins for the pending points while the new trials are sampled (numbered in order).
+        first_liar = len(self.study.get_trials(deepcopy=False))
+        for point in pending:
+            self.study.add_trial(
+                create_trial(
+                    state=TrialState.RUNNING,
+                    params=dict(zip(self._names, point.tolist(), strict=True)),
+                    distributions=self._distributions,
+                )
+            )
         for _ in range(n):
             trial = self.study.ask(self._distributions)
             self._pending.append((trial, np.array([trial.params[name] for name in self._names])))
+        for number in range(first_liar, first_liar + len(pending)):
+            self.study.tell(number, state=TrialState.FAIL)
         t1 = time.perf_counter()
         x = np.stack([point for _, point in self._pending])
         info = {
@@ -151,7 +179,7 @@ class OptunaTPE(Optimizer):
         self._tell_study(self.train_x[start:], self.train_y[start:], self.train_c[start:])
 
     def _tell_study(self, x: Tensor, y: Tensor, c: Tensor) -> None:
-        """Complete the matching pending trials or add completed ones.
+        """Complete the matching pending trials or add completed ones, in told order.
 
         Args:
             x: ``n x d`` told points (unit cube).
@@ -161,19 +189,19 @@ class OptunaTPE(Optimizer):
         for point, value, row in zip(x.cpu().numpy(), y.tolist(), c.tolist(), strict=True):
             constraints = {f"c{i}": float(v) for i, v in enumerate(row)}
             match = next(
-                (
-                    k
-                    for k, (_, p) in enumerate(self._pending)
-                    if np.allclose(p, point, rtol=0.0, atol=_MATCH_ATOL)
-                ),
+                (k for k, (_, p) in enumerate(self._pending) if _matches(point, p[None]).any()),
                 None,
             )
-            if match is not None:
-                trial, _ = self._pending.pop(match)
+            trial = None if match is None else self._pending.pop(match)[0]
+            if trial is not None and trial.number > self._last_told:
                 for key, v in constraints.items():
                     trial.set_constraint(key, v)
                 self.study.tell(trial, value)
+                self._last_told = trial.number
             else:
+                if trial is not None:
+                    self.study.tell(trial, state=TrialState.FAIL)
+                self._last_told = len(self.study.get_trials(deepcopy=False))
                 params = {
                     name: float(v)
                     for name, v in zip(self._names, np.clip(point, 0.0, 1.0), strict=True)
@@ -186,3 +214,8 @@ class OptunaTPE(Optimizer):
                         constraints=constraints or None,
                     )
                 )
+
+
+def _matches(point: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """``k`` bools: which of ``k x d`` ``points`` is ``point`` (``d``) up to :data:`_MATCH_ATOL`."""
+    return (np.abs(points - point) <= _MATCH_ATOL).all(axis=-1)

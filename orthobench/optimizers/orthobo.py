@@ -3,9 +3,11 @@ r"""OrthoBO (paper Alg. 1) and its like-for-like naive baseline MC-EI.
 Each step: MAP-fit every ensemble member (:mod:`orthobench.surrogates.fit`), build its Laplace
 posterior over hyperparameters (:mod:`orthobench.surrogates.laplace`), draw ``S`` whitened
 hyperparameter samples once, and maximize the outer-log marginal EI over those fixed draws
-(:class:`orthobench.acquisition.MarginalLogEI`) with ``optimize_acqf``. After the new observation
-arrives, ensemble weights are updated from each member's predictive log score
-(:mod:`orthobench.surrogates.ensemble`).
+(:class:`orthobench.acquisition.MarginalLogEI`) with ``optimize_acqf``; a step of several
+points, or one with points still being evaluated (``ask(n, pending=P)``), maximizes the nested
+marginal qEI (:class:`orthobench.acquisition.MarginalLogQEI`) instead, the pending points its
+``X_pending``. After the new observation arrives, ensemble weights are updated from each
+member's predictive log score (:mod:`orthobench.surrogates.ensemble`).
 
 :class:`MCEI` runs the same pipeline with the same seeds and the naive mean of iid theta draws:
 the like-for-like baseline of every comparison (docs/design.md, "Like-for-like baseline"). With
@@ -147,6 +149,14 @@ class OrthoBO(GPOptimizer):
             :func:`orthobench.devices.fit_device`); the acquisition runs on ``device``.
         seed, device, dtype: See :class:`~orthobench.optimizers.base.Optimizer`.
 
+    Pending points (``ask(n, pending=P)``, ``p x d``): the closed-form marginal EI knows none, so
+    such a step is a batch step at every ``n``, on the nested marginal qEI (constrained: qCEI)
+    with ``X_pending = P`` on every acquisition of the step (search, screen, coarse stage, climb):
+    ``batch_theta_samples`` draws, ``batch_maximization`` and the coarse stage as for ``q > 1``
+    (at ``n = 1`` the greedy path is one maximization of the candidate beside the pending
+    points, then its climb on all ``theta_samples`` draws). The pending points take the first
+    ``p`` columns of each draw's inner base samples, the candidates the next ``n``.
+
     ``ask`` records in ``Suggestion.info`` an :class:`~orthobench.diagnostics.OrthoBOStep` (the
     estimator, the screen's and the coarse stage's draw budgets, the ensemble weights, per member
     the Laplace Hessian's eigenvalues, the draws that needed Cholesky jitter and the fit's
@@ -159,6 +169,7 @@ class OrthoBO(GPOptimizer):
 
     min_observations = 2
     handles_constraints = True
+    accepts_pending = True
 
     def __init__(
         self,
@@ -315,9 +326,10 @@ class OrthoBO(GPOptimizer):
         """The acquisition of batches of ``q`` points on ``theta_samples`` draws per member
         (default: ``self.theta_samples``): marginal EI at ``q = 1``, the nested marginal qEI on
         :data:`INNER_SAMPLES` scrambled-Sobol' normal base samples per draw, seeded per step,
-        above; on a constrained task the marginal constrained EI (batch constrained EI above
-        ``q = 1``), each joint draw pairing a member's draw with every constraint GP's draw of the
-        same index (each GP's draws of its own seed: independent, so a pair is a draw of the joint
+        above or with the ask's pending points (its ``X_pending``; :meth:`_batch_step`); on a
+        constrained task the marginal constrained EI (batch constrained EI in a batch step), each
+        joint draw pairing a member's draw with every constraint GP's draw of the same index
+        (each GP's draws of its own seed: independent, so a pair is a draw of the joint
         posterior)."""
         budget = theta_samples or self.theta_samples
         gps: list[ThetaSampledGP] = []
@@ -338,24 +350,39 @@ class OrthoBO(GPOptimizer):
         args = (members[0].model, gps, controls, self.ensemble.weights)
         if self._constraint_fits:
             return self._constrained_acquisition(args, budget, q, common)
-        if q == 1:
+        if not self._batch_step(q):
             return MarginalLogEI(*args, **common)
-        return MarginalLogQEI(*args, base_samples=self._inner_base_samples(gps, q), **common)
+        return MarginalLogQEI(
+            *args,
+            base_samples=self._inner_base_samples(gps, q),
+            X_pending=self.pending,
+            **common,
+        )
+
+    def _batch_step(self, q: int) -> bool:
+        """Whether a step of ``q`` points runs on the batch acquisition: at ``q > 1``, and with
+        pending points, which the closed-form marginal EI knows nothing of."""
+        return q > 1 or self.pending is not None
 
     def _inner_base_samples(self, gps: list[ThetaSampledGP], q: int, *keys: object) -> torch.Tensor:
-        """The step's inner base samples of a batch acquisition on ``gps``' draws, each draw its
-        own :data:`~orthobench.acquisition.INNER_SAMPLES` (:func:`draw_inner_base_samples`), of
-        the objective or of the GP ``keys`` names."""
+        """The step's inner base samples of a batch acquisition of ``q`` points on ``gps``' draws,
+        each draw its own :data:`~orthobench.acquisition.INNER_SAMPLES`
+        (:func:`draw_inner_base_samples`), of the objective or of the GP ``keys`` names:
+        ``S x K x (p + q)``, the first ``p`` columns the ask's ``p`` pending points'."""
         seed = self._step_seed("inner", *keys) % (2**31)
         draws = max(gp.num_samples for gp in gps)
-        return draw_inner_base_samples(draws, q, seed).to(self.train_x)
+        return draw_inner_base_samples(draws, self._n_pending() + q, seed).to(self.train_x)
+
+    def _n_pending(self) -> int:
+        """Number ``p`` of the ask's pending points."""
+        return 0 if self.pending is None else self.pending.shape[0]
 
     def _constrained_acquisition(
         self, args: tuple, budget: int, q: int, common: dict[str, Any]
     ) -> MarginalLogCEI | MarginalLogQCEI:
-        """:class:`MarginalLogCEI` (``q = 1``) or :class:`MarginalLogQCEI` of the members' draws
-        (``args``: model, members, controls, ensemble weights) and the constraint GPs' draws,
-        each GP with its own inner base samples at ``q > 1``.
+        """:class:`MarginalLogCEI` (``q = 1``) or :class:`MarginalLogQCEI` (:meth:`_batch_step`)
+        of the members' draws (``args``: model, members, controls, ensemble weights) and the
+        constraint GPs' draws, each GP with its own inner base samples in the batch case.
 
         Raises:
             ValueError: for a point set with unequal weights
@@ -375,7 +402,7 @@ class OrthoBO(GPOptimizer):
             "constraints": constraint_gps,
             "constraint_controls": constraint_controls,
         }
-        if q == 1:
+        if not self._batch_step(q):
             return MarginalLogCEI(*args, **common)
         return MarginalLogQCEI(
             *args,
@@ -384,12 +411,14 @@ class OrthoBO(GPOptimizer):
                 self._inner_base_samples(args[1], q, "constraint", i)
                 for i in range(len(constraint_gps))
             ],
+            X_pending=self.pending,
             **common,
         )
 
     def _theta_budget(self, q: int) -> int:
-        """Draws per member of a step that proposes ``q`` points (``batch_theta_samples``)."""
-        if q == 1 or self.batch_theta_samples is None:
+        """Draws per member of a step that proposes ``q`` points (``batch_theta_samples`` for a
+        batch step, :meth:`_batch_step`)."""
+        if not self._batch_step(q) or self.batch_theta_samples is None:
             return self.theta_samples
         return min(self.theta_samples, self.batch_theta_samples)
 
@@ -408,21 +437,24 @@ class OrthoBO(GPOptimizer):
         return None if screen is None or screen >= budget else screen
 
     def _raw_chunk(self, theta_samples: int, q: int) -> int:
-        """Raw batches per chunk: the kernel entries per batch, plus at ``q > 1`` its inner
-        samples, to about :data:`_RAW_CHUNK_ENTRIES`."""
-        per_batch = theta_samples * q * (self.train_x.shape[0] + (INNER_SAMPLES if q > 1 else 0))
+        """Raw batches per chunk: the kernel entries per batch (with the training and the
+        pending points), plus in a batch step its inner samples, to about
+        :data:`_RAW_CHUNK_ENTRIES`."""
+        inner = INNER_SAMPLES if self._batch_step(q) else 0
+        per_batch = theta_samples * q * (self.train_x.shape[0] + self._n_pending() + inner)
         return max(1, _RAW_CHUNK_ENTRIES // per_batch)
 
     def _ask(self, n: int) -> Suggestion:
-        """The ``n`` points maximize the marginal acquisition: at ``n > 1`` as
-        ``batch_maximization`` says (:meth:`_maximize_greedy`, or jointly as BoTorch's qLogEI)."""
+        """The ``n`` points maximize the marginal acquisition: in a batch step (``n > 1`` or
+        pending points, :meth:`_batch_step`) as ``batch_maximization`` says
+        (:meth:`_maximize_greedy`, or jointly as BoTorch's qLogEI)."""
         start = time.perf_counter()
         members = self._fit()
         fitted = time.perf_counter()
         budget = self._theta_budget(n)
         acqf = self._build_acquisition(members, budget, n)
         coarse, screen = self._coarse_samples(budget), self._screen_samples(budget)
-        if coarse is None and n > 1 and self.batch_maximization == "greedy":
+        if coarse is None and self._batch_step(n) and self.batch_maximization == "greedy":
             search, screen = acqf, None
             if budget < self.theta_samples:
                 acqf = self._build_acquisition(members, self.theta_samples, n)
@@ -462,7 +494,8 @@ class OrthoBO(GPOptimizer):
         self, search: MarginalLogQEI, acqf: MarginalLogQEI, n: int, budget: int
     ) -> torch.Tensor:
         """Sequential greedy on ``search`` (``budget`` draws), then a joint climb on ``acqf``
-        from it: ``n`` one-point maximizations, each with the earlier points pending, then one
+        from it: ``n`` one-point maximizations, each with the earlier points pending after the
+        ask's own (the acquisitions' ``X_pending``, which ``optimize_acqf`` restores), then one
         L-BFGS-B restart over all ``n d`` coordinates from the greedy batch. The climb keeps the
         better of the two batches by ``acqf`` (L-BFGS-B only climbs, but a failed climb falls
         back to a Sobol' batch)."""

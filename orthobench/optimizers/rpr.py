@@ -13,7 +13,9 @@ pursuit over the support sizes ``floor(f n)`` for ``f`` in ``fractions_of_outlie
 model of highest posterior probability under an exponential prior on the support size with mean
 ``prior_outlier_fraction * n``. The acquisition is qLogNEI [Ament2023logei]_, which
 integrates over the noisy incumbent, so an outlier is not taken as the best point; an
-``ask(q)`` maximizes it jointly over the ``q x d`` batch (``optimize_acqf(q=q)``).
+``ask(q)`` maximizes it jointly over the ``q x d`` batch (``optimize_acqf(q=q)``). Points still
+being evaluated (``ask(n, pending=P)``) are its ``X_pending``: qLogNEI (incremental, BoTorch's
+default) samples them jointly with the baseline, so the improvement is over the best of both.
 
 References:
     .. [Ament2024pursuit] S. Ament, E. Santorella, D. Eriksson, B. Letham, M. Balandat,
@@ -118,6 +120,7 @@ class RPR(GPOptimizer):
     """
 
     min_observations = 2
+    accepts_pending = True
 
     def __init__(
         self,

@@ -16,13 +16,15 @@ class SobolSearch(Optimizer):
     The sequence is independent of the shared initial design, so it continues as a fresh
     space-filling design rather than repeating the initial points. An ``ask(q)`` returns the next
     ``q`` points of the sequence, so batches of any size walk the same sequence. Its state is the
-    number of points drawn so far.
+    number of points drawn so far. Pending points change nothing: they are earlier points of the
+    sequence, which the next ones fill around.
     """
 
     min_observations = 0
     #: Its points do not depend on the observations, so constraints change nothing it does: only
     #: the best-so-far counts feasible points alone, and the loop computes that.
     handles_constraints = True
+    accepts_pending = True
 
     def __init__(self, dim: int, **kwargs) -> None:
         super().__init__(dim, **kwargs)
