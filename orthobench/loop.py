@@ -7,31 +7,27 @@ Seeds (all from :func:`orthobench.seeding.derive_seed`):
 - optimizer: ``(seed, "optimizer", task label, optimizer label)``;
 - BO evaluations: ``(seed, "eval", task label, optimizer label, iteration)``.
 
-A BO step proposes the cell's ``q`` points at once (:func:`run_cell`); :class:`Evaluations` says
-where its evaluations run (here, one after the other; at once in worker processes or on Dask:
-:mod:`orthobench.executors._evaluations`).
-
-An evaluation may be given a time limit (:func:`evaluation_deadline`): one that runs longer is
-stopped, the processes it started are killed, it is recorded with ``status="timeout"``, and the
-cell goes on. The SIGINT and SIGTERM handlers a task or optimizer changes while it is built,
-evaluates, asks or is told are put back afterwards, so the runner's Ctrl-C keeps working
-(:func:`_runner_signals_kept`).
+A BO step proposes the cell's ``q`` points at once (:func:`run_cell`); an asynchronous cell
+keeps ``q`` evaluations running instead, asking one point as each finishes.
+:class:`~orthobench.evaluation.Evaluations` says where the evaluations run (here, one after the
+other; at once in worker processes or on Dask: :mod:`orthobench.executors._evaluations`), each
+within the cell's evaluation time limit; an evaluation past it is recorded with
+``status="timeout"`` and the cell goes on. The SIGINT and SIGTERM handlers a task or optimizer
+changes while it is built, evaluates, asks or is told are put back afterwards, so the runner's
+Ctrl-C keeps working (:func:`~orthobench.evaluation.runner_signals_kept`).
 
 The loop never knows how it is executed (inline, process pool, cluster).
 """
 
 from __future__ import annotations
 
-import contextlib
+import collections
+import dataclasses
 import functools
 import json
 import math
-import signal
-import threading
 import time
-import warnings
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -39,16 +35,17 @@ import torch
 from torch.quasirandom import SobolEngine
 
 from orthobench.bests import Bests
-from orthobench.deadlines import (
-    EvaluationTimeout,
-    descendants,
-    evaluation_deadline,
-    kill_descendants,
+from orthobench.deadlines import EvaluationTimeout, evaluation_deadline
+from orthobench.evaluation import (
+    EvaluationRequest,
+    Evaluations,
+    Outcome,
+    nonfinite_as_null,
+    runner_signals_kept,
 )
 from orthobench.exceptions import (
     ConfigError,
     OrthobenchError,
-    OrthobenchWarning,
     ResultsError,
     describe_error,
     error_message,
@@ -58,9 +55,9 @@ from orthobench.exceptions import (
 from orthobench.optimizers.base import Optimizer
 from orthobench.registry import OPTIMIZERS, TASKS
 from orthobench.results import EvaluationJournal, RunRecord
-from orthobench.seeding import derive_seed, torch_seed
+from orthobench.seeding import derive_seed
 from orthobench.suite import Cell
-from orthobench.tasks.base import Evaluation, Task
+from orthobench.tasks.base import Task
 
 #: Per-evaluation callback: called with the number of evaluations just finished (1).
 ProgressCallback = Callable[[int], None]
@@ -68,10 +65,6 @@ ProgressCallback = Callable[[int], None]
 #: Seconds :func:`check_buildable` lets a task or optimizer take to be built when the run has no
 #: cell timeout (with one, the cell timeout is the limit).
 BUILD_TIMEOUT_S = 300.0
-
-#: The signals whose handlers are the runner's: a task or optimizer that changes them gets them
-#: put back (:func:`_runner_signals_kept`).
-_RUNNER_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _T = TypeVar("_T")
 
@@ -121,27 +114,6 @@ def make_optimizer(cell: Cell, dim: int, device: torch.device) -> Optimizer:
     return optimizer
 
 
-@contextlib.contextmanager
-def _runner_signals_kept() -> Iterator[None]:
-    """Run the block, then put back the SIGINT and SIGTERM handlers it found.
-
-    A task may change them (a training library that ignores SIGINT): without this, Ctrl-C would
-    be off for the rest of an inline run. Only a process's main thread can set handlers, so
-    elsewhere (a Dask worker thread) the block just runs; a handler Python did not install
-    (``signal.getsignal`` gives None) is left as it is.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {signum: signal.getsignal(signum) for signum in _RUNNER_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in before.items():
-            if handler is not None and signal.getsignal(signum) != handler:
-                signal.signal(signum, handler)
-
-
 def _build(component: str, build: Callable[[], _T], timeout: float, where: str = "") -> _T:
     """``build()`` within ``timeout`` seconds; any failure becomes a one-line :class:`ConfigError`
     at ``component`` (``tasks.<label>``, ``optimizers.<label>``), ``where`` added to its reason.
@@ -152,7 +124,7 @@ def _build(component: str, build: Callable[[], _T], timeout: float, where: str =
     A ``KeyboardInterrupt`` is not caught: Ctrl-C ends the run.
     """
     try:
-        with _runner_signals_kept(), evaluation_deadline(timeout, what="construction"):
+        with runner_signals_kept(), evaluation_deadline(timeout, what="construction"):
             return build()
     except OrthobenchError:
         raise
@@ -193,7 +165,9 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict
     naming the component.
 
     Each optimizer must also propose the largest batch size ``q`` of its cells in one ask (its
-    :attr:`~orthobench.optimizers.base.Optimizer.max_batch`), and handle constraints
+    :attr:`~orthobench.optimizers.base.Optimizer.max_batch`), take pending points where a cell
+    is asynchronous (:attr:`~orthobench.optimizers.base.Optimizer.accepts_pending`), and handle
+    constraints
     (:attr:`~orthobench.optimizers.base.Optimizer.handles_constraints`) where its task has some
     (:attr:`~orthobench.tasks.base.Task.n_constraints`).
 
@@ -204,17 +178,21 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict
         OrthobenchError: a task's or optimizer's own, as it raised it.
         ConfigError: at field ``tasks.<label>`` or ``optimizers.<label>``, with the constructor's
             error, for a component that cannot be built or is not built in time; at
-            ``optimizers.<label>`` for an optimizer whose ``max_batch`` is below a cell's ``q``
-            or that does not handle its task's constraints; at ``tasks.<label>`` for an
+            ``optimizers.<label>`` for an optimizer whose ``max_batch`` is below a cell's ``q``,
+            that takes no pending points for an asynchronous cell or that does not handle its
+            task's constraints; at ``tasks.<label>`` for an
             ``n_constraints`` that is not a non-negative int.
     """
     timeout = BUILD_TIMEOUT_S if timeout is None else timeout
     shapes: dict[str, tuple[int, int]] = {}
     largest: dict[tuple[str, str], Cell] = {}
+    asynchronous: set[tuple[str, str]] = set()
     for c in cells:
         key = (c.task.label, c.optimizer.label)
         if key not in largest or c.q > largest[key].q:
             largest[key] = c
+        if c.asynchronous:
+            asynchronous.add(key)
     for cell in largest.values():
         if cell.task.label not in shapes:
             shapes[cell.task.label] = _build(
@@ -245,6 +223,14 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict
                 f"but the suite asks q={cell.q}; lower q or choose an optimizer with batch "
                 "proposals.",
             )
+        pair = (cell.task.label, cell.optimizer.label)
+        if pair in asynchronous and not optimizer.accepts_pending:
+            raise ConfigError(
+                f"optimizers.{cell.optimizer.label}",
+                f"{cell.optimizer.name!r} cannot propose points while others are evaluated "
+                "(no pending points), which an asynchronous suite needs: set asynchronous: "
+                "false or choose an optimizer that takes them.",
+            )
         if n_constraints and not optimizer.handles_constraints:
             raise ConfigError(
                 f"optimizers.{cell.optimizer.label}",
@@ -253,166 +239,6 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict
                 "or an unconstrained task.",
             )
     return {label: n_constraints for label, (_, n_constraints) in shapes.items()}
-
-
-def _nonfinite_as_null(value: Any) -> Any:
-    """``value`` with each non-finite float in it (in nested dicts, lists and tuples) replaced by
-    None: JSON has no NaN or infinity, and the stored ``info`` must be standard JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _nonfinite_as_null(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_nonfinite_as_null(item) for item in value]
-    return value
-
-
-@dataclass(frozen=True)
-class EvaluationRequest:
-    """One point of a cell to evaluate.
-
-    Args:
-        position: Its index in its step (the initial design is step 0).
-        iteration: Its index in the cell.
-        x: ``d`` values in native units.
-        seed: The evaluation's seed.
-    """
-
-    position: int
-    iteration: int
-    x: np.ndarray
-    seed: int
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one evaluation gave: ``status`` ``ok``, ``invalid`` (a non-finite ``y``) or
-    ``timeout`` (``y`` NaN, each constraint value NaN), the task's values and extras, its wall
-    seconds and its ``n_constraints`` constraint values."""
-
-    status: str
-    y: float
-    y_true: float | None
-    is_outlier: bool
-    info: dict[str, Any]
-    seconds: float
-    constraints: tuple[float, ...] = ()
-
-
-def evaluate_point(
-    task: Task,
-    request: EvaluationRequest,
-    device: torch.device,
-    timeout: float | None,
-    label: str,
-) -> Outcome:
-    """Evaluate ``task`` (labelled ``label``) at ``request`` within ``timeout`` seconds
-    (:func:`evaluation_deadline`; None: no limit), seeded by the request; the processes a
-    timed-out evaluation started (and theirs) are killed.
-
-    Raises:
-        TypeError: when ``evaluate`` returns something else than an
-            :class:`~orthobench.tasks.base.Evaluation`, or one with another number of constraint
-            values than the task's ``n_constraints``. An exception of the task's is raised as
-            it is: either fails the cell.
-    """
-    timed_out, evaluation, seconds = call_within(
-        timeout, request.seed, lambda: task.evaluate(request.x, seed=request.seed, device=device)
-    )
-    if timed_out:
-        return timeout_outcome(task, seconds)
-    return outcome_of(task, evaluation, seconds, request.iteration, label)
-
-
-def call_within(
-    timeout: float | None, seed: int, call: Callable[[], _T]
-) -> tuple[bool, _T | None, float]:
-    """``(timed_out, call(), seconds)`` under ``torch_seed(seed)``, stopped after ``timeout``
-    seconds (:func:`~orthobench.deadlines.evaluation_deadline`): then ``(True, None, seconds)``,
-    and the processes it started (and theirs) are killed."""
-    start = time.perf_counter()
-    children = descendants() if timeout is not None else None
-    try:
-        with _runner_signals_kept(), evaluation_deadline(timeout), torch_seed(seed):
-            return False, call(), time.perf_counter() - start
-    except EvaluationTimeout:
-        if not kill_descendants(spare=children):
-            warnings.warn(
-                "the processes a timed-out evaluation started are not stopped here: there is "
-                "no /proc to find them in.",
-                OrthobenchWarning,
-                stacklevel=3,
-            )
-        return True, None, time.perf_counter() - start
-
-
-def timeout_outcome(task: Task, seconds: float) -> Outcome:
-    """The :class:`Outcome` of an evaluation of ``task`` stopped after ``seconds``."""
-    return Outcome("timeout", math.nan, None, False, {}, seconds, (math.nan,) * task.n_constraints)
-
-
-def outcome_of(
-    task: Task, evaluation: object, seconds: float, iteration: int, label: str
-) -> Outcome:
-    """The :class:`Outcome` of what ``task``'s evaluation at ``iteration`` returned, checked as
-    :func:`evaluate_point` says."""
-    if not isinstance(evaluation, Evaluation):
-        raise TypeError(
-            f"`evaluate` of task {label!r} must return an Evaluation, but returned "
-            f"{show_value(evaluation)} (at iteration {iteration})."
-        )
-    if len(evaluation.constraints) != task.n_constraints:
-        raise TypeError(
-            f"`evaluate` of task {label!r} must return {task.n_constraints} constraint value(s) "
-            f"(its `n_constraints`), but returned {len(evaluation.constraints)} (at iteration "
-            f"{iteration})."
-        )
-    y = float(evaluation.y)
-    return Outcome(
-        "ok" if math.isfinite(y) else "invalid",
-        y,
-        None if evaluation.y_true is None else float(evaluation.y_true),
-        bool(evaluation.is_outlier),
-        evaluation.info,
-        seconds,
-        evaluation.constraints,
-    )
-
-
-class Evaluations:
-    """Where a cell's evaluations run: here, one after the other, with the task the cell built.
-
-    :func:`run_cell` calls :meth:`open` once, :meth:`run` with the points of each step (the
-    initial design is one), and :meth:`close` when the cell ends, however it ends. Subclasses
-    run the points of a step at once (:mod:`orthobench.executors._evaluations`).
-    """
-
-    #: How many evaluations run at once.
-    workers: int = 1
-
-    def open(self, cell: Cell, task: Task, device: torch.device, timeout: float | None) -> None:
-        """Get ready to evaluate ``cell``'s points; its ``task`` is built in this process."""
-        self._task, self._device, self._timeout, self._label = (
-            task,
-            device,
-            timeout,
-            cell.task.label,
-        )
-
-    def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
-        """Evaluate ``requests``, yielding each with its outcome as it finishes (here: in order).
-
-        Raises:
-            Exception: what an evaluation raised (:func:`evaluate_point`); the cell fails.
-        """
-        for request in requests:
-            yield (
-                request,
-                evaluate_point(self._task, request, self._device, self._timeout, self._label),
-            )
-
-    def close(self) -> None:
-        """Stop what evaluates (nothing here)."""
 
 
 #: Unit-cube distance within which a re-asked point of an unfinished step is the journaled one.
@@ -501,7 +327,7 @@ def run_cell(
     clock = time.perf_counter()
     device = torch.device(device)
     evaluations = evaluations or Evaluations()
-    with _runner_signals_kept():
+    with runner_signals_kept():
         task = make_task(cell)
         space = task.space
         optimizer = make_optimizer(cell, space.dim, device)
@@ -509,11 +335,15 @@ def run_cell(
     # (re)stores its state are put back after each call (a contextmanager also decorates, with
     # a fresh one per call).
     ask, tell, load_state_dict, state_dict = map(
-        _runner_signals_kept(),
+        runner_signals_kept(),
         (optimizer.ask, optimizer.tell, optimizer.load_state_dict, optimizer.state_dict),
     )
+    # An asynchronous cell's BO evaluations are steps of one: each is told, and journaled with
+    # the state, as it finishes.
+    size = 1 if cell.asynchronous else cell.q
     steps = [range(cell.n_init)] + [
-        range(cell.n_init + k * cell.q, cell.n_init + (k + 1) * cell.q) for k in range(cell.budget)
+        range(cell.n_init + k * size, cell.n_init + (k + 1) * size)
+        for k in range(cell.budget * cell.q // size)
     ]
     stored: _Journaled = {}
     if journal is not None:
@@ -570,7 +400,7 @@ def run_cell(
             status=outcome.status,
             fallback=step.get("fallback"),
             info=json.dumps(
-                _nonfinite_as_null({**step.get("info", {}), **outcome.info}),
+                nonfinite_as_null({**step.get("info", {}), **outcome.info}),
                 default=str,
                 allow_nan=False,
             ),
@@ -605,33 +435,87 @@ def run_cell(
         if batch > 0 and journal is not None:
             journal.append(final[closing - iterations.start], state_dict())
 
+    def asked(n: int, pending: np.ndarray | None) -> tuple[np.ndarray, dict[str, Any]]:
+        """``n`` points asked (``n x d``, unit cube) and the step's seconds and info."""
+        suggestion = ask(n) if pending is None else ask(n, pending=pending)
+        info = dict(suggestion.info)
+        return suggestion.x, {
+            "fit_seconds": suggestion.fit_seconds,
+            "acq_seconds": suggestion.acq_seconds,
+            "fallback": info.pop("fallback", None),
+            "info": info,
+        }
+
+    def run_asynchronously(schedule: dict[str, Any]) -> None:
+        """The BO evaluations of an asynchronous cell from the journaled ``schedule`` on: ``q``
+        kept running; each is told alone as it finishes, journaled with the optimizer's state
+        and the points still running, and one new point is asked with those pending."""
+        running: dict[int, dict[str, Any]] = {p["proposal"]: p for p in schedule["running"]}
+        asks, iteration = schedule["asks"], len(records)
+        end = cell.n_init + cell.q * cell.budget
+        queue: collections.deque[EvaluationRequest] = collections.deque()
+
+        def submit(proposal: dict[str, Any]) -> None:
+            running[proposal["proposal"]] = proposal
+            i, x = proposal["proposal"], space.from_unit(np.array([proposal["x"]]))[0]
+            queue.append(EvaluationRequest(i, i, x, _eval_seed(cell, i)))
+
+        def fill() -> None:
+            """Ask for the free places, the running points pending."""
+            nonlocal asks
+            n = min(cell.q - len(running), end - iteration - len(running))
+            if n < 1:
+                return
+            pending = np.array([p["x"] for p in running.values()]) if running else None
+            units, step = asked(n, pending)
+            # As the record will store it: the journal keeps the running points' steps.
+            step = json.loads(json.dumps(nonfinite_as_null(step), default=str, allow_nan=False))
+            asks += 1
+            first = iteration + len(running)  # proposals so far, each finished or running
+            for j, unit in enumerate(units):
+                submit({"proposal": first + j, "x": unit.tolist(), "batch": asks, "step": step})
+
+        for proposal in schedule["running"]:
+            submit(proposal)
+        fill()
+        for request, outcome in evaluations.stream(queue):
+            proposal = running.pop(request.iteration)
+            done = record(request, outcome, proposal["batch"], proposal["step"])
+            done = bests.take(dataclasses.replace(done, iteration=iteration))
+            iteration += 1
+            records.append(done)
+            told([done])
+            if journal is not None:
+                state = {"asks": asks, "running": list(running.values())}
+                journal.append(done, {"optimizer": state_dict(), "schedule": state})
+            progress()
+            fill()
+
     evaluations.open(cell, task, device, evaluation_timeout)
     try:
         if whole >= 1:
             replayed = [stored[i][0] for i in steps[0]]
             records.extend(bests.take(r) for r in replayed)
             told(replayed)
+        schedule = {"asks": 0, "running": []}
         if whole > 1:
             replayed = [stored[i][0] for k in steps[1:whole] for i in k]
             records.extend(bests.take(r) for r in replayed)
             told(replayed)
-            load_state_dict(next(s for i in steps[whole - 1] if (s := stored[i][1]) is not None))
+            state = next(s for i in steps[whole - 1] if (s := stored[i][1]) is not None)
+            if cell.asynchronous:
+                state, schedule = state["optimizer"], state["schedule"]
+            load_state_dict(state)
         for _ in records:
             progress()
-        for batch in range(whole, cell.budget + 1):
-            if batch == 0:
-                init = derive_seed(cell.seed, "init", cell.task.label)
-                run_step(0, initial_design(space.dim, cell.n_init, init), {})
-                continue
-            suggestion = ask(cell.q)
-            info = dict(suggestion.info)
-            step = {
-                "fit_seconds": suggestion.fit_seconds,
-                "acq_seconds": suggestion.acq_seconds,
-                "fallback": info.pop("fallback", None),
-                "info": info,
-            }
-            run_step(batch, suggestion.x, step)
+        if whole == 0:
+            init = derive_seed(cell.seed, "init", cell.task.label)
+            run_step(0, initial_design(space.dim, cell.n_init, init), {})
+        if cell.asynchronous:
+            run_asynchronously(schedule)
+        else:
+            for batch in range(max(whole, 1), len(steps)):
+                run_step(batch, *asked(cell.q, None))
     finally:
         evaluations.close()
     return records

@@ -411,23 +411,34 @@ class Cell:
     budget: Budget
     dtype: Dtype = "float64"
     q: BatchSize = 1
+    asynchronous: bool = False
+
+    @model_validator(mode="after")
+    def _check_schedule(self) -> Cell:
+        if self.asynchronous and self.q == 1:
+            raise ConfigError("asynchronous", "an asynchronous cell needs q >= 2, but has q=1.")
+        return self
 
     @property
     def id(self) -> str:
-        """File-name-safe identifier, unique within a suite: ``task__optimizer__seed0``, and
-        ``task__optimizer__q4__seed0`` for a batch size ``q`` other than 1."""
+        """File-name-safe identifier, unique within a suite: ``task__optimizer__seed0``,
+        ``task__optimizer__q4__seed0`` for a batch size ``q`` other than 1 and
+        ``task__optimizer__q4__async__seed0`` for an asynchronous cell."""
         batch = () if self.q == 1 else (f"q{self.q}",)
+        schedule = ("async",) if self.asynchronous else ()
         return ID_SEPARATOR.join(
-            (self.task.label, self.optimizer.label, *batch, f"seed{self.seed}")
+            (self.task.label, self.optimizer.label, *batch, *schedule, f"seed{self.seed}")
         )
 
     def config(self) -> dict[str, Any]:
         """The configuration as the suite gives it (JSON-serializable); ``q`` only where it is
-        not 1, so a cell of one point per step keeps the configuration (and hash) it had before
-        batch steps existed."""
+        not 1 and ``asynchronous`` only where it is true, so a cell of one point per step keeps
+        the configuration (and hash) it had before batch steps existed."""
         cfg = asdict(self)
         if self.q == 1:
             del cfg["q"]
+        if not self.asynchronous:
+            del cfg["asynchronous"]
         cfg["task"] = self.task.config()
         cfg["optimizer"] = self.optimizer.config()
         return cfg
@@ -499,6 +510,11 @@ class Suite:
         "task: its networks trained as one stack) the initial design and each q-batch at once; "
         "results equal one-at-a-time ones up to rounding",
     )
+    asynchronous: bool = Field(
+        False,
+        description="keep q evaluations running: after the first batch, a point is asked as "
+        "each evaluation finishes, the q - 1 running ones pending (q = 1 cells stay as they are)",
+    )
     source: str = Field("", exclude=True, description="the file the suite was read from")
 
     @model_validator(mode="after")
@@ -522,6 +538,12 @@ class Suite:
                     f"q * budget must be <= {MAX_EVALUATIONS} evaluations, but q={q} and "
                     f"budget={self.budget} make {q * self.budget}.",
                 )
+        if self.asynchronous and self.stack_evaluations:
+            raise ConfigError(
+                "asynchronous",
+                "asynchronous cells evaluate each point as it is asked, but stack_evaluations "
+                "needs a whole batch at once: set one of them to false.",
+            )
         return self
 
     def cells(self) -> list[Cell]:
@@ -536,6 +558,7 @@ class Suite:
                 budget=self.budget,
                 dtype=self.dtype,
                 q=q,
+                asynchronous=self.asynchronous and q > 1,
             )
             for t in self.tasks
             for s in self.seeds

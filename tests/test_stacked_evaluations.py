@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import yaml
 
+from orthobench.evaluation import Evaluations
 from orthobench.execution import run_suite
 from orthobench.executors._evaluations import StackedEvaluations, make_evaluations
-from orthobench.loop import Evaluations, run_cell
+from orthobench.loop import run_cell
 from orthobench.results import ResultStore, load_runs, read_metadata
 from orthobench.space import SearchSpace
 from orthobench.suite import parse_suite

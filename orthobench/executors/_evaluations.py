@@ -1,14 +1,15 @@
 """Where the evaluations of a cell's batch BO step run at once: worker processes or Dask.
 
 The process that runs the cell keeps its optimizer and its evaluation journal; only evaluations
-leave it, each its own job (:class:`orthobench.loop.EvaluationRequest` in,
-:class:`orthobench.loop.Outcome` back). A worker builds the cell's task once and reuses it for
-the cell's other evaluations. The loop's :class:`orthobench.loop.Evaluations` runs them here, one
+leave it, each its own job (:class:`orthobench.evaluation.EvaluationRequest` in,
+:class:`orthobench.evaluation.Outcome` back). A worker builds the cell's task once and reuses it for
+the cell's other evaluations. The loop's :class:`orthobench.evaluation.Evaluations` runs them here, one
 after the other (docs/design.md, "Batch steps and parallel evaluations").
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import multiprocessing
 import os
@@ -24,23 +25,23 @@ import numpy as np
 import torch
 
 from orthobench.deadlines import kill_descendants
-from orthobench.exceptions import OrthobenchError, show_value
-from orthobench.executors._base import thread_limits
-from orthobench.executors._dask import _gpu_resources
-from orthobench.loop import (
+from orthobench.evaluation import (
     EvaluationRequest,
     Evaluations,
     Outcome,
     call_within,
     evaluate_point,
-    make_task,
     outcome_of,
     timeout_outcome,
 )
+from orthobench.exceptions import OrthobenchError, show_value
+from orthobench.executors._base import thread_limits
+from orthobench.executors._dask import _gpu_resources
+from orthobench.loop import make_task
 from orthobench.suite import Cell
 from orthobench.tasks.base import Task
 
-#: Where a cell's evaluations run: ``inline`` (:class:`orthobench.loop.Evaluations`),
+#: Where a cell's evaluations run: ``inline`` (:class:`orthobench.evaluation.Evaluations`),
 #: ``process`` (:class:`ProcessEvaluations`) or ``dask`` (:class:`DaskEvaluations`).
 EVALUATION_KINDS = ("inline", "process", "dask")
 
@@ -191,16 +192,22 @@ class ProcessEvaluations(Evaluations):
                 "in a new process failed or the process died)."
             ) from None
 
-    def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
-        futures: dict[Future, EvaluationRequest] = {
-            self._pool.submit(_evaluate_in_worker, request): request for request in requests
-        }
-        pending = set(futures)
+    def stream(
+        self, queue: collections.deque[EvaluationRequest]
+    ) -> Iterator[tuple[EvaluationRequest, Outcome]]:
+        futures: dict[Future, EvaluationRequest] = {}
+
+        def submit_queued() -> None:
+            while queue:
+                request = queue.popleft()
+                futures[self._pool.submit(_evaluate_in_worker, request)] = request
+
         try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            submit_queued()
+            while futures:
+                done, _ = wait(futures, return_when=FIRST_COMPLETED)
                 for future in sorted(done, key=lambda f: futures[f].position):
-                    request = futures[future]
+                    request = futures.pop(future)
                     try:
                         outcome = future.result()
                     except BrokenProcessPool:
@@ -210,8 +217,9 @@ class ProcessEvaluations(Evaluations):
                             "evaluations finished before it are journaled."
                         ) from None
                     yield request, outcome
+                    submit_queued()
         finally:
-            for future in pending:
+            for future in futures:
                 future.cancel()
 
     def close(self) -> None:
@@ -279,26 +287,36 @@ class DaskEvaluations(Evaluations):
         super().open(cell, task, device, timeout)
         self._cell = cell
 
-    def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
+    def stream(
+        self, queue: collections.deque[EvaluationRequest]
+    ) -> Iterator[tuple[EvaluationRequest, Outcome]]:
         from distributed import as_completed, worker_client
 
         resources = _gpu_resources(self._device, self.jobs_per_gpu)
         with worker_client() as client:
-            futures = {
-                client.submit(
-                    _evaluate_on_dask,
-                    self._cell,
-                    str(self._device),
-                    self.threads,
-                    request,
-                    pure=False,
-                    resources=resources,
-                ): request
-                for request in requests
-            }
+            futures: dict[Any, EvaluationRequest] = {}
+            finished = as_completed()
+
+            def submit_queued() -> None:
+                while queue:
+                    request = queue.popleft()
+                    future = client.submit(
+                        _evaluate_on_dask,
+                        self._cell,
+                        str(self._device),
+                        self.threads,
+                        request,
+                        pure=False,
+                        resources=resources,
+                    )
+                    futures[future] = request
+                    finished.add(future)
+
             try:
-                for future in as_completed(futures):
-                    yield futures[future], future.result()
+                submit_queued()
+                for future in finished:
+                    yield futures.pop(future), future.result()
+                    submit_queued()
             finally:
                 for future in futures:
                     future.cancel()

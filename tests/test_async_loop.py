@@ -1,0 +1,252 @@
+"""Asynchronous cells: ``q`` evaluations kept running, a point asked with the running ones
+pending as each finishes, each told and journaled alone; their resume, their refusal at load,
+and their evaluations on worker processes and Dask (docs/design.md, "Asynchronous cells")."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from orthobench.exceptions import ConfigError, SuiteError
+from orthobench.execution import run_suite
+from orthobench.executors import ProcessExecutor
+from orthobench.executors._evaluations import ProcessEvaluations
+from orthobench.loop import check_buildable, run_cell
+from orthobench.optimizers.base import Suggestion
+from orthobench.optimizers.sobol import SobolSearch
+from orthobench.results import EvaluationJournal, ResultStore, load_runs
+from orthobench.suite import parse_suite
+from tests.test_loop import cell, comparable
+
+# Tasks of a light module of their own: evaluation processes import it, not this test module.
+TASKS_SOURCE = '''
+import json
+import os
+import time
+
+import numpy as np
+
+from orthobench.space import SearchSpace
+from orthobench.tasks.base import Evaluation, Task
+
+
+class Uneven(Task):
+    """A sphere on [-1, 1]^2 whose evaluations sleep ``seconds`` times 1, 2 or 4 by their
+    seed, each appending one JSON line to ``log``: its seed, start and end times."""
+
+    optimal_value = 0.0
+
+    def __init__(self, log="", seconds=0.0):
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+        self.log, self.seconds = log, seconds
+
+    def evaluate(self, x, *, seed, device):
+        start = time.time()
+        time.sleep(self.seconds * (1, 2, 4)[seed % 3])
+        if self.log:
+            with open(self.log, "a") as fh:
+                line = {"seed": seed, "pid": os.getpid(), "start": start, "end": time.time()}
+                fh.write(json.dumps(line) + "\\n")
+        return Evaluation(y=float(np.sum(np.asarray(x) ** 2)))
+'''
+TASK = "asynctasks:Uneven"
+
+
+@pytest.fixture(autouse=True)
+def async_tasks(tmp_path_factory, monkeypatch) -> None:
+    """Make :data:`TASKS_SOURCE` importable as ``asynctasks`` (here and in spawned processes)."""
+    root = tmp_path_factory.mktemp("asynctasks")
+    (root / "asynctasks.py").write_text(TASKS_SOURCE)
+    monkeypatch.syspath_prepend(str(root))
+
+
+class PendingSpy(SobolSearch):
+    """Sobol search that records in each suggestion's info the pending points it was asked with."""
+
+    def _ask(self, n: int) -> Suggestion:
+        suggestion = super()._ask(n)
+        pending = [] if self.pending is None else self.pending.tolist()
+        suggestion.info["pending"] = pending
+        return suggestion
+
+
+class NoPending(SobolSearch):
+    accepts_pending = False
+
+
+def async_cell(q=3, n_init=3, budget=3, optimizer=f"{__name__}:PendingSpy", **task_params):
+    spec = cell(task=TASK, optimizer=optimizer, n_init=n_init, budget=budget)
+    return dataclasses.replace(
+        spec, task=dataclasses.replace(spec.task, params=task_params), q=q, asynchronous=True
+    )
+
+
+def _info(record) -> dict:
+    return json.loads(record.info)
+
+
+# ----------------------------------------------------------------------------------------------
+# The schedule
+
+
+def test_an_asynchronous_cell_asks_one_point_per_finished_evaluation_with_the_others_pending():
+    """Inline, evaluations finish in the order they were asked: the first ask proposes the q
+    points of batch 1, then each finished evaluation is told and one point is asked with the
+    q - 1 still running pending, until q x budget BO points are proposed."""
+    records = run_cell(async_cell(q=3, n_init=3, budget=3))
+    assert len(records) == 3 + 3 * 3
+    assert [r.iteration for r in records] == list(range(12))
+    assert [r.batch for r in records] == [0] * 3 + [1, 1, 1] + [2, 3, 4, 5, 6, 7]
+    assert {r.q for r in records} == {3}
+    bo = records[3:]
+    units = [list(np.array(r.x) / 2 + 0.5) for r in bo]  # the task's box is [-1, 1]^2
+    # The point of ask k (k >= 2) was asked with the q - 1 = 2 points before it still running.
+    for k, record in enumerate(bo[3:], start=3):
+        np.testing.assert_allclose(_info(record)["pending"], units[k - 2 : k], atol=1e-12)
+    assert _info(bo[0])["pending"] == []
+    np.testing.assert_allclose(
+        [r.best_y for r in records], np.minimum.accumulate([r.y for r in records])
+    )
+
+
+def test_the_asynchronous_cell_has_its_own_id_and_hash_and_q1_stays_synchronous():
+    spec = async_cell(q=3)
+    assert spec.id == "Uneven__PendingSpy__q3__async__seed0"
+    synchronous = dataclasses.replace(spec, asynchronous=False)
+    assert spec.config_hash != synchronous.config_hash
+    assert "asynchronous" not in synchronous.config()
+    with pytest.raises(ConfigError, match=r"^asynchronous: .*needs q >= 2"):
+        dataclasses.replace(spec, q=1)
+    suite = parse_suite(
+        {
+            "name": "s",
+            "budget": 2,
+            "q": [1, 3],
+            "asynchronous": True,
+            "tasks": ["hartmann6"],
+            "optimizers": ["sobol"],
+        }
+    )
+    assert [(c.q, c.asynchronous) for c in suite.cells()] == [(1, False), (3, True)]
+
+
+def test_asynchronous_with_stacked_evaluations_is_refused_at_load():
+    data = {
+        "name": "s",
+        "budget": 2,
+        "q": 2,
+        "asynchronous": True,
+        "stack_evaluations": True,
+        "tasks": ["hartmann6"],
+        "optimizers": ["sobol"],
+    }
+    with pytest.raises(SuiteError, match=r"asynchronous: .*stack_evaluations"):
+        parse_suite(data)
+
+
+def test_an_optimizer_without_pending_points_is_refused_for_an_asynchronous_cell():
+    spec = async_cell(optimizer=f"{__name__}:NoPending")
+    with pytest.raises(ConfigError, match=r"^optimizers\.NoPending: .*pending points"):
+        check_buildable([dataclasses.replace(spec, asynchronous=False), spec])
+    check_buildable([dataclasses.replace(spec, asynchronous=False)])
+
+
+# ----------------------------------------------------------------------------------------------
+# Resume
+
+
+def test_a_killed_asynchronous_cell_resumes_with_its_running_points_and_equals_an_uninterrupted_one(
+    tmp_path,
+):
+    """Each BO evaluation is journaled with the optimizer's state and the points still running;
+    a cell killed after any of them reruns only what was not journaled, the running points as
+    they were asked, and ends as the uninterrupted cell (inline: the same order)."""
+    log = tmp_path / "calls.jsonl"
+    spec = async_cell(q=3, n_init=3, budget=3, log=str(log))
+    full_journal = EvaluationJournal(tmp_path / "full.jsonl", spec.config_hash)
+    full = run_cell(spec, journal=full_journal)
+    lines = full_journal.path.read_text().splitlines(keepends=True)
+    assert len(lines) == 12
+    states = [json.loads(line)["state"] for line in lines]
+    assert all(s is None for s in states[:3]) and all(s is not None for s in states[3:])
+    assert [len(s["schedule"]["running"]) for s in states[3:]] == [2] * 7 + [1, 0]
+    for kept in (3, 5, 10):
+        log.unlink()
+        journal = EvaluationJournal(tmp_path / f"killed{kept}.jsonl", spec.config_hash)
+        journal.path.write_text("".join(lines[:kept]))
+        resumed = run_cell(spec, journal=journal)
+        assert len(json.loads(f"[{','.join(log.read_text().splitlines())}]")) == 12 - kept
+        assert comparable(resumed) == comparable(full)
+        assert [r.iteration for r, _ in journal.read()] == list(range(12))
+
+
+# ----------------------------------------------------------------------------------------------
+# Evaluations at once
+
+
+def _busy_fraction(lines: list[dict], workers: int) -> float:
+    """The share of time from the first evaluation's start to the last one's (after which no
+    point is left to start) during which all ``workers`` were busy."""
+    last = max(line["start"] for line in lines)
+    times = sorted({t for line in lines for t in (line["start"], line["end"]) if t <= last})
+    busy = sum(
+        b - a
+        for a, b in zip(times, times[1:], strict=False)
+        if sum(line["start"] <= a and line["end"] >= b for line in lines) >= workers
+    )
+    return busy / (times[-1] - times[0])
+
+
+@pytest.mark.slow
+def test_asynchronous_evaluations_keep_every_process_busy_where_batches_wait(tmp_path):
+    """Evaluations of 1, 2 or 4 units of time on 2 processes: a synchronous step waits for its
+    longest evaluation, an asynchronous cell starts the next point as one finishes; both make
+    the same number of evaluations, and the asynchronous one's are running two at a time
+    through more of its span."""
+    fractions = {}
+    for asynchronous in (False, True):
+        log = tmp_path / f"times-{asynchronous}.jsonl"
+        spec = dataclasses.replace(
+            async_cell(q=2, n_init=2, budget=4, log=str(log), seconds=0.1),
+            asynchronous=asynchronous,
+        )
+        records = run_cell(spec, evaluations=ProcessEvaluations(2, threads=1))
+        assert len(records) == 2 + 2 * 4
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        fractions[asynchronous] = _busy_fraction(lines[2:], 2)
+    assert fractions[True] > 0.9 > fractions[False]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["process", "dask"])
+def test_an_asynchronous_suite_runs_on_the_pool_and_dask(tmp_path, executor):
+    if executor == "dask":
+        pytest.importorskip("dask.distributed")
+        from orthobench.executors import DaskExecutor as Executor
+    else:
+        Executor = ProcessExecutor
+    log = tmp_path / "times.jsonl"
+    suite = parse_suite(
+        {
+            "name": "asynchronous",
+            "n_init": 2,
+            "budget": 3,
+            "q": 2,
+            "asynchronous": True,
+            "tasks": [{"name": TASK, "params": {"log": str(log), "seconds": 0.05}}],
+            "optimizers": [f"{__name__}:PendingSpy"],
+        }
+    )
+    summary = run_suite(
+        suite, ResultStore(tmp_path / "out"), device="cpu", executor=Executor(workers=2)
+    )
+    assert summary.count("ok") == 1, summary.failed
+    frame = load_runs([tmp_path / "out"])
+    assert frame["iteration"].tolist() == list(range(8))
+    assert frame["batch"].tolist()[:4] == [0, 0, 1, 1]
+    assert sorted(frame["batch"].tolist()[4:]) == [2, 3, 4, 5]
+    assert len(Path(log).read_text().splitlines()) == 8
