@@ -11,11 +11,18 @@ and the best-so-far after the last step, median over seeds: the regret, or the o
 (``best_y``) for a task with no known optimum. Steps and evaluations are
 the cells' own records; torch runs 1 thread per cell and per evaluation process.
 
+``--jitter J`` makes the ``delayed`` task's waits unequal (``seconds`` times a factor within
+``1 +- J``, drawn from each evaluation's seed), as training runs are; ``--asynchronous`` runs the
+cells of ``q > 1`` asynchronously (``asynchronous: true``: a point is asked as each evaluation
+finishes, the running ones pending), where a "step" is one ask. Both modes print the wall seconds
+per BO evaluation: from the end of the initial design to the last evaluation's end, over the
+``q * steps`` BO evaluations (median over seeds).
+
 A step at ``q`` on ``q`` workers takes about its fit, its acquisition and one evaluation when the
 machine has a core per worker; with fewer cores, CPU-bound evaluations (the CNN) share them.
 Run: ``.venv/bin/python benchmarks/batch_wall_time.py [--task delayed|cnn-digits] [--q 1,2,4,8]
-[--seeds 3] [--steps 3] [--optimizer sobol] [--seconds 2] [--device cuda]
--o results/batch-wall-time``.
+[--seeds 3] [--steps 3] [--optimizer sobol] [--seconds 2] [--jitter 0.75] [--asynchronous]
+[--device cuda] -o results/batch-wall-time``.
 """
 
 from __future__ import annotations
@@ -45,11 +52,21 @@ OPTIMIZER_PARAMS = {
 }
 
 
-def suite(task: str, optimizer: str, q: int, seeds: int, steps: int, seconds: float) -> dict:
+def suite(
+    task: str,
+    optimizer: str,
+    q: int,
+    seeds: int,
+    steps: int,
+    seconds: float,
+    jitter: float = 0.0,
+    asynchronous: bool = False,
+) -> dict:
     entry = {**TASKS[task], "label": task}
     if task == "delayed":
-        entry["params"] = {**entry["params"], "seconds": seconds}
+        entry["params"] = {**entry["params"], "seconds": seconds, "jitter": jitter}
     return {
+        "asynchronous": asynchronous,
         "name": f"batch-wall-time-q{q}",
         "seeds": seeds,
         "n_init": 4,
@@ -68,20 +85,26 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0, help="delay of `delayed`")
+    parser.add_argument("--jitter", type=float, default=0.0, help="`delayed`'s spread of waits")
+    parser.add_argument("--asynchronous", action="store_true", help="asynchronous cells")
     parser.add_argument("--device", default="cpu", help="the cells' torch device, e.g. cuda")
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args()
     print(
         f"task {args.task}, optimizer {args.optimizer}, seeds {args.seeds}, BO steps "
-        f"{args.steps}, device {args.device}, cores {os.cpu_count()}, 1 torch thread per process"
+        f"{args.steps}, device {args.device}, cores {os.cpu_count()}, 1 torch thread per process, "
+        f"jitter {args.jitter}, {'asynchronous' if args.asynchronous else 'synchronous'}"
     )
     print("q | workers | wall s per step: median [min, max] | one evaluation s | step / "
-          "evaluation | final best (median)")  # fmt: skip
+          "evaluation | wall s per BO evaluation | final best (median)")  # fmt: skip
     for q in (int(v) for v in args.q.split(",")):
         out = args.output / f"q{q}"
         out.mkdir(parents=True, exist_ok=True)
         path = out / "suite.yaml"
-        spec = suite(args.task, args.optimizer, q, args.seeds, args.steps, args.seconds)
+        spec = suite(
+            args.task, args.optimizer, q, args.seeds, args.steps, args.seconds, args.jitter,
+            args.asynchronous,
+        )  # fmt: skip
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
         subprocess.run(
             [sys.executable, "-m", "orthobench", "run", str(path), "-o", str(out), "--workers", str(q),
@@ -89,17 +112,21 @@ def main() -> None:
             check=True,
         )  # fmt: skip
         rows = load_runs([out])
-        per_seed, finals = [], []
+        per_seed, per_evaluation, finals = [], [], []
         for _, cell in rows.groupby("cell_id"):
             ends = cell.groupby("batch")["wall_seconds"].max().sort_index()
             per_seed.append(float(ends.diff().dropna().mean()))
+            bo = cell["phase"] == "bo"
+            span = cell.loc[bo, "wall_seconds"].max() - cell.loc[~bo, "wall_seconds"].max()
+            per_evaluation.append(float(span / bo.sum()))
             last = cell.sort_values("iteration").iloc[-1]
             finals.append(float(last["best_y"] if pd.isna(last["regret"]) else last["regret"]))
         evaluation = float(rows.loc[rows["phase"] == "bo", "eval_seconds"].median())
         step = statistics.median(per_seed)
         print(
             f"{q} | {q} | {step:.2f} [{min(per_seed):.2f}, {max(per_seed):.2f}] | "
-            f"{evaluation:.2f} | {step / evaluation:.2f} | {statistics.median(finals):.3g}",
+            f"{evaluation:.2f} | {step / evaluation:.2f} | "
+            f"{statistics.median(per_evaluation):.2f} | {statistics.median(finals):.3g}",
             flush=True,
         )
 

@@ -14,7 +14,7 @@ import torch
 from botorch.test_functions import Ackley, Hartmann, Levy, Michalewicz
 from botorch.test_functions.synthetic import SyntheticTestFunction
 
-from orthobench.config.params import NonNegativeFloat
+from orthobench.config.params import NonNegativeFloat, Probability
 from orthobench.registry import task_factory
 from orthobench.space import SearchSpace
 from orthobench.tasks.base import Evaluation, Task
@@ -90,14 +90,20 @@ _FUNCTIONS = {
 class DelayedTask(SyntheticTask):
     """A synthetic function whose every evaluation also waits ``seconds`` of wall time: a stand-in
     for an expensive evaluation that costs no CPU (a remote job, a queue), to measure how a batch
-    step's evaluations overlap on workers without the cores' contention of a training task."""
+    step's evaluations overlap on workers without the cores' contention of a training task.
 
-    def __init__(self, inner: SyntheticTask, seconds: float) -> None:
+    With ``jitter`` the wait is ``seconds * u``, ``u`` uniform on ``[1 - jitter, 1 + jitter]``
+    and drawn from the evaluation's seed (a generator of its own, so the values do not change):
+    evaluations of unequal length, as training runs are."""
+
+    def __init__(self, inner: SyntheticTask, seconds: float, jitter: float = 0.0) -> None:
         super().__init__(inner.function, noise_std=inner.noise_std)
         self.seconds = float(seconds)
+        self.jitter = float(jitter)
 
     def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
-        time.sleep(self.seconds)
+        factor = np.random.default_rng([seed, 1]).uniform(1 - self.jitter, 1 + self.jitter)
+        time.sleep(self.seconds * factor)
         return super().evaluate(x, seed=seed, device=device)
 
 
@@ -106,6 +112,8 @@ def delayed(
     function: Literal[tuple(_FUNCTIONS)] = "hartmann6",
     seconds: NonNegativeFloat = 1.0,
     noise_std: NonNegativeFloat = 0.0,
+    jitter: Probability = 0.0,
 ) -> DelayedTask:
-    """A synthetic ``function`` whose evaluations each wait ``seconds`` (:class:`DelayedTask`)."""
-    return DelayedTask(_FUNCTIONS[function](noise_std=noise_std), seconds)
+    """A synthetic ``function`` whose evaluations each wait ``seconds``, times a factor within
+    ``1 +- jitter`` drawn from the evaluation's seed (:class:`DelayedTask`)."""
+    return DelayedTask(_FUNCTIONS[function](noise_std=noise_std), seconds, jitter)

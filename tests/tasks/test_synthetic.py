@@ -56,3 +56,21 @@ def test_delayed_waits_and_returns_the_functions_value():
     assert time.perf_counter() - start >= 0.2
     expected = TASKS.create("levy16").evaluate(x, seed=0, device=torch.device("cpu"))
     assert evaluation == expected and delayed.optimal_value == 0.0
+
+
+def test_delayed_with_jitter_waits_a_seeded_share_of_seconds_and_keeps_the_values():
+    """Waits within ``seconds * (1 +- jitter)``, the same for a seed, different across seeds;
+    the noisy values are those of the task without jitter."""
+    jittered = TASKS.create("delayed", function="hartmann6", seconds=0.1, jitter=0.9, noise_std=0.1)
+    plain = TASKS.create("delayed", function="hartmann6", seconds=0.0, noise_std=0.1)
+    x = np.full(6, 0.3)
+    waits = {}
+    for seed in (0, 1, 2, 0):
+        start = time.perf_counter()
+        evaluation = jittered.evaluate(x, seed=seed, device=torch.device("cpu"))
+        waits.setdefault(seed, []).append(time.perf_counter() - start)
+        assert evaluation == plain.evaluate(x, seed=seed, device=torch.device("cpu"))
+    assert all(0.01 <= w <= 0.19 + 0.05 for ws in waits.values() for w in ws)
+    assert max(ws[0] for ws in waits.values()) - min(ws[0] for ws in waits.values()) > 0.01
+    with pytest.raises(ValueError, match="jitter"):
+        TASKS.check_params("delayed", {"jitter": 1.5})
