@@ -19,7 +19,7 @@ from orthobench.loop import check_buildable, run_cell
 from orthobench.optimizers.base import Suggestion
 from orthobench.optimizers.sobol import SobolSearch
 from orthobench.results import EvaluationJournal, ResultStore, load_runs
-from orthobench.suite import parse_suite
+from orthobench.suite import load_suite, parse_suite
 from tests.test_loop import cell, comparable
 
 # Tasks of a light module of their own: evaluation processes import it, not this test module.
@@ -250,3 +250,10 @@ def test_an_asynchronous_suite_runs_on_the_pool_and_dask(tmp_path, executor):
     assert frame["batch"].tolist()[:4] == [0, 0, 1, 1]
     assert sorted(frame["batch"].tolist()[4:]) == [2, 3, 4, 5]
     assert len(Path(log).read_text().splitlines()) == 8
+
+
+def test_the_shipped_asynchronous_suite_loads_and_builds():
+    suite = load_suite(Path(__file__).resolve().parents[1] / "suites" / "batch-async.yaml")
+    cells = suite.cells()
+    assert {(c.q, c.asynchronous) for c in cells} == {(4, True)}
+    check_buildable(cells)

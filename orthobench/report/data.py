@@ -8,7 +8,8 @@ stay one run set.
 
 A cell proposes ``q`` points per BO step (a batch). The report compares methods, an optimizer at
 one ``q``: the ``optimizer`` column of the rows and files is the method label
-(:func:`method_label`), so the cells of a ``q`` sweep of one optimizer are never pooled.
+(:func:`method_label`), so the cells of a ``q`` sweep of one optimizer are never pooled, nor
+asynchronous cells with synchronous ones.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pandas as pd
 from orthobench.exceptions import RegistryError, ResultsError
 from orthobench.registry import OPTIMIZERS
 from orthobench.results import ResultStore, load_probe, load_runs, read_metadata
+from orthobench.suite import ID_SEPARATOR
 
 
 def _declared_surrogate(name: str | None) -> str | None:
@@ -153,14 +155,24 @@ def _run_sets(frame: pd.DataFrame, unit: str) -> pd.Series:
     )
 
 
-def method_label(optimizer: str, q: int) -> str:
-    """The label a method is reported under: ``optimizer``, with `` (q=<q>)`` when ``q != 1``.
+def method_label(optimizer: str, q: int, asynchronous: bool = False) -> str:
+    """The label a method is reported under: ``optimizer``, with `` (q=<q>)`` when ``q != 1``
+    and `` (q=<q>, async)`` for an asynchronous cell.
 
     Example:
-        >>> method_label("orthobo", 1), method_label("orthobo", 4)
-        ('orthobo', 'orthobo (q=4)')
+        >>> method_label("orthobo", 1), method_label("orthobo", 4, asynchronous=True)
+        ('orthobo', 'orthobo (q=4, async)')
     """
-    return optimizer if q == 1 else f"{optimizer} (q={q})"
+    if q == 1:
+        return optimizer
+    return f"{optimizer} (q={q}, async)" if asynchronous else f"{optimizer} (q={q})"
+
+
+def is_asynchronous(cell_id: str) -> bool:
+    """Whether ``cell_id`` is an asynchronous cell's: only its id has five segments
+    (``task__optimizer__q4__async__seed0``, :attr:`orthobench.suite.Cell.id`; labels hold no
+    ``__``), and the rows carry no other mark of it."""
+    return len(cell_id.split(ID_SEPARATOR)) == 5
 
 
 def with_batch_columns(runs: pd.DataFrame) -> pd.DataFrame:
@@ -182,7 +194,8 @@ def with_batch_columns(runs: pd.DataFrame) -> pd.DataFrame:
     runs["batch"] = runs["batch"].fillna(derived).astype("int64")
     runs["wall_seconds"] = runs["wall_seconds"].astype(float)
     runs["optimizer"] = [
-        method_label(o, q) for o, q in zip(runs["optimizer"], runs["q"], strict=True)
+        method_label(o, q, is_asynchronous(c))
+        for o, q, c in zip(runs["optimizer"], runs["q"], runs["cell_id"], strict=True)
     ]
     return runs
 

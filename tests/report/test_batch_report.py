@@ -8,6 +8,7 @@ Every expected number below is worked out by hand from :data:`YS` and :data:`WAL
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -161,3 +162,15 @@ def test_the_html_report_shows_batch_steps(batch_dir, tmp_path):
     assert csv.loc[Q4, "wall_median"] == pytest.approx(4.75)
     steps = pd.read_csv(tmp_path / "r.step-curves.csv")
     assert steps[steps["optimizer"] == Q4]["mean"].tolist() == pytest.approx([3.5, 2.25, 0.75])
+
+
+def test_an_asynchronous_cell_is_a_method_of_its_own(tmp_path):
+    """The same suite's q=4 cells, synchronous in one folder and asynchronous in another, are
+    two methods (never pooled), the asynchronous one labelled so."""
+    for folder, asynchronous in (("sync", False), ("async", True)):
+        spec = cell("batch", "known", "orthobo", 0, n_init=2, budget=2, q=4)
+        spec = dataclasses.replace(spec, asynchronous=asynchronous)
+        write_cell(tmp_path / folder, spec, YS[4, 0], wall_seconds=WALL[4, 0])
+    results = load_results([tmp_path / "sync", tmp_path / "async"])
+    assert sorted(results.optimizers) == [Q4, "orthobo (q=4, async)"]
+    assert set(results.runs["run_set"]) == {"batch"}
