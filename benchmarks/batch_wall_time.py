@@ -12,29 +12,33 @@ and the best-so-far after the last step, median over seeds: the regret, or the o
 the cells' own records; torch runs 1 thread per cell and per evaluation process.
 
 ``--jitter J`` makes the ``delayed`` task's waits unequal (``seconds`` times a factor within
-``1 +- J``, drawn from each evaluation's seed), as training runs are; ``--asynchronous`` runs the
-cells of ``q > 1`` asynchronously (``asynchronous: true``: a point is asked as each evaluation
-finishes, the running ones pending), where a "step" is one ask. Both modes print the wall seconds
-per BO evaluation: from the end of the initial design to the last evaluation's end, over the
-``q * steps`` BO evaluations (median over seeds).
+``1 +- J``, drawn from each evaluation's seed), as training runs are. ``--schedules
+synchronous,asynchronous`` also runs the cells of ``q > 1`` asynchronously (``asynchronous:
+true``: a point is asked as each evaluation finishes, the running ones pending; a "step" is then
+one ask), right after the synchronous ones. Both print the wall seconds per BO evaluation: from
+the end of the initial design to the last evaluation's end, over the ``q * steps`` BO evaluations
+(median over seeds); with both schedules a paired line per ``q`` gives, seed by seed, the
+asynchronous cell's wall seconds per BO evaluation over the synchronous one's (geometric mean
+[min, max]) and its final best minus the synchronous one's (median [min, max], two-sided
+Wilcoxon signed-rank p over the seeds).
 
 A step at ``q`` on ``q`` workers takes about its fit, its acquisition and one evaluation when the
 machine has a core per worker; with fewer cores, CPU-bound evaluations (the CNN) share them.
 Run: ``.venv/bin/python benchmarks/batch_wall_time.py [--task delayed|cnn-digits] [--q 1,2,4,8]
-[--seeds 3] [--steps 3] [--optimizer sobol] [--seconds 2] [--jitter 0.75] [--asynchronous]
-[--device cuda] -o results/batch-wall-time``.
+[--seeds 3] [--steps 3] [--optimizer sobol] [--seconds 2] [--jitter 0.75] [--schedules
+synchronous,asynchronous] [--device cuda] -o results/batch-wall-time``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
+import scipy.stats
 import yaml
 
 from orthobench.results import load_runs
@@ -86,49 +90,77 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0, help="delay of `delayed`")
     parser.add_argument("--jitter", type=float, default=0.0, help="`delayed`'s spread of waits")
-    parser.add_argument("--asynchronous", action="store_true", help="asynchronous cells")
+    parser.add_argument("--schedules", default="synchronous", help="synchronous,asynchronous")
     parser.add_argument("--device", default="cpu", help="the cells' torch device, e.g. cuda")
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args()
+    schedules = args.schedules.split(",")
     print(
         f"task {args.task}, optimizer {args.optimizer}, seeds {args.seeds}, BO steps "
         f"{args.steps}, device {args.device}, cores {os.cpu_count()}, 1 torch thread per process, "
-        f"jitter {args.jitter}, {'asynchronous' if args.asynchronous else 'synchronous'}"
+        f"jitter {args.jitter}"
     )
-    print("q | workers | wall s per step: median [min, max] | one evaluation s | step / "
+    print("q | schedule | wall s per step: median [min, max] | one evaluation s | step / "
           "evaluation | wall s per BO evaluation | final best (median)")  # fmt: skip
     for q in (int(v) for v in args.q.split(",")):
-        out = args.output / f"q{q}"
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / "suite.yaml"
-        spec = suite(
-            args.task, args.optimizer, q, args.seeds, args.steps, args.seconds, args.jitter,
-            args.asynchronous,
-        )  # fmt: skip
-        path.write_text(yaml.safe_dump(spec, sort_keys=False))
-        subprocess.run(
-            [sys.executable, "-m", "orthobench", "run", str(path), "-o", str(out), "--workers", str(q),
-             "--threads-per-cell", "1", "--device", args.device, "-q", "--force"],
-            check=True,
-        )  # fmt: skip
-        rows = load_runs([out])
-        per_seed, per_evaluation, finals = [], [], []
-        for _, cell in rows.groupby("cell_id"):
-            ends = cell.groupby("batch")["wall_seconds"].max().sort_index()
-            per_seed.append(float(ends.diff().dropna().mean()))
-            bo = cell["phase"] == "bo"
-            span = cell.loc[bo, "wall_seconds"].max() - cell.loc[~bo, "wall_seconds"].max()
-            per_evaluation.append(float(span / bo.sum()))
-            last = cell.sort_values("iteration").iloc[-1]
-            finals.append(float(last["best_y"] if pd.isna(last["regret"]) else last["regret"]))
-        evaluation = float(rows.loc[rows["phase"] == "bo", "eval_seconds"].median())
-        step = statistics.median(per_seed)
-        print(
-            f"{q} | {q} | {step:.2f} [{min(per_seed):.2f}, {max(per_seed):.2f}] | "
-            f"{evaluation:.2f} | {step / evaluation:.2f} | "
-            f"{statistics.median(per_evaluation):.2f} | {statistics.median(finals):.3g}",
-            flush=True,
+        seeds: dict[str, pd.DataFrame] = {}
+        for schedule in schedules if q > 1 else schedules[:1]:
+            seeds[schedule] = run(args, q, schedule == "asynchronous")
+            table = seeds[schedule]
+            step = table["step"].median()
+            evaluation = table["evaluation"].median()
+            print(
+                f"{q} | {schedule} | {step:.2f} [{table['step'].min():.2f}, "
+                f"{table['step'].max():.2f}] | {evaluation:.2f} | {step / evaluation:.2f} | "
+                f"{table['per_evaluation'].median():.2f} | {table['final'].median():.3g}",
+                flush=True,
+            )
+        if len(seeds) == 2:
+            sync, asyn = seeds["synchronous"], seeds["asynchronous"]
+            ratio = asyn["per_evaluation"] / sync["per_evaluation"]
+            gain = asyn["final"] - sync["final"]
+            p = scipy.stats.wilcoxon(gain).pvalue if gain.abs().sum() else 1.0
+            print(
+                f"{q} | asynchronous / synchronous, paired by seed | wall s per BO evaluation "
+                f"{scipy.stats.gmean(ratio):.2f} [{ratio.min():.2f}, {ratio.max():.2f}] | final "
+                f"best difference {gain.median():.3g} [{gain.min():.3g}, {gain.max():.3g}], "
+                f"p {p:.2g}",
+                flush=True,
+            )
+
+
+def run(args: argparse.Namespace, q: int, asynchronous: bool) -> pd.DataFrame:
+    """Run the suite of ``q`` (asynchronously or not) and return per seed its wall seconds per
+    BO step, per BO evaluation, the median evaluation's seconds and the final best."""
+    out = args.output / (f"q{q}-async" if asynchronous else f"q{q}")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "suite.yaml"
+    spec = suite(
+        args.task, args.optimizer, q, args.seeds, args.steps, args.seconds, args.jitter,
+        asynchronous,
+    )  # fmt: skip
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    subprocess.run(
+        [sys.executable, "-m", "orthobench", "run", str(path), "-o", str(out), "--workers", str(q),
+         "--threads-per-cell", "1", "--device", args.device, "-q", "--force"],
+        check=True,
+    )  # fmt: skip
+    rows = []
+    for seed, cell in load_runs([out]).groupby("seed"):
+        ends = cell.groupby("batch")["wall_seconds"].max().sort_index()
+        bo = cell["phase"] == "bo"
+        span = cell.loc[bo, "wall_seconds"].max() - cell.loc[~bo, "wall_seconds"].max()
+        last = cell.sort_values("iteration").iloc[-1]
+        rows.append(
+            {
+                "seed": seed,
+                "step": float(ends.diff().dropna().mean()),
+                "per_evaluation": float(span / bo.sum()),
+                "evaluation": float(cell.loc[bo, "eval_seconds"].median()),
+                "final": float(last["best_y"] if pd.isna(last["regret"]) else last["regret"]),
+            }
         )
+    return pd.DataFrame(rows).set_index("seed")
 
 
 if __name__ == "__main__":
