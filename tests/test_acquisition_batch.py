@@ -276,6 +276,7 @@ def test_in_given_order_is_the_acquisition_on_sorted_batches_and_smooth(matern) 
     assert abs(float(sorted_crossing[1] - sorted_crossing[0])) > 1e-3  # the sort's jump
 
 
+@pytest.mark.slow  # end to end; the default run has the unit tests of both stages just above
 def test_a_batch_step_runs_without_line_search_failures() -> None:
     """Neither a greedy stage (a candidate passing a pending point) nor the joint climb (two
     candidates crossing) meets the sort's jumps, so no L-BFGS-B restart ends abnormally and
@@ -361,7 +362,12 @@ def test_base_samples_must_cover_the_batch(matern) -> None:
         acqf(torch.rand(1, 3, 2, dtype=DTYPE))
 
 
-@pytest.mark.parametrize("cls", [OrthoBO, MCEI])
+# OrthoBO's case runs with the slow tests: the default run keeps MCEI's (OrthoBO's pipeline with
+# the naive estimator) and OrthoBO's batch step in test_orthobo_proposes_a_batch_on_the_device.
+@pytest.mark.parametrize(
+    "cls",
+    [pytest.param(OrthoBO, id="OrthoBO", marks=pytest.mark.slow), pytest.param(MCEI, id="MCEI")],
+)
 def test_orthobo_proposes_a_reproducible_batch(cls) -> None:
     gen = np.random.default_rng(0)
     x = gen.random((10, 3))

@@ -136,6 +136,7 @@ def test_the_cli_refuses_a_constrained_task_with_ucb_and_exits_2(write_suite, tm
     assert not list((tmp_path / "out").glob("runs/*.parquet"))
 
 
+@pytest.mark.slow  # end to end; the default run has test_orthobo_constrained.py's batch step
 def test_orthobo_runs_batches_on_a_constrained_task(tmp_path):
     suite = tmp_path / "suite.yaml"
     suite.write_text(

@@ -381,7 +381,8 @@ def one_gpu_worker():
         yield cluster.scheduler_address
 
 
-@pytest.mark.parametrize("jobs_per_gpu", [1, 2])
+# jobs_per_gpu = 1 runs the four 0.4 s jobs one after another: with the slow tests.
+@pytest.mark.parametrize("jobs_per_gpu", [pytest.param(1, marks=pytest.mark.slow), 2])
 def test_a_gpu_worker_runs_jobs_per_gpu_cuda_jobs_at_once(one_gpu_worker, jobs_per_gpu):
     """Four CUDA jobs on a worker of four threads and ``GPU=1``: ``jobs_per_gpu`` of them run at
     once, each asking for its share."""

@@ -50,11 +50,11 @@ def test_a_failing_warm_up_proposal_is_left_to_the_cell(monkeypatch):
 @pytest.mark.parametrize(
     ("cell"),
     [
-        _cell(theta_samples=16),
-        _cell(theta_samples=16, q=2),
-        _cell(task="gramacy", optimizer="mc-ei", theta_samples=16),
+        pytest.param(_cell(theta_samples=16), id="orthobo"),
+        # 1 s on 2 cores: with the slow tests (the default run has q = 1 and the constrained cell)
+        pytest.param(_cell(theta_samples=16, q=2), id="orthobo-q2", marks=pytest.mark.slow),
+        pytest.param(_cell(task="gramacy", optimizer="mc-ei", theta_samples=16), id="constrained"),
     ],
-    ids=["orthobo", "orthobo-q2", "constrained"],
 )
 def test_the_proposal_leaves_the_cell_unchanged(cell):
     alone = run_cell(cell)

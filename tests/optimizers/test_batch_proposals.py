@@ -31,6 +31,9 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "rpr": ("rpr", {**FAST, "fractions_of_outliers": [0.0]}),
     "tpe-optuna": ("tpe-optuna", {"n_startup_trials": 4}),
 }
+# The costliest cases (1-2.5 s each on 2 cores) run with the slow tests; the default run keeps
+# qlogei (BoTorch's batch) and turbo-ts (TuRBO's).
+SLOW = {"ucb", "turbo-qlogei", "rpr"}
 
 
 def quadratic(x: np.ndarray) -> np.ndarray:
@@ -52,7 +55,9 @@ def min_pairwise_distance(x: np.ndarray) -> float:
     return float(np.linalg.norm(x[:, None] - x[None], axis=-1)[np.triu_indices(len(x), 1)].min())
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CASES]
+)
 def test_batch_is_distinct_reproducible_and_resumes(case: str) -> None:
     """``ask(Q)`` is ``Q`` distinct points in the cube, the same for the same seed; saved after
     that batch was told and rebuilt from the history and the state, the optimizer proposes the

@@ -48,10 +48,19 @@ STATEFUL_PARAMS = {
 # Relevance pursuit refits the GP for every support size: seconds per step. Its cases run with
 # the slow tests (test_rpr.py keeps a fast single-fit check in the default run).
 SLOW = {"rpr"}
+# The costliest GP cases (0.7-1.7 s each on 2 cores) run with the slow tests too. The default run
+# keeps orthobo's contract, and the resumes of orthobo, mc-ei, ucb, orthobo-ensemble (the fast
+# fit's warm starts) and turbo-restarting; qlogei and turbo resume from a batch in
+# test_batch_proposals.py.
+SLOW_CONTRACT = SLOW | {"qlogei", "ucb", "turbo", "mc-ei"}
+SLOW_RESUME = SLOW | {"qlogei", "turbo", "orthobo-botorch-fit", "qlogei-fast-fit-on-cpu"}
 
 
 def _names() -> list:
-    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in OPTIMIZERS.names()]
+    return [
+        pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACT else n
+        for n in OPTIMIZERS.names()
+    ]
 
 
 def objective(u: np.ndarray) -> float:
@@ -86,11 +95,12 @@ def test_optimizer_contract(name, device):
 
 def _resume_cases() -> list:
     cases = [
-        pytest.param(name, {}, id=name, marks=[pytest.mark.slow] if name in SLOW else [])
+        pytest.param(name, {}, id=name, marks=[pytest.mark.slow] if name in SLOW_RESUME else [])
         for name in OPTIMIZERS.names()
     ]
     cases += [
-        pytest.param(name, params, id=case) for case, (name, params) in STATEFUL_PARAMS.items()
+        pytest.param(name, params, id=case, marks=[pytest.mark.slow] if case in SLOW_RESUME else [])
+        for case, (name, params) in STATEFUL_PARAMS.items()
     ]
     return cases
 

@@ -81,6 +81,7 @@ def test_ensemble_weights_move_and_are_recorded() -> None:
     assert 0.0 <= last["ensemble_entropy"] <= last["ensemble_max_entropy"]
 
 
+@pytest.mark.slow  # the default run has it in test_conformance.py's contract of orthobo
 def test_same_seed_same_suggestions_other_seed_differs() -> None:
     a = _run(OrthoBO(2, seed=3, **SMALL))[0]
     b = _run(OrthoBO(2, seed=3, **SMALL))[0]
