@@ -44,6 +44,9 @@ PARAMS: dict[str, dict[str, Any]] = {
     "tpe-optuna": {"n_startup_trials": 4},
 }
 ACCEPTING = sorted(n for n in OPTIMIZERS.names() if OPTIMIZERS.resolve(n).factory.accepts_pending)
+# The BoTorch baselines' costlier asks run with the slow tests; the default run keeps OrthoBO,
+# MC-EI, Sobol' and Optuna's TPE here and qLogEI's X_pending in the GP tests below.
+_SLOW_PROPOSALS = {"qlogei", "rpr", "ucb"}
 REFUSING = sorted(set(OPTIMIZERS.names()) - set(ACCEPTING))
 GP_ACCEPTING = ["mc-ei", "orthobo", "qlogei", "rpr", "ucb"]
 
@@ -84,7 +87,10 @@ def test_the_registry_splits_as_documented() -> None:
     assert REFUSING == ["mc-tpe", "orthobo-tpe", "turbo"]
 
 
-@pytest.mark.parametrize("name", ACCEPTING)
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_PROPOSALS else n for n in ACCEPTING],
+)
 def test_accepting_optimizer_proposes_with_pending_points_reproducibly(
     name: str, device: torch.device
 ) -> None:
@@ -253,7 +259,7 @@ def test_orthobo_honours_its_batch_settings_with_pending_points(
     assert all(pending is not None and len(pending) == len(PENDING) for _, pending, _ in calls)
 
 
-@pytest.mark.parametrize("name", ["orthobo", "qlogei"])
+@pytest.mark.parametrize("name", ["orthobo", pytest.param("qlogei", marks=pytest.mark.slow)])
 def test_constrained_steps_take_pending_points(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a constrained history (gramacy: two constraints) OrthoBO maximizes its batch
     constrained EI with the pending points, qLogEI BoTorch's constrained qLogEI."""
