@@ -197,3 +197,16 @@ def sphere_suite(plugin: str, write_suite):
         return write_suite(_SPHERE_SUITE.format(plugin=plugin, params=flow), name=name)
 
     return _write
+
+
+@pytest.fixture(params=["process", "dask"])
+def parallel_executor(request) -> type:
+    """Each executor class that runs a cell's evaluations at once (Dask where installed)."""
+    if request.param == "dask":
+        pytest.importorskip("dask.distributed")
+        from orthobench.executors import DaskExecutor
+
+        return DaskExecutor
+    from orthobench.executors import ProcessExecutor
+
+    return ProcessExecutor

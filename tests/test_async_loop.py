@@ -13,55 +13,16 @@ import pytest
 
 from orthobench.exceptions import ConfigError, SuiteError
 from orthobench.execution import run_suite
-from orthobench.executors import ProcessExecutor
 from orthobench.executors._evaluations import ProcessEvaluations
 from orthobench.loop import check_buildable, run_cell
 from orthobench.optimizers.base import Suggestion
 from orthobench.optimizers.sobol import SobolSearch
 from orthobench.results import EvaluationJournal, ResultStore, load_runs
 from orthobench.suite import load_suite, parse_suite
+from tests.test_batch_loop import batch_tasks  # noqa: F401 -- autouse: its tasks importable
 from tests.test_loop import cell, comparable
 
-# Tasks of a light module of their own: evaluation processes import it, not this test module.
-TASKS_SOURCE = '''
-import json
-import os
-import time
-
-import numpy as np
-
-from orthobench.space import SearchSpace
-from orthobench.tasks.base import Evaluation, Task
-
-
-class Uneven(Task):
-    """A sphere on [-1, 1]^2 whose evaluations sleep ``seconds`` times 1, 2 or 4 by their
-    seed, each appending one JSON line to ``log``: its seed, start and end times."""
-
-    optimal_value = 0.0
-
-    def __init__(self, log="", seconds=0.0):
-        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
-        self.log, self.seconds = log, seconds
-
-    def evaluate(self, x, *, seed, device):
-        start = time.time()
-        time.sleep(self.seconds * (1, 2, 4)[seed % 3])
-        if self.log:
-            with open(self.log, "a") as fh:
-                line = {"seed": seed, "pid": os.getpid(), "start": start, "end": time.time()}
-                fh.write(json.dumps(line) + "\\n")
-        return Evaluation(y=float(np.sum(np.asarray(x) ** 2)))
-'''
-TASK = "asynctasks:Uneven"
-
-
-@pytest.fixture(autouse=True)
-def async_tasks(tmp_path_factory, monkeypatch) -> None:
-    """Make :data:`TASKS_SOURCE` importable as ``asynctasks`` (here and in spawned processes)."""
-    root = tmp_path_factory.mktemp("asynctasks")
-    (root / "asynctasks.py").write_text(TASKS_SOURCE)
-    monkeypatch.syspath_prepend(str(root))
+TASK = "batchtasks:Uneven"
 
 
 class PendingSpy(SobolSearch):
@@ -222,13 +183,7 @@ def test_asynchronous_evaluations_keep_every_process_busy_where_batches_wait(tmp
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("executor", ["process", "dask"])
-def test_an_asynchronous_suite_runs_on_the_pool_and_dask(tmp_path, executor):
-    if executor == "dask":
-        pytest.importorskip("dask.distributed")
-        from orthobench.executors import DaskExecutor as Executor
-    else:
-        Executor = ProcessExecutor
+def test_an_asynchronous_suite_runs_on_the_pool_and_dask(tmp_path, parallel_executor):
     log = tmp_path / "times.jsonl"
     suite = parse_suite(
         {
@@ -242,7 +197,7 @@ def test_an_asynchronous_suite_runs_on_the_pool_and_dask(tmp_path, executor):
         }
     )
     summary = run_suite(
-        suite, ResultStore(tmp_path / "out"), device="cpu", executor=Executor(workers=2)
+        suite, ResultStore(tmp_path / "out"), device="cpu", executor=parallel_executor(workers=2)
     )
     assert summary.count("ok") == 1, summary.failed
     frame = load_runs([tmp_path / "out"])

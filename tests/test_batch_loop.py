@@ -49,14 +49,24 @@ class Logged(Task):
         super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
         self.log, self.seconds = log, seconds
 
+    def wait(self, seed):
+        return self.seconds
+
     def evaluate(self, x, *, seed, device):
         start = time.time()
-        time.sleep(self.seconds)
+        time.sleep(self.wait(seed))
         if self.log:
             with open(self.log, "a") as fh:
                 line = {"seed": seed, "pid": os.getpid(), "start": start, "end": time.time()}
                 fh.write(json.dumps(line) + "\\n")
         return Evaluation(y=float(np.sum(np.asarray(x) ** 2)))
+
+
+class Uneven(Logged):
+    """Sleeps ``seconds`` times 1, 2 or 4 by the evaluation's seed."""
+
+    def wait(self, seed):
+        return self.seconds * (1, 2, 4)[seed % 3]
 
 
 class DiesInBo(Logged):
@@ -324,14 +334,9 @@ def test_every_evaluation_process_starts_when_the_cell_opens_them(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("executor", ["process", "dask"])
-def test_the_evaluations_of_a_step_overlap_on_the_pool_and_dask(tmp_path, executor):
+def test_the_evaluations_of_a_step_overlap_on_the_pool_and_dask(tmp_path, parallel_executor):
     """``--workers 4`` and ``q = 4``: one cell at a time, its four evaluations at once."""
-    if executor == "dask":
-        pytest.importorskip("dask.distributed")
-        from orthobench.executors import DaskExecutor as Executor
-    else:
-        Executor = ProcessExecutor
+    Executor = parallel_executor
     log = tmp_path / "times.jsonl"
     suite = _suite(log, 1.0)
     summary = run_suite(
@@ -345,7 +350,7 @@ def test_the_evaluations_of_a_step_overlap_on_the_pool_and_dask(tmp_path, execut
     lines = logged(log)
     assert len(lines) == 4 + 4 * 2
     assert _overlapping_steps(lines, 4) == [True] * 3
-    if executor == "process":  # each evaluation process built the task once
+    if Executor is ProcessExecutor:  # each evaluation process built the task once
         assert len({line["pid"] for line in lines}) == 4
     frame = load_runs([tmp_path / "out"])
     assert frame["batch"].tolist() == [0] * 4 + [1] * 4 + [2] * 4
