@@ -82,8 +82,10 @@ class EvaluationRequest:
     """One point of a cell to evaluate.
 
     Args:
-        position: Its index in its step (the initial design is step 0).
-        iteration: Its index in the cell.
+        position: Its index in its step (the initial design is step 0); of an asynchronous
+            cell's BO point, its proposal's index, as ``iteration``.
+        iteration: Its index in the cell; of an asynchronous cell's BO point, its proposal's
+            index (its record is numbered in the order it finished).
         x: ``d`` values in native units.
         seed: The evaluation's seed.
     """

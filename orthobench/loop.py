@@ -320,6 +320,14 @@ def run_cell(
     the history and the state) and only its missing points are evaluated. The finished cell
     equals an uninterrupted one (up to the timings).
 
+    An asynchronous cell (``cell.asynchronous``) keeps ``q`` evaluations running instead: after
+    a first ask of ``q`` points, each finished evaluation is told alone and one point is asked
+    with the running ones as pending points (``Evaluations.stream``). Its records are numbered
+    in the order the evaluations finished, each evaluation seeded by its proposal's index, and
+    ``batch`` is the ask that proposed the point. Each BO evaluation is journaled after its tell
+    with the optimizer's state and the points still running, which a rerun submits again as
+    they were asked (docs/design.md, "Asynchronous cells").
+
     Raises:
         ResultsError: when a point asked again for an unfinished step is not the one its
             journaled evaluation was made at (an optimizer whose asks are not reproducible).

@@ -1,9 +1,10 @@
-"""Where the evaluations of a cell's batch BO step run at once: worker processes or Dask.
+"""Where the evaluations of a cell's batch BO step, or of an asynchronous cell, run at once:
+worker processes or Dask.
 
 The process that runs the cell keeps its optimizer and its evaluation journal; only evaluations
 leave it, each its own job (:class:`orthobench.evaluation.EvaluationRequest` in,
-:class:`orthobench.evaluation.Outcome` back). A worker builds the cell's task once and reuses it for
-the cell's other evaluations. The loop's :class:`orthobench.evaluation.Evaluations` runs them here, one
+:class:`orthobench.evaluation.Outcome` back). A worker builds the cell's task once and reuses it
+for the cell's other evaluations. :class:`orthobench.evaluation.Evaluations` runs them here, one
 after the other (docs/design.md, "Batch steps and parallel evaluations").
 """
 
