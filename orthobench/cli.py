@@ -214,11 +214,13 @@ def run(
     running = [c for c in cells if force or not store.is_stored(c, stored)]
     # A cell with q > 1 points per step holds a worker per evaluation it runs at once.
     slots = sum(runner.evaluation_workers(c.q) for c in running)
-    batch = (
-        ", the evaluations of a BO step in parallel"
-        if runner.workers > 1 and any(c.q > 1 for c in running)
-        else ""
-    )
+    batch = ""
+    if runner.workers > 1 and any(c.q > 1 for c in running):
+        batch = (
+            ", q evaluations kept running"
+            if any(c.asynchronous for c in running)
+            else ", the evaluations of a BO step in parallel"
+        )
     click.echo(
         f"suite {suite.name}: {n_cells} cells ({len(running)} to run) on {prepared.device} "
         f"({runner.name}, {_workers_text(runner, scheduler, slots, 'cells to run')}{batch}, "

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from orthobench.cli import cli
 from orthobench.exceptions import ConfigError, SuiteError
 from orthobench.execution import run_suite
 from orthobench.executors._evaluations import ProcessEvaluations
@@ -212,3 +214,21 @@ def test_the_shipped_asynchronous_suite_loads_and_builds():
     cells = suite.cells()
     assert {(c.q, c.asynchronous) for c in cells} == {(4, True)}
     check_buildable(cells)
+
+
+@pytest.mark.slow
+def test_the_cli_runs_an_asynchronous_suite_and_says_so(tmp_path):
+    path = tmp_path / "suite.yaml"
+    path.write_text(
+        f"name: a\nn_init: 2\nbudget: 2\nq: 2\nasynchronous: true\n"
+        f"tasks: [{TASK}]\noptimizers: ['{__name__}:PendingSpy']\n"
+    )
+    result = CliRunner().invoke(
+        cli, ["run", str(path), "-o", str(tmp_path / "out"), "--workers", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    (header,) = [line for line in result.output.splitlines() if line.startswith("suite a:")]
+    assert "(process, 2 worker(s), q evaluations kept running, " in header, header
+    assert load_runs([tmp_path / "out"])["cell_id"].unique().tolist() == [
+        "Uneven__PendingSpy__q2__async__seed0"
+    ]
