@@ -445,6 +445,7 @@ def run_cell(
 
     def asked(n: int, pending: np.ndarray | None) -> tuple[np.ndarray, dict[str, Any]]:
         """``n`` points asked (``n x d``, unit cube) and the step's seconds and info."""
+        # A plugin's ``ask(n)`` override need not take ``pending``: only asynchronous cells pass it.
         suggestion = ask(n) if pending is None else ask(n, pending=pending)
         info = dict(suggestion.info)
         return suggestion.x, {
@@ -458,7 +459,7 @@ def run_cell(
         """The BO evaluations of an asynchronous cell from the journaled ``schedule`` on: ``q``
         kept running; each is told alone as it finishes, journaled with the optimizer's state
         and the points still running, and one new point is asked with those pending."""
-        running: dict[int, dict[str, Any]] = {p["proposal"]: p for p in schedule["running"]}
+        running: dict[int, dict[str, Any]] = {}  # by proposal index, filled by submit
         asks, iteration = schedule["asks"], len(records)
         end = cell.n_init + cell.q * cell.budget
         queue: collections.deque[EvaluationRequest] = collections.deque()
