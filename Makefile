@@ -36,14 +36,14 @@ reproduce: install  ## every reduced suite of suites/paper/ into results/paper/,
 	@echo "report: $(PAPER_RESULTS)/report.html; tables: docs/reproduction/"
 
 test: install  ## the default test run: everything not marked slow, docstring examples included
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto --maxprocesses 4
 
 test-slow: install  ## only the tests marked slow (statistical checks, end-to-end gate, executors, the report in a browser)
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	    apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium not installed: the browser test of the report will be skipped"
-	$(BIN)/pytest -q -m slow
+	$(BIN)/pytest -q -m slow -n auto --maxprocesses 4
 
 test-cuda: install  ## only the CUDA cases of the device-parametrized tests (skipped without a GPU)
 	$(BIN)/pytest -q -m cuda

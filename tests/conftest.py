@@ -4,12 +4,28 @@ suite-file writer."""
 from __future__ import annotations
 
 import copy
+import os
 import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
+from threadpoolctl import threadpool_limits
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread (and one BLAS thread) in each pytest-xdist worker.
+
+    ``make test`` runs a worker per core (``-n auto``); torch's default pool of a thread per core
+    in each of them oversubscribes the machine, and its spinning threads made a two-worker run
+    twice as slow as one process (docs/benchmarks.md, "Test suite and CI gate"). A plain
+    ``pytest`` run keeps torch's default.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
+        threadpool_limits(limits=1)
+
 
 _CUDA_MARKS = [
     pytest.mark.cuda,
