@@ -53,6 +53,7 @@ OPTIMIZER_PARAMS = {
     "sobol": {},
     "qlogei": {"raw_samples": 128, "num_restarts": 4},
     "orthobo": {"theta_samples": 64, "raw_samples": 128, "num_restarts": 4},
+    "mc-ei": {"theta_samples": 64, "raw_samples": 128, "num_restarts": 4},
 }
 
 
