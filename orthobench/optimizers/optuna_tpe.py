@@ -144,24 +144,31 @@ class OptunaTPE(Optimizer):
         failed = 0
         for trial, point in self._pending:
             self.study.tell(trial, state=TrialState.FAIL)
-            failed += not _matches(point, pending).any()  # dropped, not still running
+            # Dropped, not still running; the pending points come in the optimizer's dtype.
+            failed += not _matches(point.astype(pending.dtype), pending).any()
         t0 = time.perf_counter()
         self._pending = []
         # Stand-ins for the pending points while the new trials are sampled (numbered in order).
-        first_liar = len(self.study.get_trials(deepcopy=False))
-        for point in pending:
-            self.study.add_trial(
-                create_trial(
-                    state=TrialState.RUNNING,
-                    params=dict(zip(self._names, point.tolist(), strict=True)),
-                    distributions=self._distributions,
+        first_liar, liars = len(self.study.get_trials(deepcopy=False)), 0
+        try:
+            for point in pending:
+                self.study.add_trial(
+                    create_trial(
+                        state=TrialState.RUNNING,
+                        params=dict(zip(self._names, point.tolist(), strict=True)),
+                        distributions=self._distributions,
+                    )
                 )
-            )
-        for _ in range(n):
-            trial = self.study.ask(self._distributions)
-            self._pending.append((trial, np.array([trial.params[name] for name in self._names])))
-        for number in range(first_liar, first_liar + len(pending)):
-            self.study.tell(number, state=TrialState.FAIL)
+                liars += 1
+            for _ in range(n):
+                trial = self.study.ask(self._distributions)
+                self._pending.append(
+                    (trial, np.array([trial.params[name] for name in self._names]))
+                )
+        finally:
+            # Also when sampling raised: a stand-in left RUNNING would lie in every later ask.
+            for number in range(first_liar, first_liar + liars):
+                self.study.tell(number, state=TrialState.FAIL)
         t1 = time.perf_counter()
         x = np.stack([point for _, point in self._pending])
         info = {

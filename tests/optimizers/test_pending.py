@@ -330,10 +330,34 @@ def test_optuna_pending_ask_is_a_function_of_history_state_and_pending() -> None
     assert "failed_pending" not in live.ask(1).info
 
 
-def test_optuna_fails_untold_trials_that_are_not_pending() -> None:
-    opt = OptunaTPE(DIM, seed=0)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_optuna_fails_untold_trials_that_are_not_pending(dtype: torch.dtype) -> None:
+    """Only the untold trial that is not pending counts as dropped, also when the pending
+    points come rounded to a float32 optimizer's dtype."""
+    opt = OptunaTPE(DIM, seed=0, dtype=dtype)
     x = opt.ask(2).x
     assert opt.ask(1, pending=x[1:]).info["failed_pending"] == 1
+
+
+def test_optuna_stand_ins_do_not_outlive_an_ask_that_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ask that raises while it samples still marks its pending points' RUNNING trials
+    FAIL: left running they would be liars in every later ask, which would then differ from
+    the ask of an optimizer rebuilt from the history and the state."""
+    opt = started("tpe-optuna")
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("sampler failed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(opt.study, "ask", broken)
+        with pytest.raises(RuntimeError, match="sampler failed"):
+            opt.ask(1, pending=PENDING)
+    assert not opt.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    rebuilt = started("tpe-optuna")
+    rebuilt.load_state_dict(opt.state_dict())
+    np.testing.assert_array_equal(opt.ask(1).x, rebuilt.ask(1).x)
 
 
 def _complete_points(opt: OptunaTPE) -> np.ndarray:
