@@ -292,8 +292,10 @@ class OrthoBO(GPOptimizer):
         """Fit the ensemble on the current history and build its acquisition (for probes).
 
         Fits and theta draws are seeded by the optimizer seed and the number of asks so far:
-        called after an ``ask`` and before the matching ``tell``, this rebuilds exactly the
-        acquisition that ``ask`` maximized. Fresh draws for probe rebuilds come from
+        called after an ``ask(1)`` without pending points and before the matching ``tell``, this
+        rebuilds exactly the acquisition that ``ask`` maximized (a batch step's, ``n > 1`` or
+        with pending points, is the nested marginal qEI, which this one-point acquisition is
+        not). Fresh draws for probe rebuilds come from
         :func:`orthobench.theta_estimators.draw_thetas` on ``self.ensemble.members[m].laplace``
         with the probe's own seeds.
         """
