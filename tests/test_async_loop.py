@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from orthobench.cli import cli
-from orthobench.exceptions import ConfigError, SuiteError
+from orthobench.exceptions import ConfigError, OrthobenchError, SuiteError
 from orthobench.execution import run_suite
 from orthobench.executors._evaluations import ProcessEvaluations
-from orthobench.loop import check_buildable, run_cell
+from orthobench.loop import _eval_seed, check_buildable, run_cell
 from orthobench.optimizers.base import Suggestion
 from orthobench.optimizers.sobol import SobolSearch
 from orthobench.results import EvaluationJournal, ResultStore, load_runs
@@ -25,6 +26,50 @@ from tests.test_batch_loop import batch_tasks  # noqa: F401 -- autouse: its task
 from tests.test_loop import cell, comparable
 
 TASK = "batchtasks:Uneven"
+
+# A task of a light module of its own, which evaluation processes import.
+SCRIPTED_SOURCE = '''
+import json
+import os
+import time
+
+import numpy as np
+
+from orthobench.space import SearchSpace
+from orthobench.tasks.base import Evaluation, Task
+
+
+class Scripted(Task):
+    """A sphere on [-1, 1]^2 whose evaluation of seed s waits ``waits[str(s)]`` seconds (else
+    ``rest``), then raises if s is ``raises``, ends its process if s is ``dies``, and else
+    appends its point to ``log``."""
+
+    optimal_value = 0.0
+
+    def __init__(self, log="", waits=None, rest=0.0, raises=-1, dies=-1):
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+        self.log, self.waits, self.rest = log, waits or {}, rest
+        self.raises, self.dies = raises, dies
+
+    def evaluate(self, x, *, seed, device):
+        time.sleep(self.waits.get(str(seed), self.rest))
+        if seed == self.raises:
+            raise ValueError(f"evaluation of seed {seed} failed")
+        if seed == self.dies:
+            os._exit(3)
+        if self.log:
+            with open(self.log, "a") as fh:
+                fh.write(json.dumps([float(v) for v in x]) + "\\n")
+        return Evaluation(y=float(np.sum(np.asarray(x) ** 2)))
+'''
+
+
+@pytest.fixture
+def scripted_task(tmp_path_factory, monkeypatch) -> None:
+    """Make :data:`SCRIPTED_SOURCE` importable as ``asynctasks`` (here and in spawned processes)."""
+    root = tmp_path_factory.mktemp("asynctasks")
+    (root / "asynctasks.py").write_text(SCRIPTED_SOURCE)
+    monkeypatch.syspath_prepend(str(root))
 
 
 class PendingSpy(SobolSearch):
@@ -207,6 +252,82 @@ def test_an_asynchronous_suite_runs_on_the_pool_and_dask(tmp_path, parallel_exec
     assert frame["batch"].tolist()[:4] == [0, 0, 1, 1]
     assert sorted(frame["batch"].tolist()[4:]) == [2, 3, 4, 5]
     assert len(Path(log).read_text().splitlines()) == 8
+
+
+def scripted_cell(q=2, n_init=2, budget=2, **task_params):
+    spec = cell(task="asynctasks:Scripted", n_init=n_init, budget=budget)
+    return dataclasses.replace(
+        spec, task=dataclasses.replace(spec.task, params=task_params), q=q, asynchronous=True
+    )
+
+
+def busy_at_first_bo_evaluation(seconds: float):
+    """A progress callback that keeps the cell busy for ``seconds`` after its first BO
+    evaluation is told and journaled (its third call, after the two initial points)."""
+    calls = []
+
+    def callback(n: int) -> None:
+        calls.append(n)
+        if len(calls) == 3:
+            time.sleep(seconds)
+
+    return callback
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("scripted_task")
+def test_evaluations_finished_before_a_failing_one_are_journaled_on_the_pool(tmp_path):
+    """Proposal 3 finishes first; while the cell handles it, proposal 4 finishes, then proposal
+    2 raises, so the pool hands both back at once: the cell fails with proposal 2's error, and
+    proposal 4 is journaled as 3 is (each evaluation that finished before the failure), not
+    dropped with it."""
+    log = tmp_path / "finished.jsonl"
+    seed = [_eval_seed(scripted_cell(q=3), i) for i in range(5)]
+    spec = scripted_cell(
+        q=3,
+        log=str(log),
+        waits={
+            str(seed[0]): 0,
+            str(seed[1]): 0,
+            str(seed[2]): 0.6,
+            str(seed[3]): 0,
+            str(seed[4]): 0.3,
+        },
+        rest=60.0,  # later proposals: still running when the cell fails
+        raises=seed[2],
+    )
+    journal = EvaluationJournal(tmp_path / "j.jsonl", spec.config_hash)
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=f"seed {seed[2]} failed"):
+        run_cell(
+            spec,
+            on_evaluation=busy_at_first_bo_evaluation(1.5),
+            journal=journal,
+            evaluations=ProcessEvaluations(3, threads=1),
+        )
+    assert time.monotonic() - start < 30
+    finished = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(finished) == 4  # the two initial points, proposals 3 and 4
+    assert sorted(r.x for r, _ in journal.read()) == sorted(finished)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("scripted_task")
+def test_an_evaluation_process_dying_while_the_cell_asks_fails_it_in_one_line(tmp_path):
+    """Proposal 2 finishes; while the cell handles it, the process evaluating proposal 3 dies,
+    so the next point is submitted to a broken pool: the cell fails with the one line naming
+    the evaluation whose process died, not the pool's own error, and keeps its journal."""
+    seed = [_eval_seed(scripted_cell(q=2), i) for i in range(4)]
+    spec = scripted_cell(q=2, waits={str(seed[3]): 0.3}, dies=seed[3])
+    journal = EvaluationJournal(tmp_path / "j.jsonl", spec.config_hash)
+    with pytest.raises(OrthobenchError, match=r"process evaluating iteration 3 died"):
+        run_cell(
+            spec,
+            on_evaluation=busy_at_first_bo_evaluation(1.0),
+            journal=journal,
+            evaluations=ProcessEvaluations(2, threads=1),
+        )
+    assert [r.iteration for r, _ in journal.read()] == [0, 1, 2]
 
 
 def test_the_shipped_asynchronous_suite_loads_and_builds():

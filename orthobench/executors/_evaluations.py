@@ -200,14 +200,25 @@ class ProcessEvaluations(Evaluations):
 
         def submit_queued() -> None:
             while queue:
-                request = queue.popleft()
-                futures[self._pool.submit(_evaluate_in_worker, request)] = request
+                try:
+                    future = self._pool.submit(_evaluate_in_worker, queue[0])
+                except BrokenProcessPool:
+                    if futures:  # they fail too, the dead process's evaluation among them
+                        return
+                    raise OrthobenchError(
+                        f"cell {self._cell.id}: an evaluation process died (a crash, a kill, "
+                        "os._exit); the evaluations finished before it are journaled."
+                    ) from None
+                futures[future] = queue.popleft()
 
         try:
             submit_queued()
             while futures:
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: futures[f].position):
+                # The outcomes first, the failures after them: a failure fails the cell, and
+                # the evaluations that finished beside it are handed out (journaled) before.
+                failed = {f for f in done if f.exception() is not None}
+                for future in sorted(done, key=lambda f: (f in failed, futures[f].position)):
                     request = futures.pop(future)
                     try:
                         outcome = future.result()
