@@ -9,13 +9,14 @@ import time
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from orthobench.evaluation import Evaluations
 from orthobench.execution import run_suite
 from orthobench.executors._evaluations import StackedEvaluations, make_evaluations
 from orthobench.loop import run_cell
-from orthobench.results import ResultStore, load_runs, read_metadata
+from orthobench.results import EvaluationJournal, ResultStore, load_runs, read_metadata
 from orthobench.space import SearchSpace
 from orthobench.suite import parse_suite
 from orthobench.tasks.base import Evaluation, Task
@@ -75,6 +76,39 @@ def test_a_task_without_its_own_evaluate_batch_and_single_points_go_one_at_a_tim
     assert Batched.calls == []
     run_cell(_cell(q=1), evaluations=StackedEvaluations())
     assert Batched.calls == [4]  # the initial design only: a q = 1 step has one point
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the cnn task's tiny networks (fastest, and immune to a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_point_left_of_a_stacked_step_is_evaluated_as_in_its_stack(tmp_path):
+    """A stacked step interrupted after journaling all but its last point (a kill while the
+    step is told) resumes with that point alone: evaluated as in its stack, not one at a time,
+    so the resumed cell equals the uninterrupted one (the cnn task's modes part by rounding:
+    here the last batch's loss)."""
+    params = {"dataset": "digits", "batch_size": 8, "outlier_prob": 1.0}
+    spec = dataclasses.replace(cell(task="cnn", n_init=2, budget=1, task_params=params), q=2)
+    full = EvaluationJournal(tmp_path / "full.jsonl", spec.config_hash)
+    uninterrupted = run_cell(spec, journal=full, evaluations=StackedEvaluations())
+    killed = EvaluationJournal(tmp_path / "killed.jsonl", spec.config_hash)
+    killed.path.write_text("".join(full.path.read_text().splitlines(keepends=True)[:3]))
+    resumed = run_cell(spec, journal=killed, evaluations=StackedEvaluations())
+    assert comparable(resumed) == comparable(uninterrupted)
+    # The lone leftover (the last of iterations 4-6) is a call of one; the next step one of 3.
+    spec = _cell()
+    journal = EvaluationJournal(tmp_path / "batched.jsonl", spec.config_hash)
+    run_cell(spec, journal=journal, evaluations=StackedEvaluations())
+    journal.path.write_text("".join(journal.path.read_text().splitlines(keepends=True)[:6]))
+    Batched.calls.clear()
+    run_cell(spec, journal=journal, evaluations=StackedEvaluations())
+    assert Batched.calls == [1, 3]
 
 
 def test_a_batch_past_its_deadline_is_a_timeout_for_every_point():

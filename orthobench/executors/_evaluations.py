@@ -74,6 +74,10 @@ class StackedEvaluations(Evaluations):
     call for the initial design and one per BO step, for a task that evaluates several
     configurations together (the ``cnn`` task trains their networks as one stack). A task
     without its own ``evaluate_batch``, and a step of one point, are evaluated one at a time.
+    The one point left of a step of several (a resumed cell journaled the others before it was
+    stopped: its request's ``position`` is not 0) is a batch of one, evaluated as in its stack,
+    so the resumed cell equals an uninterrupted one (one at a time, the ``cnn`` task's result
+    would differ by rounding).
 
     The batch is one unit: within ``timeout`` seconds per point, else every point of it is a
     timeout, and each point's ``eval_seconds`` is its share of the batch's wall time.
@@ -81,7 +85,8 @@ class StackedEvaluations(Evaluations):
 
     def run(self, requests: list[EvaluationRequest]) -> Iterator[tuple[EvaluationRequest, Outcome]]:
         task = self._task
-        if len(requests) < 2 or type(task).evaluate_batch is Task.evaluate_batch:
+        alone = not requests or (len(requests) == 1 and requests[0].position == 0)
+        if alone or type(task).evaluate_batch is Task.evaluate_batch:
             yield from super().run(requests)
             return
         timeout = None if self._timeout is None else self._timeout * len(requests)

@@ -341,11 +341,14 @@ def _train_stack(
     k = len(nets)
     n_steps = [math.ceil(len(o) / batch_size) for o in orders]
     longest = max(n_steps)
-    # k x steps x batch: image indices, padded with image 0 (counted 0) where a batch is short
+    # k x steps x batch: image indices, padded (counted 0) where a batch is short with the
+    # network's own last image, never another one: 0 x a non-finite loss (a diverging network's
+    # overflow on the padding image) would be NaN in the network's loss and gradients
     batches = torch.zeros(k, longest * batch_size, dtype=torch.long)
     counts = torch.zeros(k, longest * batch_size)
     for i, order in enumerate(orders):
         batches[i, : len(order)], counts[i, : len(order)] = order, 1.0
+        batches[i, len(order) :] = order[-1] if len(order) else 0
     stack = _StackedSmallCNN(
         nets,
         params,
@@ -537,6 +540,8 @@ class CNNTask(Task):
             ``k`` evaluations in row order, with :meth:`evaluate`'s fields and ``info``.
         """
         xs = _check_batch(xs, seeds, self.dim)
+        if not len(xs):
+            return []
         device = torch.device(device)
         data = _device_data(self.dataset, self.location, device)
         n_train, n_classes = len(data.y_train), self.data().n_classes

@@ -3,13 +3,16 @@ networks trained together, which must give each configuration its sequential res
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
+from orthobench.seeding import torch_seed
 from orthobench.space import SearchSpace
 from orthobench.tasks.base import Evaluation, Task
-from orthobench.tasks.cnn import CNNTask
+from orthobench.tasks.cnn import CNNTask, SmallCNN, _DeviceData, _train_stack
 
 # lr, momentum, weight decay, step size, gamma: one that trains, a step size of 1 (the rate
 # changes every step), a large decay with momentum 0, a small rate with step size 7
@@ -127,3 +130,33 @@ def test_cuda_graphs_replay_the_steps_of_the_stack(monkeypatch):
     eager = task.evaluate_batch(POINTS, seeds=seeds, device=torch.device("cuda"))
     for graph, launched in zip(replayed, eager, strict=True):
         _assert_same(graph, launched)
+
+
+def test_an_empty_batch_is_no_evaluations():
+    task = CNNTask("digits")
+    assert task.evaluate_batch(np.empty((0, task.dim)), seeds=[], device=torch.device("cpu")) == []
+
+
+def test_the_padding_of_a_short_last_batch_never_reaches_the_network():
+    """A network's last batch, short of ``batch_size``, is padded with samples counted 0: its
+    training must depend on the images of its order only, even where a padding image's loss is
+    not finite (0 x NaN is NaN: a diverging network whose padding image overflows)."""
+    generator = torch.Generator().manual_seed(0)
+    images = torch.rand(11, 1, 8, 8, generator=generator)
+    labels = torch.randint(0, 10, (11,), generator=generator)
+    order = torch.arange(1, 11)  # 10 images, batches of 4: the last one holds 2 and 2 of padding
+    params = {"lr": 0.05, "momentum": 0.5, "weight_decay": 1e-4, "step_size": 2, "gamma": 0.9}
+
+    def trained(first: float) -> tuple[list[torch.Tensor], float]:
+        x = images.clone()
+        x[0] = first  # image 0: in no network's order
+        data = _DeviceData(x, labels, x[1:], labels[1:], max_value=1.0)
+        with torch_seed(0):
+            net = SmallCNN(1, 8, 8, n_classes=10)
+        ((net, _, loss),) = _train_stack([net], [params], [order], data, 4, torch.device("cpu"))
+        return [p.detach() for p in net.parameters()], loss
+
+    weights, loss = trained(0.5)
+    poisoned, poisoned_loss = trained(float("nan"))
+    assert math.isfinite(loss) and poisoned_loss == loss
+    assert all(torch.equal(a, b) for a, b in zip(poisoned, weights, strict=True))
