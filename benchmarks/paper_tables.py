@@ -7,7 +7,8 @@ report's loaders (:func:`orthobench.report.data.load_results`) and writes to ``O
 - ``<experiment>-final.csv`` per BO experiment: the final best-so-far regret (best objective for
   the training tasks) per task and optimizer over seeds: ``mean`` with its 95% Student-t
   interval ``low``-``high``, and ``median`` with the quartiles ``q25``-``q75`` and ``min``-``max``;
-  ``outliers`` and ``failed_evals`` count the cell rows (:func:`orthobench.report.tables.final_table`);
+  ``no_final`` counts the seeds without a final value, ``outliers`` and ``failed_evals`` the
+  cell rows (:func:`orthobench.report.tables.final_table`);
   ``seeds_best`` is the number of seeds on which the optimizer has the task's lowest final value
   (:func:`seeds_best`).
 - ``<experiment>-paired.csv``: per task, the final value of an OrthoBO variant minus that of a

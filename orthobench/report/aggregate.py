@@ -5,9 +5,11 @@ r"""Views across tasks: normalized score against Sobol, mean rank, ECDF of runti
   :math:`r_{Sobol,s}` the final regret of the run set's Sobol optimizer on the task and the same
   seed (both start from that seed's initial design); 100 is the optimum, 0 Sobol's level.
   Regret is the distance to the optimum, so this is :math:`(f_{Sobol} - f) / (f_{Sobol} - f^*)`.
-  Only tasks with a known optimum have one.
-* Mean rank: the rank of an optimizer's mean final value among the run set's optimizers on each
-  task (:func:`orthobench.report.tables.final_table`), averaged over tasks.
+  A ratio per seed, so its median over seeds is reported, not its mean. Only tasks with a known
+  optimum have one.
+* Mean rank: the rank of an optimizer among the run set's optimizers on each task (by the share
+  of seeds without a final value, then the mean final value:
+  :func:`orthobench.report.tables.final_table`), averaged over tasks.
 * ECDF of evaluations to target (COCO's runtime distributions): for each task, :data:`N_TARGETS`
   targets between the median best-so-far value at the end of the initial design and the best
   final value of any run, log-spaced when both are positive (regrets), else evenly; the curve of
@@ -27,21 +29,26 @@ N_TARGETS = 20
 
 
 def normalized_scores(finals: pd.DataFrame, sobol: dict[str, str]) -> pd.DataFrame:
-    r"""Seed-paired score per key with its t interval over seeds, from :func:`~.tables.final_values`.
+    r"""Seed-paired score per key: its median over seeds with an order-statistic interval, from
+    :func:`~.tables.final_values`.
 
     Each seed's score :math:`100 (r_{Sobol,s} - r_s) / r_{Sobol,s}` divides by the Sobol run of
     the same seed, which shares the seed's initial design, so the baseline is not treated as
-    exact: its seed-to-seed variation is in the per-seed scores, and the t interval of their mean
-    covers the expected score over seeds (initial designs and both optimizers' randomness). Seeds
-    without a finite, positive Sobol regret, or without a finite own regret, are left out.
+    exact: its seed-to-seed variation is in the per-seed scores. A score is a ratio, unbounded
+    below where Sobol's regret on a seed is small (Sobol 0.001 and the optimizer 0.1 score
+    -9900), so one seed would carry a mean: the median over seeds is reported, with
+    :func:`~orthobench.report.stats.median_interval` (covers the median score over seeds, initial
+    designs and both optimizers' randomness, with probability at least 95%; none below 6 seeds).
+    Seeds without a finite, positive Sobol regret, or without a finite own regret, are left out.
 
     Args:
         finals: Per-seed final values (regret tasks only are scored).
         sobol: ``run_set -> optimizer label`` of the Sobol baseline of each run set.
 
     Returns:
-        Columns: the :data:`~.tables.KEY`, ``seeds`` (scored seeds), ``score`` (mean over them),
-        ``low``, ``high`` (its 95% t interval, at most 100), all in percent.
+        Columns: the :data:`~.tables.KEY`, ``seeds`` (scored seeds), ``score`` (median over them),
+        ``low``, ``high`` (its 95% order-statistic interval, NaN below 6 seeds), all in
+        percent.
     """
     rows = []
     regret = finals[finals["metric"] == "regret"]
@@ -54,18 +61,7 @@ def normalized_scores(finals: pd.DataFrame, sobol: dict[str, str]) -> pd.DataFra
             paired = own.merge(base, on="seed", suffixes=("", "_sobol"))
             scores = (100.0 * (1.0 - paired["final"] / paired["final_sobol"])).to_numpy(float)
             scores = scores[np.isfinite(scores)]
-            low, high = stats.t_interval(scores, bounds=(-np.inf, 100.0))
-            rows.append(
-                (
-                    run_set,
-                    task,
-                    optimizer,
-                    scores.size,
-                    scores.mean() if scores.size else np.nan,
-                    low,
-                    high,
-                )
-            )
+            rows.append((run_set, task, optimizer, scores.size, *stats.median_interval(scores)))
     return pd.DataFrame(rows, columns=[*KEY, "seeds", "score", "low", "high"])
 
 

@@ -1,12 +1,14 @@
 """Two result sets of the same suite side by side: ``orthobench report BASE NEW --baseline BASE``.
 
 Cells are matched by ``(suite, task, optimizer, seed)``. Per cell: the final best-so-far value in
-each set and whether every observed ``y`` is the same (the loop is deterministic for a given
-library version and thread count, docs/design.md, "Seeds and determinism", so a change that should
-not move an optimizer must leave its cells identical). Per ``(suite, task, optimizer)``: the
+each set (NaN where the cell is missing or none of its evaluations gave a value) and whether every
+observed ``y`` is the same (the loop is deterministic for a given library version and thread
+count, docs/design.md, "Seeds and determinism", so a change that should not move an optimizer
+must leave its cells identical). Per ``(suite, task, optimizer)``: the
 two-sided Wilcoxon signed-rank test of the per-seed differences new - base over the cells in both
 sets (a cell of one seed starts from the same initial design in both), Holm-corrected over the
-optimizers of a task, and a one-line verdict.
+optimizers of a task, and a one-line verdict, whose direction is that of the test's statistic and
+whose medians are over the paired seeds.
 """
 
 from __future__ import annotations
@@ -33,13 +35,16 @@ def _same_y(base: pd.DataFrame, new: pd.DataFrame) -> tuple[bool, float]:
     if a.shape != b.shape:
         return False, float("nan")
     both_nan = np.isnan(a) & np.isnan(b)
-    diff = np.abs(np.where(both_nan, 0.0, a - b))
-    return bool(np.all(diff == 0.0)), float(np.nanmax(diff)) if diff.size else 0.0
+    diff = np.abs(np.where(both_nan, 0.0, a - b))  # NaN where one side alone is NaN
+    finite = diff[np.isfinite(diff)]
+    largest = float(finite.max()) if finite.size else (0.0 if not diff.size else float("nan"))
+    return bool(np.all(diff == 0.0)), largest
 
 
 def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
-    """Cell by cell: ``source`` (the compared set), :data:`CELL`, ``metric``, ``base``, ``new``,
-    ``delta`` (new - base), ``identical`` (every y equal), ``max_abs_dy``.
+    """Cell by cell: ``source`` (the compared set), :data:`CELL`, ``metric``, ``in_base``,
+    ``in_new`` (the cell is stored on that side), ``base``, ``new`` (final values, NaN without
+    one), ``delta`` (new - base), ``identical`` (every y equal), ``max_abs_dy``.
 
     Cells of only one side are listed with NaN on the other side.
     """
@@ -68,6 +73,8 @@ def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                     "source": source,
                     **key,
                     "metric": r.metric_new if pd.notna(r.metric_new) else r.metric_base,
+                    "in_base": pd.notna(r.source_base),
+                    "in_new": pd.notna(r.source_new),
                     "base": r.final_base,
                     "new": r.final_new,
                     "delta": r.final_new - r.final_base,
@@ -75,18 +82,40 @@ def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                     "max_abs_dy": max_dy,
                 }
             )
-    columns = ["source", *CELL, "metric", "base", "new", "delta", "identical", "max_abs_dy"]
+    columns = ["source", *CELL, "metric", "in_base", "in_new", "base", "new", "delta",
+               "identical", "max_abs_dy"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
 def _verdict(row: pd.Series) -> str:
-    if row["seeds_new"] == 0:
+    if row["cells_new"] == 0:
         return f"only in the baseline ({row['seeds_base']} seeds)"
-    if row["seeds_base"] == 0:
+    if row["cells_base"] == 0:
         return f"new: not in the baseline ({row['seeds_new']} seeds)"
-    moved = f"median {stats.sig(row['median_base'])} -> {stats.sig(row['median_new'])}"
     if row["identical"]:
         return f"identical: every y of the {row['common']} common cells is the same"
+    if row["seeds_new"] == 0:
+        return (
+            f"no finite final value in the new set ({row['cells_new']} cells; baseline: "
+            f"{row['seeds_base']} seeds)"
+        )
+    if row["seeds_base"] == 0:
+        return (
+            f"no finite final value in the baseline ({row['cells_base']} cells; new: "
+            f"{row['seeds_new']} seeds)"
+        )
+    if row["pairs"] == row["seeds_base"] == row["seeds_new"]:
+        moved = f"median {stats.sig(row['median_base'])} -> {stats.sig(row['median_new'])}"
+    elif row["pairs"]:
+        moved = (
+            f"median over the {row['pairs']} paired seeds {stats.sig(row['paired_median_base'])}"
+            f" -> {stats.sig(row['paired_median_new'])}"
+        )
+    else:
+        moved = (
+            f"no seed with a final value in both (median {stats.sig(row['median_base'])} -> "
+            f"{stats.sig(row['median_new'])} over different seeds)"
+        )
     differ = f"trajectories differ (max |dy| {stats.sig(row['max_abs_dy'])})"
     if not row["testable"]:
         return (
@@ -94,7 +123,7 @@ def _verdict(row: pd.Series) -> str:
             f"p {stats.sig(row['p_min'])}); {differ}"
         )
     if row["p_holm"] < stats.ALPHA:
-        direction = "better" if row["median_delta"] < 0 else "worse"
+        direction = "better" if row["direction"] < 0 else "worse"
         return (
             f"{direction}: {moved} (Wilcoxon signed-rank over {row['pairs']} paired seeds, "
             f"Holm p = {stats.sig(row['p_holm'])})"
@@ -109,16 +138,21 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Per compared set and :data:`PAIR`: seeds, medians, the paired test, and a ``verdict``.
 
     The test pairs the cells present in both sets (the same suite, task, optimizer and seed) and
-    applies :func:`orthobench.report.stats.signed_rank_test` to their differences new - base.
+    applies :func:`orthobench.report.stats.signed_rank_test` to their differences new - base; the
+    verdict says better or worse by :func:`orthobench.report.stats.signed_rank_direction` (the
+    side of the test's statistic) and gives the medians over the paired seeds where the two sets'
+    seeds with a final value differ.
 
-    Columns: ``source``, :data:`PAIR`, ``metric``, ``seeds_base``, ``seeds_new`` (finite final
-    values), ``common`` (cells in both), ``median_base``, ``median_new``, ``pairs`` (cells with a
-    finite final value in both), ``median_delta`` (median over the pairs of new - base; < 0 means
-    new is lower), ``p_min`` (the smallest p-value the exact test can give with these pairs),
-    ``testable`` (``p_min < 0.05``: False means too few seeds for a test), ``p_value`` (two-sided
-    Wilcoxon signed-rank; NaN where not ``testable``), ``p_holm`` (Holm over the testable
-    optimizers of the task), ``identical`` (every common cell identical and the seeds the same),
-    ``max_abs_dy``, ``verdict``.
+    Columns: ``source``, :data:`PAIR`, ``metric``, ``cells_base``, ``cells_new`` (cells stored),
+    ``seeds_base``, ``seeds_new`` (finite final values), ``common`` (cells stored in both),
+    ``median_base``, ``median_new`` (over each side's finite final values), ``pairs`` (cells with
+    a finite final value in both), ``paired_median_base``, ``paired_median_new`` (over the
+    pairs), ``median_delta`` (median over the pairs of new - base), ``direction`` (-1: the
+    signed ranks say new is lower, +1 higher, 0 neither), ``p_min`` (the smallest p-value the
+    exact test can give with these pairs), ``testable`` (``p_min < 0.05``: False means too few
+    seeds for a test), ``p_value`` (two-sided Wilcoxon signed-rank; NaN where not ``testable``),
+    ``p_holm`` (Holm over the testable optimizers of the task), ``identical`` (every common
+    cell identical and the seeds the same), ``max_abs_dy``, ``verdict``.
     """
     cells = compare_cells(runs, baseline)
     rows = []
@@ -127,19 +161,25 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
         new = group["new"].to_numpy(dtype=float)
         delta = group["delta"].to_numpy(dtype=float)  # NaN unless both sides are finite
         test = stats.signed_rank_test(delta)
-        common = int((group["base"].notna() & group["new"].notna()).sum())
+        paired = np.isfinite(delta)
+        common = int((group["in_base"] & group["in_new"]).sum())
         rows.append(
             {
                 "source": source,
                 **dict(zip(PAIR, pair, strict=True)),
                 "metric": group["metric"].iloc[0],
+                "cells_base": int(group["in_base"].sum()),
+                "cells_new": int(group["in_new"].sum()),
                 "seeds_base": int(np.isfinite(base).sum()),
                 "seeds_new": int(np.isfinite(new).sum()),
                 "common": common,
                 "median_base": float(np.nanmedian(base)) if np.isfinite(base).any() else np.nan,
                 "median_new": float(np.nanmedian(new)) if np.isfinite(new).any() else np.nan,
                 "pairs": test.pairs,
+                "paired_median_base": float(np.median(base[paired])) if test.pairs else np.nan,
+                "paired_median_new": float(np.median(new[paired])) if test.pairs else np.nan,
                 "median_delta": float(np.nanmedian(delta)) if test.pairs else np.nan,
+                "direction": stats.signed_rank_direction(delta),
                 "p_min": test.p_min,
                 "testable": test.p_min < stats.ALPHA,
                 "p_value": test.p_value,
@@ -148,9 +188,10 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
             }
         )
     columns = [
-        "source", *PAIR, "metric", "seeds_base", "seeds_new", "common", "median_base",
-        "median_new", "pairs", "median_delta", "p_min", "testable", "p_value", "p_holm",
-        "identical", "max_abs_dy", "verdict",
+        "source", *PAIR, "metric", "cells_base", "cells_new", "seeds_base", "seeds_new", "common",
+        "median_base", "median_new", "pairs", "paired_median_base", "paired_median_new",
+        "median_delta", "direction", "p_min", "testable", "p_value", "p_holm", "identical",
+        "max_abs_dy", "verdict",
     ]  # fmt: skip
     table = pd.DataFrame(rows)
     if table.empty:

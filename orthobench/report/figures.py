@@ -166,7 +166,7 @@ def task_curves_svg(trace: pd.DataFrame, colors: Palette, title: str) -> str:
         fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.2), sharey=True)
         for ax, x, xlabel in (
             (left, "evaluation", "evaluations"),
-            (right, "mean_seconds", "cumulative wall-clock seconds (mean over seeds)"),
+            (right, "mean_seconds", "cumulative seconds (mean over seeds)"),
         ):
             _mean_band(ax, data, x, colors, legend=ax is right)
             ax.set_xlabel(xlabel)

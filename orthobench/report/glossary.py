@@ -30,7 +30,9 @@ GLOSSARY: dict[str, str] = {
     ),
     "cumulative seconds": (
         "Per seed, the running sum of fit, acquisition and evaluation seconds up to each "
-        "evaluation; the curve's x is its mean over seeds at that evaluation."
+        "evaluation, a BO step's fit and acquisition counted once for its q points; the curve's "
+        "x is its mean over seeds at that evaluation. Evaluations run at once count each: "
+        "this is compute, not wall time."
     ),
     "q (points per BO step)": (
         "The points a cell's optimizer proposes per BO step and evaluates at once (a batch); a "
@@ -40,7 +42,10 @@ GLOSSARY: dict[str, str] = {
     "BO step (batch)": (
         "Batch 0 is the initial design, batch k the q evaluations the k-th BO step proposed. "
         "Per BO step, a seed's value at step k is its best-so-far value at the end of the step "
-        "(after all q evaluations); curves are trimmed to the seed with the fewest steps."
+        "(after all q evaluations); curves are trimmed to the seed with the fewest steps. An "
+        "asynchronous cell's steps are its asks and its rows are stored as evaluations "
+        "finished: an evaluation counts at step k once it and every evaluation stored before "
+        "it were asked by step k."
     ),
     "feasible share": (
         "On a constrained task, the share of a cell's evaluations (initial design included) "
@@ -72,8 +77,11 @@ GLOSSARY: dict[str, str] = {
         "not trimmed."
     ),
     "rank": (
-        "Rank of the mean final value among the optimizers of a task and run set (1 = lowest; "
-        "ties share the smaller rank)."
+        "Rank among the optimizers of a task and run set (1 = best; ties share the smaller "
+        "rank): first by the share of an optimizer's seeds without a final value (a seed that "
+        "never found a feasible point, or whose every evaluation failed), smaller first, then "
+        "by the mean final value, lower first. The mean is over the seeds with a final value, "
+        "so without the first key the seeds an optimizer failed on would not count against it."
     ),
     "Wilcoxon signed-rank, Holm": (
         "Every optimizer of a seed starts from the same initial design, so two optimizers (or a "
@@ -98,10 +106,14 @@ GLOSSARY: dict[str, str] = {
         "Per seed 100 · (r_Sobol − r) / r_Sobol, r the final regret and r_Sobol the final "
         "regret of the run set's Sobol optimizer on the task and the same seed (same initial "
         "design): equal to (f_Sobol − f) / (f_Sobol − f*). 100 is the optimum, 0 Sobol's level, "
-        "negative worse than Sobol. Mean over seeds with its t interval, which so carries "
-        "Sobol's seed-to-seed variation too; seeds where Sobol's regret is 0 are left out."
+        "negative worse than Sobol. A ratio per seed, unbounded below where Sobol's regret is "
+        "small, so the median over seeds is shown, with the distribution-free 95% interval of "
+        "the median (order statistics, scipy.stats.quantile_test; it carries Sobol's "
+        "seed-to-seed variation too): none below 6 seeds, the range of the seeds from 6 to 8 "
+        "(which covers the median with probability at least 0.969). Seeds where Sobol's regret "
+        "is 0 are left out."
     ),
-    "mean rank": "The rank of the mean final value on each task, averaged over tasks.",
+    "mean rank": "The rank of the final table on each task (see rank), averaged over tasks.",
     "ECDF of evaluations to target": (
         f"COCO-style runtime distribution: per task, {N_TARGETS} targets from the median "
         "best-so-far value at the end of the initial design down to the best final value of any "
@@ -111,7 +123,9 @@ GLOSSARY: dict[str, str] = {
     ),
     "fit / acquisition / evaluation seconds": (
         "Wall seconds per BO step spent fitting the surrogate (Hessians included), building and "
-        "maximizing the acquisition, and evaluating the task; initial-design steps left out."
+        "maximizing the acquisition, and evaluating the task; initial-design steps left out. "
+        "A step of q points fits and acquires once; its evaluation seconds are the mean over "
+        "its q evaluations."
     ),
     "eigenvalue floored": (
         "BO steps where some eigenvalue of the Laplace Hessian was raised to the floor (routine "

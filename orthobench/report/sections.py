@@ -17,7 +17,7 @@ from orthobench.probe.tables import ranking_table, summary_table
 from orthobench.report import aggregate, compare, diagnostics, figures, tables
 from orthobench.report.batch_sections import step_curves_section, step_time_section
 from orthobench.report.blocks import Figure, Section, Table, series
-from orthobench.report.data import ResultSet
+from orthobench.report.data import ResultSet, is_asynchronous
 from orthobench.report.feasibility_sections import feasibility_section
 from orthobench.report.stats import sig
 
@@ -210,11 +210,28 @@ def curves_section(results: ResultSet, colors: figures.Palette) -> Section | Non
         "Best-so-far curves",
         "Each task: the best-so-far regret (the objective where no optimum is known) against "
         "evaluations (left, the dashed line ends the shared initial design) and against "
-        "cumulative wall-clock seconds (right).",
+        "cumulative seconds of fitting, acquisition and evaluation (right; with q points per "
+        "BO step evaluated at once, the wall time is in the section on BO steps).",
         blocks,
         ("best-so-far regret", "best-so-far objective", "mean [95% CI]", "outlier evaluation",
          "cumulative seconds"),
     )  # fmt: skip
+
+
+def _evaluation_notes(final: pd.DataFrame, multi: bool) -> list[str]:
+    """A note per task whose methods made different numbers of evaluations (``q`` points per BO
+    step, or budgets): their final values are not at equal evaluations."""
+    notes = []
+    for (run_set, task), group in final.groupby(["run_set", "task"], sort=True):
+        if group["evaluations"].nunique() > 1:
+            counts = ", ".join(f"{r.optimizer}: {r.evaluations}" for r in group.itertuples())
+            notes.append(
+                f"{f'{run_set}: ' if multi else ''}{task}: the final values are after different "
+                f"numbers of evaluations ({counts}), at the end of each "
+                "method's budget of BO steps, not at equal evaluations; the best-so-far curves "
+                "compare them at equal evaluations."
+            )
+    return notes
 
 
 def final_section(results: ResultSet, reference: str | None) -> Section | None:
@@ -232,7 +249,7 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
         elif not r.testable:
             test = f"too few seeds for a test ({r.pairs} pairs, min p {sig(r.p_min)})"
         else:
-            test = f"{sig(r.p_holm)} *" if r.significant else sig(r.p_holm)
+            test = f"{sig(r.p_holm)}{' *' if r.significant else ''} ({r.pairs} pairs)"
         rows.append(
             ([r.run_set] if multi else [])
             + [
@@ -259,13 +276,20 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
     return Section(
         "final",
         "Final values",
-        f"Final best-so-far value per task and optimizer. Bold: the lowest mean of the task. "
+        f"Final best-so-far value per task and optimizer, over the seeds that have one (seeds: "
+        "their number). Bold: rank 1, the lowest mean among the optimizers with the smallest "
+        "share of seeds without a final value (never feasible, or every evaluation failed). "
         f"The test compares each optimizer's final value with that of {reference} seed by seed "
         "(both start from the seed's initial design): Wilcoxon signed-rank, two-sided, "
-        "Holm-corrected over the task's optimizers; * marks p < 0.05. With n paired seeds no "
+        "Holm-corrected over the task's optimizers, on the seeds both have (the pairs); * marks "
+        "p < 0.05. With n paired seeds no "
         "p-value can be below 2 / 2^n (0.25 for 3 seeds, 0.0625 for 5), so fewer than 6 are "
         "too few seeds for a test.",
-        [*_budget_notes(results), Table("final-values", header, rows, final, frozenset(bold))],
+        [
+            *_budget_notes(results),
+            *_evaluation_notes(final, multi),
+            Table("final-values", header, rows, final, frozenset(bold)),
+        ],
         ("final value", "mean [95% CI]", "rank", "Wilcoxon signed-rank, Holm", "failed evals",
          "outlier evaluation", "fallbacks"),
     )  # fmt: skip
@@ -275,16 +299,38 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
 # Across tasks and runtime
 
 
+def sobol_baselines(results: ResultSet) -> dict[str, str]:
+    """``run_set -> method label`` of the Sobol run the normalized score divides by: of the
+    run set's Sobol methods (a ``q`` sweep has several), the one with the fewest points per BO
+    step, synchronous before asynchronous (``sobol`` itself where it was run at q = 1)."""
+    files = results.files
+    names = files[(files["kind"] == "runs") & (files["optimizer_name"] == "sobol")]
+    names = names.dropna(subset=["optimizer"])
+    cells = results.runs.drop_duplicates(["run_set", "optimizer"]).set_index(
+        ["run_set", "optimizer"]
+    )
+    baselines = {}
+    for run_set, group in names.groupby("run_set", sort=True):
+        labels = [
+            label for label in dict.fromkeys(group["optimizer"]) if (run_set, label) in cells.index
+        ]
+        if labels:
+            baselines[run_set] = min(
+                labels,
+                key=lambda label: (
+                    int(cells.loc[(run_set, label), "q"]),
+                    is_asynchronous(str(cells.loc[(run_set, label), "cell_id"])),
+                ),
+            )
+    return baselines
+
+
 def across_section(results: ResultSet, colors: figures.Palette) -> Section | None:
     runs = results.runs
     if runs.empty or runs.groupby("run_set")["task"].nunique().max() < 2:
         return None
     finals = tables.final_values(runs)
-    names = results.files.dropna(subset=["optimizer"])
-    sobol = {
-        run_set: group["optimizer"].iloc[0]
-        for run_set, group in names[names["optimizer_name"] == "sobol"].groupby("run_set")
-    }
+    sobol = sobol_baselines(results)
     blocks: list[Figure | Table | str] = []
     scores = aggregate.normalized_scores(finals, sobol)
     if not scores.empty:
@@ -292,14 +338,14 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
         blocks.append(
             Figure(
                 figures.score_heatmap_svg(scores),
-                "Normalized score (%): 100 is the optimum, 0 is Sobol's final regret on the "
-                "same seed.",
+                "Normalized score (%), median over seeds: 100 is the optimum, 0 is Sobol's final "
+                "regret on the same seed.",
             )
         )
         blocks.append(
             Table(
                 "normalized-scores",
-                ["run set", "task", "optimizer", "seeds", "score % [95% CI]"],
+                ["run set", "task", "optimizer", "seeds", "median score % [95% CI]"],
                 [
                     [
                         r.run_set,

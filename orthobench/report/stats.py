@@ -1,6 +1,7 @@
 r"""The statistics behind every interval, test and rounded number of a report (scipy.stats).
 
-Means over seeds carry a Student-t interval (:func:`t_interval`); two optimizers are compared on
+Means over seeds carry a Student-t interval (:func:`t_interval`), medians an order-statistic
+interval (:func:`median_interval`); two optimizers are compared on
 their seed-matched final values by the Wilcoxon signed-rank test (:func:`signed_rank_test`), with
 Holm's correction over the comparisons of one task (:func:`holm`); every figure a report prints
 goes through :func:`sig`. Probe ratios over BO states: :mod:`orthobench.probe.tables`.
@@ -54,6 +55,31 @@ def t_interval(
         return mean, mean
     low, high = stats.t.interval(level, values.size - 1, loc=mean, scale=sem)
     return float(max(low, bounds[0])), float(min(high, bounds[1]))
+
+
+def median_interval(
+    values: Sequence[float] | np.ndarray, level: float = LEVEL
+) -> tuple[float, float, float]:
+    """Median of the finite ``values`` and its distribution-free ``level`` interval.
+
+    The interval is a pair of order statistics, those of
+    ``scipy.stats.quantile_test(values, p=0.5).confidence_interval(level)``: it covers the
+    population median with probability at least ``level`` whatever the distribution (a
+    heavy-tailed one included). At 95% that needs 6 values; with fewer the bounds are NaN (the
+    range of 5 values covers the median with probability 0.9375 only). ``(nan, nan, nan)``
+    without a finite value.
+
+    Example:
+        >>> median_interval([5.0, 1.0, 4.0, 2.0, 3.0, 6.0, 100.0])
+        (4.0, 1.0, 100.0)
+        >>> median_interval([1.0, 2.0, 3.0])
+        (2.0, nan, nan)
+    """
+    values = _finite(values)
+    if values.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    interval = stats.quantile_test(values, p=0.5).confidence_interval(level)
+    return float(np.median(values)), float(interval.low), float(interval.high)
 
 
 def metric_bounds(metric: str) -> tuple[float, float]:
@@ -124,6 +150,24 @@ def signed_rank_test(
     if p_min < alpha:
         p_value = float(stats.wilcoxon(nonzero, zero_method="wilcox").pvalue)
     return SignedRankTest(int(differences.size), p_min, p_value)
+
+
+def signed_rank_direction(differences: Sequence[float] | np.ndarray) -> int:
+    """The side the signed-rank test of ``differences`` leans to: -1 where the negative
+    differences carry the larger sum of ranks of ``|d|``, +1 where the positive ones do, 0 when
+    the sums are equal or no finite difference is nonzero.
+
+    This is the direction of the statistic that :func:`signed_rank_test` tests, so a
+    significant result reads in its direction; the median difference can disagree with it (it
+    is 0 when most seeds tie, whatever the sign of the rest).
+
+    >>> signed_rank_direction([0.0, 0.0, 0.0, -1.0, -2.0]), signed_rank_direction([1.0, -1.0])
+    (-1, 0)
+    """
+    differences = _finite(differences)
+    nonzero = differences[differences != 0.0]
+    ranks = stats.rankdata(np.abs(nonzero))
+    return int(np.sign(ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()))
 
 
 def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:

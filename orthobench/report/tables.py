@@ -34,11 +34,24 @@ def _positions(frame: pd.DataFrame, axis: str, by_seed: list[pd.Series]) -> pd.S
     if axis == "evaluation":
         return frame["iteration"] + 1
     if axis == "batch":
-        return frame["batch"]
+        # An evaluation counts at step k once it and every evaluation stored before it were
+        # asked by step k. Synchronous cells store their steps in order (no change); an
+        # asynchronous cell stores evaluations as they finished, its `batch` the ask that
+        # proposed the point, so a step read at its own last row would leave out points asked
+        # before it that finished later, and its curve could rise.
+        return frame["batch"].groupby(by_seed).cummax()
     if axis == "wall_seconds":
         # An evaluation counts once it and every evaluation stored before it have finished.
         return frame["wall_seconds"].astype(float).groupby(by_seed).cummax()
     raise ValueError(f"`axis` must be one of {AXES}, but got {axis=!r}.")
+
+
+def _first_of_step(frame: pd.DataFrame) -> pd.Series:
+    """Whether a row is the first stored of its BO step (optimizer, seed and ``batch``; each row
+    its own step in frames without ``batch``): every row of a step carries the step's fit and
+    acquisition seconds, spent once for its ``q`` points."""
+    step = "batch" if "batch" in frame else "iteration"
+    return ~frame.duplicated(["optimizer", "seed", step])
 
 
 def _as_of(rows: pd.DataFrame, axis: str) -> pd.DataFrame:
@@ -61,23 +74,27 @@ def traces(runs: pd.DataFrame, axis: str = "evaluation") -> pd.DataFrame:
 
     A seed's value at a point ``x`` is that of its last evaluation at or before ``x``: per
     evaluation, the evaluation itself; per ``batch``, the end of the BO step (after its ``q``
-    evaluations); on ``wall_seconds``, the last evaluation that had finished by ``x`` together
-    with every evaluation stored before it (rows without ``wall_seconds`` are left out). The
-    points of a key are the values of ``axis`` its seeds have (on ``wall_seconds`` each seed is
-    read at every seed's times), up to the smallest last point of a seed: trimming makes every
-    point of a curve average the same seeds.
+    evaluations; of an asynchronous cell, whose rows are stored as evaluations finished, the last
+    evaluation that, with every evaluation stored before it, was asked by step ``x``); on
+    ``wall_seconds``, the last evaluation that had finished by ``x`` together with every
+    evaluation stored before it (rows without ``wall_seconds`` are left out). The points of a key
+    are the values of ``axis`` its seeds have (on ``wall_seconds`` each seed is read at every
+    seed's times), up to the smallest last point of a seed: trimming makes every point of a curve
+    average the same seeds.
 
     Columns: the :data:`KEY`, ``seed``, ``axis``, ``n_init`` (initial-design rows up to the
     last point), ``metric``, ``value`` (the best-so-far metric; NaN before the seed's first
     finite evaluation), ``seconds`` (the seed's cumulative fit + acquisition + evaluation
-    seconds) and ``is_outlier`` (of the evaluation read).
+    seconds, a step's fit and acquisition counted once though each of its ``q`` rows carries
+    them) and ``is_outlier`` (of the evaluation read).
     """
     parts = []
     for (run_set, task), frame in runs.groupby(["run_set", "task"], sort=True):
         metric = curve_metric(frame)
         frame = frame.sort_values(["optimizer", "seed", "iteration"])
         by_seed = [frame["optimizer"], frame["seed"]]
-        step = frame[["fit_seconds", "acq_seconds", "eval_seconds"]].sum(axis=1)
+        model = frame[["fit_seconds", "acq_seconds"]].sum(axis=1).where(_first_of_step(frame), 0.0)
+        step = model + frame["eval_seconds"]
         rows = pd.DataFrame(
             {
                 "optimizer": frame["optimizer"],
@@ -162,8 +179,10 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     differences (own - reference).
 
     Columns: the :data:`KEY`, ``metric``, ``seeds`` (with a finite final value), ``mean``,
-    ``low``, ``high`` (t interval), ``median``, ``rank`` (of the mean within the run set and
-    task, 1 = lowest), ``best``, ``pairs`` (seeds with a finite final value here and in
+    ``low``, ``high`` (t interval), ``median``, ``no_final`` (seeds stored without a finite final
+    value: never feasible on a constrained task, or every evaluation failed), ``rank`` (within
+    the run set and task, 1 = best: by the share of seeds without a final value, then by the
+    mean, :func:`_rank`), ``best``, ``pairs`` (seeds with a finite final value here and in
     ``reference``; 0 for the reference itself), ``p_min`` (the smallest p-value the exact test
     can give with these pairs, ``2 / 2^pairs`` without zero differences; NaN for the reference),
     ``testable`` (``p_min < 0.05``: False means too few seeds for a test), ``p_value`` (two-sided
@@ -202,6 +221,7 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
                 "low": low,
                 "high": high,
                 "median": float(np.median(finite)) if finite.size else np.nan,
+                "no_final": int(values.size - finite.size),
                 "pairs": test.pairs,
                 "p_min": test.p_min,
                 "testable": test.p_min < stats.ALPHA,
@@ -213,39 +233,65 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
             }
         )
     columns = [
-        *KEY, "metric", "seeds", "mean", "low", "high", "median", "rank", "best", "pairs",
-        "p_min", "testable", "p_value", "p_holm", "significant", "evaluations", "failed_evals",
-        "outliers", "fallbacks",
+        *KEY, "metric", "seeds", "mean", "low", "high", "median", "no_final", "rank", "best",
+        "pairs", "p_min", "testable", "p_value", "p_holm", "significant", "evaluations",
+        "failed_evals", "outliers", "fallbacks",
     ]  # fmt: skip
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=columns)
     by_task = table.groupby(["run_set", "task"], sort=False)
-    table["rank"] = by_task["mean"].rank(method="min")
+    table["rank"] = _rank(table)
     table["best"] = table["rank"] == 1
     table["p_holm"] = by_task["p_value"].transform(lambda p: stats.holm(p.to_numpy()))
     table["significant"] = table["p_holm"] < stats.ALPHA
     return table[columns]
 
 
+def _rank(table: pd.DataFrame) -> pd.Series:
+    """The rank of each key within its run set and task (1 = best, ties share the smaller rank):
+    a smaller share of seeds without a final value first, then a lower mean; NaN without a mean.
+
+    The mean is over the seeds with a final value only, so ranking by it alone would put a
+    method that found a feasible point on one seed of five ahead of one that found one on
+    every seed: the seeds it failed on would look good.
+    """
+    rank = pd.Series(np.nan, index=table.index)
+    for _, group in table.groupby(["run_set", "task"], sort=False):
+        share = (group["no_final"] / (group["no_final"] + group["seeds"])).to_numpy(dtype=float)
+        mean = group["mean"].to_numpy(dtype=float)
+        ahead = (share[None, :] < share[:, None]) | (
+            (share[None, :] == share[:, None]) & (mean[None, :] < mean[:, None])
+        )  # ahead[i, j]: j ranks before i
+        rank[group.index] = np.where(np.isnan(mean), np.nan, 1.0 + ahead.sum(axis=1))
+    return rank
+
+
 def runtime_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Seconds per BO step per key: mean and standard deviation of fit, acquisition, evaluation.
 
-    Columns: the :data:`KEY`, ``steps`` and ``<part>_mean``, ``<part>_sd`` for ``part`` in
-    ``fit``, ``acq``, ``eval``, ``total``; initial-design rows are left out (no model is fitted).
+    A BO step is one ``batch`` of a seed (one row where a frame has no ``batch``): its fit and
+    acquisition seconds are counted once (each of its ``q`` rows carries them), its evaluation
+    seconds are the mean over its evaluations (one evaluation; they run at once where the
+    executor allows), and its total is their sum.
+
+    Columns: the :data:`KEY`, ``steps`` and ``<part>_mean``, ``<part>_sd`` (over steps and
+    seeds) for ``part`` in ``fit``, ``acq``, ``eval``, ``total``; initial-design rows are left out
+    (no model is fitted).
     """
-    bo = runs[runs["phase"] == "bo"].assign(
-        fit=lambda f: f["fit_seconds"],
-        acq=lambda f: f["acq_seconds"],
-        eval=lambda f: f["eval_seconds"],
-    )
-    bo = bo.assign(total=bo["fit"] + bo["acq"] + bo["eval"])
+    bo = runs[runs["phase"] == "bo"]
     parts = ["fit", "acq", "eval", "total"]
     if bo.empty:
         return pd.DataFrame(
             columns=[*KEY, "steps", *[f"{p}_{s}" for p in parts for s in ("mean", "sd")]]
         )
-    grouped = bo.groupby(KEY, sort=True)
+    step = bo["batch"] if "batch" in bo else bo["iteration"]
+    by_step = bo.groupby([*(bo[k] for k in KEY), bo["seed"], step], sort=True)
+    steps = by_step.agg(
+        fit=("fit_seconds", "max"), acq=("acq_seconds", "max"), eval=("eval_seconds", "mean")
+    )
+    steps = steps.assign(total=steps["fit"] + steps["acq"] + steps["eval"]).reset_index()
+    grouped = steps.groupby(KEY, sort=True)
     table = grouped.size().rename("steps").to_frame()
     for part in parts:
         table[f"{part}_mean"] = grouped[part].mean()

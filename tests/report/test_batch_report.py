@@ -17,8 +17,14 @@ import pytest
 
 from orthobench.report import build_report
 from orthobench.report.data import load_results, with_batch_columns
-from orthobench.report.sections import build_sections
-from orthobench.report.tables import curves, final_table, step_time_table, traces
+from orthobench.report.sections import build_sections, final_section, sobol_baselines
+from orthobench.report.tables import (
+    curves,
+    final_table,
+    runtime_table,
+    step_time_table,
+    traces,
+)
 from orthobench.results import load_runs
 
 from .conftest import cell, write_cell
@@ -174,3 +180,53 @@ def test_an_asynchronous_cell_is_a_method_of_its_own(tmp_path):
     results = load_results([tmp_path / "sync", tmp_path / "async"])
     assert sorted(results.optimizers) == [Q4, "orthobo (q=4, async)"]
     assert set(results.runs["run_set"]) == {"batch"}
+
+
+def test_cumulative_seconds_count_a_steps_fit_and_acquisition_once(runs):
+    """A step fits and acquires once for its q points, whose rows all carry its fit (0.5 s) and
+    acquisition (0.25 s); evaluations take 0.01 s each. q=4, after the design (2 evaluations):
+    0.02 s; after step 1: 0.02 + 0.75 + 4 * 0.01; after step 2: 0.02 + 2 * 0.75 + 8 * 0.01. q=1
+    (one point per step) after its first step: 0.02 + 0.75 + 0.01."""
+    trace = traces(runs).set_index(["optimizer", "seed", "evaluation"])["seconds"]
+    assert [trace[Q4, 0, e] for e in (2, 6, 10)] == pytest.approx([0.02, 0.81, 1.60])
+    assert trace["orthobo", 0, 3] == pytest.approx(0.78)
+    table = runtime_table(runs).set_index("optimizer")
+    # BO steps over both seeds: q=4 2 + 2, q=1 4 + 4 (not 16 and 8 evaluations).
+    assert table["steps"].to_dict() == {"orthobo": 8, Q4: 4}
+    np.testing.assert_allclose(table.loc[Q4, ["fit_mean", "acq_mean", "eval_mean"]],
+                               [0.5, 0.25, 0.01])  # fmt: skip
+    assert table.loc[Q4, "fit_sd"] == 0.0
+
+
+def test_an_asynchronous_cells_step_curve_is_a_best_so_far(runs):
+    """Asynchronous q=2 rows, stored as evaluations finished: step 1's second point (y 0.5,
+    iteration 5) finished after the points of asks 2 and 3. A step counts an evaluation once it
+    and every evaluation stored before it were asked by that step (the running maximum of
+    ``batch``, as wall seconds count), so the curve never rises: 4, 3, 2, then 0.5 at step 3."""
+    rows = runs[(runs["optimizer"] == "orthobo") & (runs["seed"] == 0)].sort_values("iteration")
+    ys = [5.0, 4.0, 3.0, 2.0, 6.0, 0.5]
+    rows = rows.assign(
+        optimizer="orthobo (q=2, async)", q=2, batch=[0, 0, 1, 2, 3, 1],
+        regret=np.minimum.accumulate(ys),
+    )  # fmt: skip
+    trace = traces(rows, "batch")
+    assert trace["value"].tolist() == [4.0, 3.0, 2.0, 0.5]
+    assert trace["batch"].tolist() == [0, 1, 2, 3]
+
+
+def test_the_final_table_says_when_methods_made_different_numbers_of_evaluations(batch_dir):
+    """q=4 cells make 2 + 4 * 2 = 10 evaluations, q=1 cells 2 + 4 = 6: their final values are at
+    equal BO steps, not equal evaluations, and the section says so."""
+    section = final_section(load_results([batch_dir]), "orthobo")
+    notes = [b for b in section.blocks if isinstance(b, str)]
+    assert any("different numbers of evaluations (orthobo: 6, orthobo (q=4): 10)" in n
+               for n in notes), notes  # fmt: skip
+
+
+def test_the_normalized_score_divides_by_sobol_at_one_point_per_step(tmp_path):
+    """A q sweep of Sobol: the baseline is the q=1 Sobol method, whatever order the files
+    sort in (``t__sobol__q4__seed0`` sorts before ``t__sobol__seed0``)."""
+    for q in (4, 1):
+        spec = cell("s", "t=hartmann6", "sobol", 0, n_init=2, budget=1, q=q)
+        write_cell(tmp_path, spec, [5.0, 4.0, 3.0, 2.0, 1.0, 0.5][: 2 + q])
+    assert sobol_baselines(load_results([tmp_path])) == {"s": "sobol"}

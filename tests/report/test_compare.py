@@ -75,3 +75,49 @@ def test_the_test_pairs_cells_of_the_same_seed(runs):
     moved = compare_pairs(runs, "base").set_index("optimizer").loc["moved"]
     assert (moved["seeds_base"], moved["seeds_new"], moved["pairs"]) == (7, 5, 5)
     assert moved["p_min"] == 0.0625 and not moved["testable"]
+
+
+def _one_optimizer(base: list[float], new: list[float]) -> pd.DataFrame:
+    """``base`` and ``new`` finals of optimizer ``o`` by seed (NaN: every evaluation failed)."""
+    rows = []
+    for source, values in (("base", base), ("new", new)):
+        for seed, final in enumerate(values):
+            for iteration, y in enumerate((final + 1.0, final)):
+                rows.append(
+                    {"source": source, "run_set": "s", "suite": "s", "task": "t",
+                     "optimizer": "o", "seed": seed, "iteration": iteration, "y": y,
+                     "regret": y, "best_y": y, "phase": "bo",
+                     "status": "ok" if y == y else "invalid"}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_direction_is_the_signed_rank_tests_not_the_median_difference():
+    """13 seeds: equal on 7, new lower on the other 6 (p = 2 / 2^6). The median difference is 0,
+    yet every difference that carries a sign says new is lower: the verdict is 'better'."""
+    pair = compare_pairs(_one_optimizer([5.0] * 13, [5.0] * 7 + [4, 3, 2, 1, 0.5, 4.5]), "base")
+    (row,) = pair.itertuples()
+    assert row.verdict.startswith("better:"), row.verdict
+    assert row.median_delta == 0.0 and row.p_holm == pytest.approx(2 / 2**6)
+    assert row.direction == -1
+
+
+def test_the_verdict_medians_are_over_the_paired_seeds():
+    """The new set lost seeds 7-9, the baseline's best: over all seeds the median rises
+    (11.5 -> 12), over the 7 paired seeds, where new is 1 lower every time, it falls (13 -> 12)."""
+    base = [10.0, 11, 12, 13, 14, 15, 16, 0, 0, 0]
+    pair = compare_pairs(_one_optimizer(base, [v - 1 for v in base[:7]]), "base")
+    (row,) = pair.itertuples()
+    assert row.verdict.startswith("better: median over the 7 paired seeds 13 -> 12 ("), row.verdict
+    assert (row.median_base, row.median_new) == (11.5, 12.0)
+    assert (row.paired_median_base, row.paired_median_new) == (13.0, 12.0)
+
+
+def test_cells_without_a_finite_value_are_not_reported_missing():
+    """Every evaluation of the new set failed: its cells are there, with no final value; that is
+    a regression to report, not a cell 'only in the baseline'."""
+    nan = float("nan")
+    pair = compare_pairs(_one_optimizer([1.0, 2.0, 3.0], [nan, nan, nan]), "base")
+    (row,) = pair.itertuples()
+    assert row.verdict == "no finite final value in the new set (3 cells; baseline: 3 seeds)"
+    assert (row.cells_base, row.cells_new, row.seeds_new, row.common) == (3, 3, 0, 3)

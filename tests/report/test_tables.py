@@ -245,3 +245,34 @@ def test_final_table_pairs_by_seed_not_by_position() -> None:
     row = table.set_index("optimizer").loc["shifted"]
     assert row["seeds"] == 7 and row["pairs"] == 6
     assert row["p_min"] == row["p_value"] == pytest.approx(2 / 2**6) and row["significant"]
+
+
+def test_the_final_section_says_over_how_many_pairs_a_p_value_is() -> None:
+    """``more`` has seeds 0-9, the reference 0-6: the test is over the 7 common seeds, and the
+    table says so next to the p-value (the seeds column says 10)."""
+    from orthobench.report.data import ResultSet
+    from orthobench.report.sections import final_section
+
+    more = {s: v - 0.5 for s, v in REFERENCE.items()} | {7: 1.0, 8: 2.0, 9: 3.0}
+    runs = _final_runs({"ref": REFERENCE, "more": more}).assign(source="d")
+    files = pd.DataFrame(columns=["kind", "task", "run_set", "n_init", "budget"])
+    empty = pd.DataFrame()
+    section = final_section(ResultSet(runs, empty, empty, files), "ref")
+    (table,) = section.tables
+    row = next(r for r in table.rows if r[1] == "more")
+    assert row[3] == "10" and row[7] == "0.0156 * (7 pairs)"
+
+
+def test_seeds_without_a_final_value_do_not_win_the_rank() -> None:
+    """On a constrained task ``a`` found a feasible point on 1 of 5 seeds (regret 0.1), ``b`` on
+    all 5 (0.5). ``a``'s mean over its one seed is lower, but ranking it first would make the
+    seeds where it never found a feasible point look good: the rank orders methods by the share
+    of their seeds without a final value first, then by the mean."""
+    finals = {"a": {0: 0.1} | {s: NAN for s in range(1, 5)}, "b": dict.fromkeys(range(5), 0.5)}
+    table = final_table(_final_runs(finals), reference="b").set_index("optimizer")
+    assert table["rank"].to_dict() == {"a": 2, "b": 1} and table.loc["b", "best"]
+    assert table["no_final"].to_dict() == {"a": 4, "b": 0}
+    # Equal shares: the mean decides, and ties share the smaller rank.
+    finals = {"a": {0: 0.1, 1: NAN}, "b": {0: 0.5, 1: NAN}, "c": {0: 0.1, 1: NAN}}
+    ranks = final_table(_final_runs(finals), reference="b").set_index("optimizer")["rank"]
+    assert ranks.to_dict() == {"a": 1, "b": 3, "c": 1}
