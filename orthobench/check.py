@@ -16,11 +16,14 @@ S, never on an aggregate over states: a threshold holds on every state, so the w
 decides (a mean over states would let a good state hide a bad one). A ``relative_to_baseline``
 rule compares with the baseline of the same state and S (and batch size ``q``, where the
 rows of batch probes carry one; a rule applies to the rows of every ``q``). A rule that matches no row fails too,
-so a renamed estimator cannot pass the gate silently.
+so a renamed estimator cannot pass the gate silently, and so does a rule on a row whose metric
+(or whose baseline's row or metric) is missing or NaN. A value of the wrong type in the file is
+a one-line error when it is read, before the probe runs.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +43,8 @@ _RULE_KEYS = (
     "relative_to_baseline",
     "description",
 )
+#: Keys whose value may be null (their default): the bounds and the filters.
+_OPTIONAL = ("min", "max", "mc_samples", "kernel", "task")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,11 +109,40 @@ def load_thresholds(path: str | Path) -> list[Threshold]:
             raise OrthobenchError(f"{where}: needs `estimator` and `metric`.")
         if rule.get("min") is None and rule.get("max") is None:
             raise OrthobenchError(f"{where}: needs `min` or `max`.")
+        _check_types(rule, where)
         try:
             rules.append(Threshold(**rule))
         except TypeError as err:
             raise OrthobenchError(f"{where}: {err}.") from None
     return rules
+
+
+def _check_types(rule: dict, where: str) -> None:
+    """Raise :class:`OrthobenchError` for a value of the wrong type, before anything is probed:
+    a bound that is not a number would fail the comparison only after the probe, and a quoted
+    ``"no"`` would make a rule relative to the baseline."""
+    for key, value in rule.items():
+        if value is None and key in _OPTIONAL:
+            continue
+        if key in ("min", "max"):
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            ok, kind = ok and not math.isnan(value), "a number"
+        elif key == "mc_samples":
+            ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        elif key == "relative_to_baseline":
+            ok, kind = isinstance(value, bool), "true or false"
+        else:
+            ok, kind = isinstance(value, str), "a string"
+        if not ok:
+            raise OrthobenchError(f"{where}: `{key}` must be {kind}, but got {value!r}.")
+
+
+def _number(value: object) -> float:
+    """A metric value as a float; NaN where it is missing or not a number (the rule fails)."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResult]:
@@ -131,7 +165,7 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
             )
             continue
         for row in rows.itertuples():
-            value = float(getattr(row, rule.metric))
+            value = _number(getattr(row, rule.metric))
             if rule.relative_to_baseline:
                 base = frame[
                     (frame["estimator"] == row.baseline)
@@ -142,7 +176,8 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
                     & (frame["mc_samples"] == row.mc_samples)
                     & ((frame["q"] == row.q) if "q" in frame else True)
                 ]
-                value -= float(base[rule.metric].iloc[0])
+                # No baseline row (or no number in it): NaN, the rule fails on this row.
+                value -= _number(base[rule.metric].iloc[0]) if len(base) else math.nan
             passed = (rule.min is None or value >= rule.min) and (
                 rule.max is None or value <= rule.max
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from click.testing import CliRunner
@@ -112,6 +114,25 @@ def test_a_relative_rule_compares_with_the_baseline_of_the_same_state():
     assert [r.passed for r in results] == [True, False]
 
 
+def test_a_relative_rule_without_its_baseline_row_fails_the_rule():
+    """The baseline's row missing (or its metric NaN or not a number): the rule fails on that
+    row, it neither passes nor stops the gate with a traceback."""
+    frame = _states({("e", 0): 0.5, ("mc", 0): 0.5, ("e", 1): 0.5}, metric="top1_agreement")
+    rule = Threshold(estimator="e", metric="top1_agreement", relative_to_baseline=True, min=-0.1)
+    results = evaluate(frame, [rule])
+    assert [(r.state, r.passed) for r in results] == [
+        ("seed 0, it 0", True),
+        ("seed 1, it 0", False),
+    ]
+    assert math.isnan(results[1].value)
+    frame["top1_agreement"] = frame["top1_agreement"].astype(object)
+    frame.loc[frame["estimator"] == "mc", "top1_agreement"] = None
+    assert [r.passed for r in evaluate(frame, [rule])] == [False, False]
+    plain = Threshold(estimator="e", metric="top1_agreement", max=1.0)
+    frame.loc[0, "top1_agreement"] = None
+    assert [r.passed for r in evaluate(frame, [plain])] == [False, True]
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
@@ -121,13 +142,29 @@ def test_a_relative_rule_compares_with_the_baseline_of_the_same_state():
             "version: 1\nthresholds:\n  - {estimator: x, metric: y, min: 1, colour: red}\n",
             "unknown key",
         ),
+        # Checked when the file is read, before the probe runs: a bound that is not a number
+        # would raise in the comparison after the probe, and a quoted "no" is a true string,
+        # which would make the rule relative to the baseline.
+        ("version: 1\nthresholds:\n  - {estimator: x, metric: y, min: one}\n", "`min`"),
+        ("version: 1\nthresholds:\n  - {estimator: x, metric: y, max: .nan}\n", "`max`"),
+        ("version: 1\nthresholds:\n  - {estimator: x, metric: y, min: true}\n", "`min`"),
+        (
+            'version: 1\nthresholds:\n  - {estimator: x, metric: y, min: 1, relative_to_baseline: "no"}\n',
+            "`relative_to_baseline`",
+        ),
+        (
+            'version: 1\nthresholds:\n  - {estimator: x, metric: y, min: 1, mc_samples: "32"}\n',
+            "`mc_samples`",
+        ),
+        ("version: 1\nthresholds:\n  - {estimator: [x], metric: y, min: 1}\n", "`estimator`"),
     ],
 )
 def test_bad_thresholds_files_are_one_line_errors(tmp_path, text, fragment):
     path = tmp_path / "t.yaml"
     path.write_text(text)
-    with pytest.raises(OrthobenchError, match=fragment):
+    with pytest.raises(OrthobenchError, match=fragment) as raised:
         load_thresholds(path)
+    assert str(raised.value).startswith(f"{path}: ") and "\n" not in str(raised.value)
 
 
 def test_the_ci_thresholds_file_matches_its_suite():
