@@ -32,10 +32,12 @@ class AcquisitionNoise:
         values: ``R x n`` acquisition values, rebuild ``r`` in row ``r``.
         variance: ``n`` across-rebuild sample variances (ddof 1), one per candidate.
         mean_variance: ``variance`` averaged over candidates (the probe variance).
-        top1_agreement: Share of rebuilds whose best candidate (argmax) is the reference's best.
+        top1_agreement: Share of rebuilds whose best candidate (argmax) is a best one of the
+            reference (any of its tied best).
         top1_interval: ``(low, high)`` Clopper-Pearson interval of ``top1_agreement``.
         flip_rate: Over the ``top_k - 1`` adjacent pairs ``(a, b)`` of the reference's top
-            ``top_k`` (``ref_a > ref_b``) and all rebuilds, the share with ``v_{ra} < v_{rb}``.
+            ``top_k`` (``ref_a > ref_b``: pairs the reference ties are left out) and all
+            rebuilds, the share with ``v_{ra} < v_{rb}``; NaN when the reference ties them all.
         flip_interval: ``(low, high)`` percentile-bootstrap interval of ``flip_rate``.
         reference: ``n`` values that rank the candidates: the one passed in, or the mean over
             rebuilds.
@@ -111,7 +113,7 @@ def acquisition_noise(
     .. math::
 
         \mathrm{Var}_j = \frac{1}{R - 1} \sum_r (v_{rj} - \bar v_j)^2, \qquad
-        \mathrm{top1} = \frac1R \sum_r 1[\arg\max_j v_{rj} = \arg\max_j \mathrm{ref}_j],
+        \mathrm{top1} = \frac1R \sum_r 1[\arg\max_j v_{rj} \in \arg\max_j \mathrm{ref}_j],
 
     and the flip rate, the share of (rebuild, adjacent pair ``(a, b)`` of the reference's top
     ``top_k``, ``ref_a > ref_b``) with ``v_{ra} < v_{rb}``.

@@ -143,3 +143,15 @@ def test_bad_inputs_raise_one_line():
         lambda: acquisition_noise(lambda r: lambda X: X.sum(-1), X_TOY), r"make_acqf\(0\)"
     )
     _one_line_error(lambda: acquisition_noise(_toy(), X_TOY, reference=np.zeros(3)), "reference")
+
+
+def test_a_reference_that_ties_orders_only_the_pairs_it_tells_apart():
+    """Of the reference ``[0, ..., 0, 1]`` only x = 1 is ranked: its one ordered pair (x = 1
+    above x = 0) is reversed in every rebuild (the toy peaks at x = 0.3); the tied pairs of the
+    zeros are no flips nor holds. A reference that ranks nothing leaves the rate undefined."""
+    reference = torch.tensor([0.0, 0, 0, 0, 0, 0, 0, 1.0], dtype=DTYPE)
+    result = acquisition_noise(_toy(), X_TOY, rebuilds=8, reference=reference)
+    assert result.flip_rate == 1.0 and result.flip_interval == (1.0, 1.0)
+    flat = acquisition_noise(_toy(), X_TOY, rebuilds=8, reference=np.ones(8))
+    assert np.isnan(flat.flip_rate) and np.isnan(flat.flip_interval).all()
+    assert flat.top1_agreement == 1.0  # every candidate is a best one of the reference

@@ -14,9 +14,11 @@ Definitions (each exactly as computed, also in the report glossary):
   values; names carry the scale.
 - bias^2: :math:`\frac1N \sum_j (\bar v_j - \mathrm{ref}_j)^2` with :math:`\bar v_j` the rebuild mean.
 - MSE: :math:`\frac1N \sum_j \frac1R \sum_r (v_{rj} - \mathrm{ref}_j)^2`.
-- top-1 agreement: share of rebuilds whose best probe (argmax over j) is the reference's best.
+- top-1 agreement: share of rebuilds whose best probe (argmax over j) is a best probe of the
+  reference (any of them where several tie).
 - flip rate: take the top-k probes of the reference ranking, ordered; over the k-1 adjacent pairs
-  (a, b) with ref_a > ref_b and all rebuilds, the share with :math:`v_{ra} < v_{rb}`.
+  (a, b) with ref_a > ref_b and all rebuilds, the share with :math:`v_{ra} < v_{rb}`. A pair the
+  reference ties has no right order and is left out; NaN when every pair ties.
 - ratio (variance or MSE) versus a baseline estimator at the same S: baseline / estimator
   (> 1 means the estimator is better), with a percentile bootstrap CI over rebuilds. Rebuild r of
   both estimators shares its theta draws (common random numbers), so rebuilds are resampled in
@@ -69,18 +71,25 @@ def mse(values: np.ndarray, reference: np.ndarray) -> float:
 
 
 def top1_agreement(values: np.ndarray, reference: np.ndarray) -> float:
-    """Share of rebuilds whose argmax probe equals the reference's argmax."""
+    """Share of rebuilds whose argmax probe is a best probe of the reference (any of its tied
+    best: the reference cannot tell them apart)."""
     values = _check(values, reference)
-    return float(np.mean(values.argmax(axis=1) == int(np.argmax(reference))))
+    reference = np.asarray(reference, dtype=float)
+    return float(np.mean(reference[values.argmax(axis=1)] == reference.max()))
 
 
 def flip_rate(values: np.ndarray, reference: np.ndarray, top_k: int = 10) -> float:
-    """Share of (rebuild, adjacent pair among the reference's top-k) whose order is reversed."""
+    """Share of (rebuild, adjacent pair among the reference's top-k with ``ref_a > ref_b``) whose
+    order is reversed; pairs the reference ties are left out (NaN when all are)."""
     values = _check(values, reference)
     if top_k < 2:
         raise ValueError(f"`top_k` must be >= 2, but got {top_k=}.")
+    reference = np.asarray(reference, dtype=float)
     order = np.argsort(-reference, kind="stable")[: min(top_k, values.shape[1])]
-    upper, lower = values[:, order[:-1]], values[:, order[1:]]
+    ordered = reference[order[:-1]] > reference[order[1:]]
+    if not ordered.any():
+        return float("nan")
+    upper, lower = values[:, order[:-1][ordered]], values[:, order[1:][ordered]]
     return float(np.mean(upper < lower))
 
 

@@ -60,6 +60,7 @@ import pandas as pd
 import torch
 
 from orthobench.config.names import TPE_ESTIMATORS, parse_estimator
+from orthobench.exceptions import ConfigError
 from orthobench.execution import RunSummary, run_units
 from orthobench.executors import Executor, InlineExecutor, Job
 from orthobench.loop import ProgressCallback, check_buildable
@@ -175,13 +176,25 @@ def _summaries(
 
 def probe_states(suite_name: str, spec: ProbeSpec) -> list[ProbeState]:
     """Every probe state of a suite's probe section: GP kernels at each of its ``q``, plus
-    ``tpe`` (at ``q = 1`` only) when asked for."""
+    ``tpe`` (at ``q = 1`` only) when asked for.
+
+    Raises:
+        ConfigError: at ``probe.q``, for TPE estimators and a ``q`` without 1 (they would
+            have no state).
+    """
     surrogates = (
         list(spec.kernels)
         if any(parse_estimator(e).base not in TPE_ESTIMATORS for e in spec.estimators)
         else []
     )
-    if any(parse_estimator(e).base in TPE_ESTIMATORS for e in spec.estimators):
+    tpe = [e for e in spec.estimators if parse_estimator(e).base in TPE_ESTIMATORS]
+    if tpe and 1 not in spec.q:
+        raise ConfigError(
+            "probe.q",
+            f"TPE estimators ({', '.join(tpe)}) are probed at q = 1 only, but q="
+            f"{list(spec.q)} has no 1: add it, or probe them in another suite.",
+        )
+    if tpe:
         surrogates.append("tpe")
     return [
         ProbeState(

@@ -482,11 +482,16 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
             f"{_state_label(row, with_iteration)}"
         )
 
+    def smallest(group: pd.DataFrame, column: str) -> pd.Series:
+        # The first smallest, NaN last: an estimator without any defined ratio (0 / 0 on every
+        # state, constrained EI underflowing) gets its NaN row, where idxmin would raise.
+        return group.iloc[int(np.argsort(group[column].to_numpy(dtype=float), kind="stable")[0])]
+
     rows = []
     for key, group in frame.groupby(["suite", *batch, "estimator"], sort=False):
         suite, name = key[0], key[-1]
-        worst = group.loc[group["mse_ratio"].astype(float).idxmin()]
-        upper = group.loc[group["mse_ratio_high"].astype(float).idxmin()]
+        worst = smallest(group, "mse_ratio")
+        upper = smallest(group, "mse_ratio_high")
         share = group["excess_bias_share" if "excess_bias_share" in group else "bias_share"]
         bias = float(share.median())
         rows.append(

@@ -165,3 +165,23 @@ def test_the_batch_probe_suite_loads():
     suite = load_suite("suites/probe-batch.yaml")
     assert suite.probe is not None and suite.probe.q == (1, 4)
     assert suite.probe.rebuilds >= 2
+
+
+@pytest.mark.parametrize("estimators", [("orthobo-tpe",), ("orth", "mc-tpe")])
+def test_tpe_estimators_without_q1_are_refused_not_dropped(tmp_path, estimators):
+    """TPE states are probed at q = 1 only: a section whose q lacks 1 would probe none of its
+    TPE estimators (or no state at all) and say nothing; it is one line at ``probe.q``."""
+    from orthobench.exceptions import ConfigError
+
+    spec = dataclasses.replace(SPEC, q=(4,), estimators=estimators)
+    with pytest.raises(ConfigError, match="q = 1 only") as raised:
+        run_probe("t", spec, tmp_path, device=torch.device("cpu"))
+    assert raised.value.field == "probe.q" and "\n" not in str(raised.value)
+    assert not list(tmp_path.glob("probe/*.parquet"))
+    with_q1 = probe_states("t", dataclasses.replace(spec, q=(1, 4)))
+    expected = (
+        [("tpe", 1)]
+        if len(estimators) == 1
+        else [("matern52-ard", 1), ("matern52-ard", 4), ("tpe", 1)]
+    )
+    assert [(s.surrogate, s.q) for s in with_q1] == expected

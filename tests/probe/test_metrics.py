@@ -83,3 +83,25 @@ def test_the_ratio_of_all_zero_values_is_nan_without_a_warning():
         warnings.simplefilter("error")
         ratio, low, high = metrics.bootstrap_ratio_ci(zeros, zeros, "mse", np.zeros(3))
     assert np.isnan(ratio) and np.isnan(low) and np.isnan(high)
+
+
+def test_flip_rate_counts_only_pairs_the_reference_orders():
+    """Adjacent top-k pairs with ``ref_a > ref_b`` only: a tied pair has no right order, so its
+    order in a rebuild is neither a flip nor a hold (else the rate would depend on which of the
+    tied probes has the smaller index)."""
+    reference = np.array([3.0, 2.0, 2.0, 1.0])  # pairs (0,1), (1,2) tied, (2,3)
+    values = np.array([[3.0, 1.0, 2.0, 0.0], [3.5, 2.5, 1.5, 0.5]])
+    assert metrics.flip_rate(values, reference, top_k=4) == 0.0
+    swapped = [0, 2, 1, 3]  # the same probes, the tied two listed the other way round
+    assert metrics.flip_rate(values[:, swapped], reference[swapped], top_k=4) == 0.0
+    values[1, 3] = 9.0  # now (2,3) is reversed in rebuild 1: 1 of 4 ordered pairs
+    assert metrics.flip_rate(values, reference, top_k=4) == pytest.approx(1 / 4)
+    flat = np.ones(4)  # no pair ordered: the rate is undefined
+    assert np.isnan(metrics.flip_rate(values, flat, top_k=4))
+
+
+def test_top1_agreement_accepts_any_of_the_references_tied_best():
+    reference = np.array([0.0, 1.0, 1.0, 0.5])
+    values = np.array([[0.0, 0.9, 0.1, 0.2], [0.0, 0.1, 0.9, 0.2], [0.0, 0.1, 0.2, 0.9]])
+    # Rebuilds 0 and 1 pick a best probe of the reference (1 or 2), rebuild 2 does not.
+    assert metrics.top1_agreement(values, reference) == pytest.approx(2 / 3)

@@ -248,3 +248,16 @@ def test_text_table_prints_three_significant_digits():
     header, row = text.splitlines()[:2]
     assert header.split()[5:7] == ["states", "undef"] and row.split()[5:7] == ["3", "1"]
     assert "level" in header and " 0.5 " in row  # the median's interval over two states
+
+
+def test_the_default_rule_and_text_tables_take_an_estimator_without_any_defined_ratio():
+    """A constrained state where every value underflows to 0 gives 0 / 0 ratios (NaN): an
+    estimator with no other state has none defined, and is listed, not eligible, not a crash."""
+    frame = _rows({("good", 8): [3.0, 2.0], ("zero", 8): [math.nan, math.nan]})
+    frame["bias_sq"] = 1.0 / 64  # probe variance 1, R = 64: no excess bias
+    rule = default_rule_table(frame).set_index("estimator")
+    assert list(rule.index) == ["good", "zero"]
+    assert math.isnan(rule.loc["zero", "worst_state_mse_ratio"])
+    assert math.isnan(rule.loc["zero", "min_upper_bound"]) and not rule.loc["zero", "eligible"]
+    assert rule.loc["good", "worst_state_mse_ratio"] == 2.0 and rule.loc["good", "eligible"]
+    assert "Default rule" in format_summary(frame)
