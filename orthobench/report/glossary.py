@@ -180,12 +180,13 @@ GLOSSARY: dict[str, str] = {
         "points carry the mean); geometric mean over states."
     ),
     "top-1 agreement": (
-        "Share of rebuilds whose highest-ranked probe is the reference's highest-ranked probe; "
-        "mean over states."
+        "Share of rebuilds whose highest-ranked probe is a highest-ranked probe of the "
+        "reference (any of them where the reference ties); mean over states."
     ),
     "flip rate": (
         "Over the k-1 adjacent pairs among the reference's top-k probes (k = 10 by default) and "
-        "all rebuilds, the share whose order is reversed; mean over states."
+        "all rebuilds, the share whose order is reversed; a pair the reference ties is left out "
+        "(a state where every pair ties has none); mean over the states that have one."
     ),
     "regret (probe)": "Best-so-far regret of the probe state's history, mean over states.",
     "identical y": (
