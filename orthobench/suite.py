@@ -90,13 +90,15 @@ def _check_label(value: Any) -> str:
     return value
 
 
-def _check_distinct(seeds: tuple[int, ...]) -> tuple[int, ...]:
-    seen: set[int] = set()
-    for seed in seeds:
-        if seed in seen:
-            raise ConfigError("", f"seeds must be distinct, but {seed} is given twice.")
-        seen.add(seed)
-    return seeds
+def _check_distinct(values: tuple[Any, ...], what: str, field: str = "") -> tuple[Any, ...]:
+    """``values`` if none is given twice: a repeated seed, batch size, kernel, state iteration,
+    budget or estimator would be a unit or a row twice, computed twice into one file."""
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            raise ConfigError(field, f"{what} must be distinct, but {value!r} is given twice.")
+        seen.add(value)
+    return values
 
 
 def _seed_count(value: Any) -> Any:
@@ -123,13 +125,6 @@ def _one_batch_size(value: Any) -> Any:
             f"{show_value(value)}.",
         )
     return [value]
-
-
-def _check_distinct_batch_sizes(sizes: tuple[int, ...]) -> tuple[int, ...]:
-    if len(set(sizes)) < len(sizes):
-        twice = next(q for i, q in enumerate(sizes) if q in sizes[:i])
-        raise ConfigError("", f"batch sizes must be distinct, but {twice} is given twice.")
-    return sizes
 
 
 def _one_kernel(value: Any) -> Any:
@@ -160,7 +155,7 @@ Seeds = Annotated[
     tuple[Seed, ...],
     MinLen(1),
     MaxLen(MAX_CELLS),
-    AfterValidator(_check_distinct),
+    AfterValidator(partial(_check_distinct, what="seeds")),
     Shorthand(_seed_count),
 ]
 #: The size of a cell's initial design.
@@ -185,7 +180,7 @@ BatchSize = Annotated[
 BatchSizes = Annotated[
     tuple[BatchSize, ...],
     MinLen(1),
-    AfterValidator(_check_distinct_batch_sizes),
+    AfterValidator(partial(_check_distinct, what="batch sizes")),
     Shorthand(_one_batch_size),
 ]
 #: The dtype of a cell's run.
@@ -363,6 +358,8 @@ class ProbeSpec:
 
     @model_validator(mode="after")
     def _check_rules(self) -> ProbeSpec:
+        for key in ("kernels", "state_iterations", "mc_samples", "estimators"):
+            _check_distinct(getattr(self, key), key.replace("_", " "), key)
         _check_components(self.tasks, "tasks", TASKS)
         self._check_state_optimizer()
         budgets = {f"mc_samples[{i}]": s for i, s in enumerate(self.mc_samples)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Protocol
 
 #: The kinds of units, as messages and the store name them.
@@ -46,9 +47,21 @@ class WorkUnit(Protocol):
         ...
 
 
+# A memory address in an object's text (``<object object at 0x7f...>``, ``<function f at 0x...>``).
+_ADDRESS_RE = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _text(value: Any) -> str:
+    """An object that is not JSON as its ``str`` without memory addresses, which differ from one
+    process to the next: a factory default such as a sentinel ``object()`` or a function keeps
+    its configuration hash across runs."""
+    return _ADDRESS_RE.sub("", str(value))
+
+
 def canonical(value: Any) -> str:
-    """``value`` as JSON text with sorted keys (other objects as their ``str``)."""
-    return json.dumps(value, sort_keys=True, default=str)
+    """``value`` as JSON text with sorted keys (other objects as their ``str``, without memory
+    addresses)."""
+    return json.dumps(value, sort_keys=True, default=_text)
 
 
 def hash_config(config: dict[str, Any]) -> str:

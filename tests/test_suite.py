@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import yaml
 
 from orthobench.exceptions import MESSAGE_LIMIT, ConfigError, SuiteError, UnknownNameError
 from orthobench.registry import OPTIMIZERS
@@ -339,6 +340,28 @@ def test_cell_ids_of_a_suite_are_distinct_ignoring_case(write_suite):
     assert len(set(ids)) == len(ids) == 8
 
 
+@pytest.mark.parametrize(
+    ("line", "field", "reason"),
+    [
+        ("kernels: [rbf-iso, rbf-iso]", "kernels", "kernels must be distinct, but 'rbf-iso'"),
+        ("state_iterations: [0, 2, 0]", "state_iterations", "state iterations must be distinct"),
+        ("mc_samples: [8, 8]", "mc_samples", "mc samples must be distinct, but 8 is given twice"),
+        ("estimators: [mc, orth, orth]", "estimators", "estimators must be distinct, but 'orth'"),
+    ],
+)
+def test_a_probe_value_given_twice_is_refused_at_load(write_suite, line, field, reason):
+    """The reported bug: a repeated kernel or state iteration made probe states with one id,
+    each computed again into the same file, and a repeated budget or estimator the same row
+    twice in a state's file."""
+    with pytest.raises(SuiteError) as info:
+        load_suite(write_suite(PROBE + f"  {line}\n"))
+    assert info.value.field == f"probe.{field}" and info.value.reason.startswith(reason)
+    values = tuple(yaml.safe_load(line)[field])
+    with pytest.raises(ConfigError) as built:  # a probe section built in code too
+        ProbeSpec(tasks=(HARTMANN,), **{field: values})
+    assert built.value.field == field
+
+
 def test_file_that_is_not_utf8_or_too_large_is_refused_before_parsing(tmp_path):
     path = tmp_path / "latin1.yaml"
     path.write_bytes("name: x\nbudget: 1\ndescription: caf\xe9\n".encode("latin-1"))
@@ -583,3 +606,47 @@ def test_the_keys_a_suite_file_may_hold_are_the_suite_fields_it_does_not_set_its
     assert f"allowed keys: {', '.join(f.name for f in fields(ProbeSpec))}." in info.value.reason
     with pytest.raises(SuiteError, match=f"allowed keys: {', '.join(keys)}[.]"):
         load_suite(write_suite(GOOD + "bugdet: 2\n"))
+
+
+# --- configuration hashes ----------------------------------------------------------------------
+
+SENTINEL_PLUGIN = '''
+from orthobench import Optimizer
+
+_AUTO = object()
+
+
+def _identity(x):
+    return x
+
+
+class Sentinel(Optimizer):
+    """Defaults whose text holds a memory address: a sentinel object and a function."""
+
+    min_observations = 0
+
+    def __init__(self, dim, *, scale=_AUTO, transform=_identity, **kwargs):
+        super().__init__(dim, **kwargs)
+'''
+
+
+def test_a_default_whose_text_holds_a_memory_address_keeps_the_cell_hash(tmp_path, monkeypatch):
+    """The reported bug: a plugin default such as a sentinel ``object()`` or a function entered
+    the resolved configuration as ``<object object at 0x7f...>``, an address that differs from
+    one process to the next, so every rerun of an unchanged suite refused its stored cells as
+    another configuration (and a killed cell could not resume from its journal). Imported again
+    (new objects at other addresses, as in another process), the configuration and hash stay."""
+    import importlib
+    import sys
+
+    (tmp_path / "sentinelplugin.py").write_text(SENTINEL_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "sentinelplugin", raising=False)
+    optimizer = ComponentSpec(name="sentinelplugin:Sentinel", label="s")
+    cell = Cell(suite="s", task=HARTMANN, optimizer=optimizer, seed=0, n_init=2, budget=1)
+    first = (cell.resolved_config(), cell.config_hash)
+    kept = sys.modules["sentinelplugin"].Sentinel  # its defaults stay alive, at their addresses
+    importlib.reload(sys.modules["sentinelplugin"])
+    assert sys.modules["sentinelplugin"].Sentinel is not kept
+    assert (cell.resolved_config(), cell.config_hash) == first
+    assert "0x" not in str(first[0]["optimizer"]["params"])
