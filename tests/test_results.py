@@ -11,6 +11,7 @@ import importlib
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -177,7 +178,8 @@ def test_write_then_read_round_trip_with_metadata(tmp_path):
     meta = read_metadata(path)
     assert meta["cell"]["optimizer"]["name"] == "sobol"
     assert meta["config_hash"] == spec.config_hash and meta["schema_version"] == SCHEMA_VERSION
-    assert meta["device"] == "cpu" and meta["versions"]["torch"]
+    assert meta["device"] == "cpu"
+    assert all(meta["versions"][d] for d in ("torch", "numpy", "scipy"))
     assert store.is_stored(spec)
 
 
@@ -529,6 +531,42 @@ def test_cells_of_another_code_version_are_listed(tmp_path, monkeypatch):
         f"orthobench: note: 1 cell(s) computed by orthobench 0.0.1 (git bbbbbbbbbbbb): {old.id}"
         in (result.stderr.splitlines())
     )
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+@pytest.mark.skipif(not shutil.which("git"), reason="no git")
+def test_the_git_sha_is_that_of_a_checkout_of_the_package_not_of_a_repository_around_it(
+    tmp_path,
+):
+    """The reported bug: orthobench installed into a virtual environment inside a user's own
+    repository recorded that repository's HEAD as its ``git_sha`` (and code version), because
+    ``git rev-parse HEAD`` answers anywhere inside a work tree, ignored folders included."""
+    from orthobench.results._provenance import _git_sha
+
+    _git(tmp_path, "init", "-q")
+    (tmp_path / ".gitignore").write_text(".venv/\n")
+    installed = tmp_path / ".venv" / "site-packages" / "orthobench"
+    checkout = tmp_path / "src" / "orthobench"
+    for package in (installed, checkout):
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+    _git(tmp_path, "add", ".gitignore")
+    _git(tmp_path, "commit", "-q", "-m", "project")
+    assert _git_sha(installed) is None  # ignored: not the project's code
+    assert _git_sha(checkout) is None  # not committed
+    _git(tmp_path, "add", "src")
+    _git(tmp_path, "commit", "-q", "-m", "package")
+    assert _git_sha(checkout) == _git(tmp_path, "rev-parse", "HEAD")
+    assert _git_sha(installed) is None
 
 
 # ----------------------------------------------------------------------------------------------

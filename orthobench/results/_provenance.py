@@ -22,11 +22,20 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _git_sha() -> str | None:
+#: The directory of the orthobench package (``.../orthobench``).
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def _git_sha(package_dir: Path = _PACKAGE_DIR) -> str | None:
+    """The commit checked out where the package is imported from, or None when it is not a git
+    checkout of it: a package installed into a folder that lies inside another repository (a
+    virtual environment in a user's project) is not that repository's code, so its HEAD is not
+    reported. ``HEAD:./__init__.py`` resolves only where the package's own ``__init__.py`` is
+    committed at that path."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
+            ["git", "rev-parse", "HEAD", "HEAD:./__init__.py"],
+            cwd=package_dir,
             capture_output=True,
             text=True,
             timeout=5,
@@ -35,14 +44,18 @@ def _git_sha() -> str | None:
         return None
     if out.returncode != 0:
         return None
-    return out.stdout.strip() or None
+    return (out.stdout.split() or [None])[0]
 
 
 def run_metadata(device: str) -> dict[str, Any]:
-    """Versions, git SHA, host and device: stored with every results file."""
+    """Versions (of orthobench and the libraries its values depend on), git SHA, host and
+    device: stored with every results file."""
     return {
+        # numpy draws every seeded random number and scipy the Sobol' points and the GP fits'
+        # optimizer: their versions change values as torch's do.
         "versions": {
-            d: _version(d) for d in ("orthobench", "torch", "botorch", "gpytorch", "optuna")
+            d: _version(d)
+            for d in ("orthobench", "torch", "botorch", "gpytorch", "optuna", "numpy", "scipy")
         },
         "python": platform.python_version(),
         "git_sha": _git_sha(),
