@@ -146,6 +146,26 @@ def _workers_text(executor, scheduler: str | None, to_run: int, units: str) -> s
     return f"{executor.workers} worker(s)"
 
 
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """While the block runs, print each distinct orthobench warning as one stderr line,
+    ``orthobench: warning: ...`` (Python would add the source location and line)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", OrthobenchWarning)
+        show = warnings.showwarning
+
+        def one_line(
+            message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
+        ) -> None:
+            if issubclass(category, OrthobenchWarning):
+                click.echo(f"orthobench: warning: {message}", err=True)
+            else:
+                show(message, category, *args, **kwargs)
+
+        warnings.showwarning = one_line
+        yield
+
+
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
 @_suite_options
@@ -170,6 +190,7 @@ def _workers_text(executor, scheduler: str | None, to_run: int, units: str) -> s
 @_timeout_option("--cell-timeout", "cell", "cells", "the suite's timeout_s, else none")
 @click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
 @_quiet_option
+@_warnings_as_lines()  # a damaged stored cell, a cell that never finished: one line each
 def run(
     suite_file: str,
     output: str | None,
@@ -420,26 +441,6 @@ def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
     _exit_on_failures(summary, store.probe_journal.path)
     if failed:
         sys.exit(1)
-
-
-@contextlib.contextmanager
-def _warnings_as_lines() -> Iterator[None]:
-    """While the block runs, print each distinct orthobench warning as one stderr line,
-    ``orthobench: warning: ...`` (Python would add the source location and line)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("default", OrthobenchWarning)
-        show = warnings.showwarning
-
-        def one_line(
-            message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
-        ) -> None:
-            if issubclass(category, OrthobenchWarning):
-                click.echo(f"orthobench: warning: {message}", err=True)
-            else:
-                show(message, category, *args, **kwargs)
-
-        warnings.showwarning = one_line
-        yield
 
 
 @cli.command()

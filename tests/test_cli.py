@@ -185,3 +185,24 @@ def test_jobs_per_gpu_reaches_the_dask_executor(write_suite, tmp_path, dask_jobs
     )
     assert result.exit_code == 0, result.output
     assert dask_jobs_per_gpu == [1, 8]
+
+
+def test_the_warnings_of_a_run_are_one_line_each(write_suite, tmp_path):
+    """The reported bug: only the report's warnings were one line; those of the run itself (a
+    stored file that is damaged, a cell an earlier run left unfinished) came as Python prints
+    them, with the source file and a second line of code."""
+    import json
+
+    from orthobench.suite import load_suite
+
+    suite = write_suite("name: x\nn_init: 2\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    (cell,) = load_suite(suite).cells()
+    out = tmp_path / "out"
+    out.mkdir()
+    marker = {"cell_id": cell.id, "config_hash": cell.config_hash, "pid": 4242}
+    (out / ".running").write_text(json.dumps(marker))
+    result = invoke("run", str(suite), "-o", str(out), "-q")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if "never finished" in line]
+    assert len(warned) == 1 and warned[0].startswith(f"orthobench: warning: cell {cell.id} ")
+    assert "warnings.warn" not in result.stderr and "OrthobenchWarning" not in result.stderr
