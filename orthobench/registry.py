@@ -54,6 +54,7 @@ from typing import Any
 
 from orthobench.config import names
 from orthobench.config.params import check_value, is_constrained
+from orthobench.config.schema import float_text_hint
 from orthobench.exceptions import ConfigError, RegistryError, UnknownNameError, show_value
 
 # Keyword arguments the loop passes to every optimizer factory itself.
@@ -312,10 +313,11 @@ class Registry:
             default = entry.params[key]
             list_allowed = isinstance(value, list) and "list" in entry.annotations.get(key, "")
             if not list_allowed and not _same_kind(default, value):
+                hint = float_text_hint(value) if isinstance(default, float) else ""
                 raise RegistryError(
                     f"params.{key}",
                     f"{self.kind} {name!r} parameter {key!r} must be {type(default).__name__} "
-                    f"(default {default!r}), but got {show_value(value)}.",
+                    f"(default {default!r}), but got {show_value(value)}{hint}.",
                 )
             if key in entry.constraints:
                 try:

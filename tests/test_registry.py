@@ -47,7 +47,13 @@ def test_unknown_name_lists_known_names_and_how_to_register():
     ("params", "field", "fragment"),
     [
         ({"jiter": 1.0}, "params.jiter", "no parameter 'jiter'"),
-        ({"jitter": "big"}, "params.jitter", "must be float"),
+        ({"jitter": "big"}, "params.jitter", "must be float (default 0.1), but got str 'big'."),
+        # YAML 1.1 reads 1e-2 (no '.') as text: the message says so, as for a suite's own fields.
+        (
+            {"jitter": "1e-2"},
+            "params.jitter",
+            "but got str '1e-2' (YAML reads an exponent without a '.' and a sign as text",
+        ),
     ],
 )
 def test_parameter_errors_name_the_parameter_field(plugin, params, field, fragment):

@@ -29,7 +29,7 @@ from pydantic.fields import FieldInfo
 
 from orthobench.exceptions import ConfigError, show_value
 
-__all__ = ["Shorthand", "Unit", "from_yaml", "section", "within"]
+__all__ = ["Shorthand", "Unit", "float_text_hint", "from_yaml", "section", "within"]
 
 _T = TypeVar("_T")
 
@@ -190,7 +190,8 @@ def _reason(
     if annotation is float and kind in ("greater_than", "less_than_equal", "finite_number"):
         return f"must be {' and '.join(_bounds(metadata))}{_unit(metadata, ' ')}, but got {got}."
     if kind.endswith("_type") or kind == "string_too_short":
-        return f"must be {_noun(annotation, metadata, optional)}, but got {got}{_hint(value)}."
+        hint = float_text_hint(value)
+        return f"must be {_noun(annotation, metadata, optional)}, but got {got}{hint}."
     return f"{_pydantic_rule(error)}, but got {got}."
 
 
@@ -229,7 +230,9 @@ def _unit(metadata: list[Any], before: str) -> str:
     return next((before + m.name for m in metadata if isinstance(m, Unit)), "")
 
 
-def _hint(value: Any) -> str:
+def float_text_hint(value: Any) -> str:
+    """What to write instead of ``value``, a number in exponent notation that YAML read as text
+    (``" (YAML reads ...)"``), else ``""``: for the end of a ``but got ...`` message."""
     if isinstance(value, str) and _FLOAT_TEXT_RE.fullmatch(value.strip()):
         return " (YAML reads an exponent without a '.' and a sign as text: write 1.0e+4)"
     return ""
