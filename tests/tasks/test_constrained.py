@@ -15,26 +15,43 @@ from orthobench.tasks.constrained import ConstrainedTask
 
 CPU = torch.device("cpu")
 
-#: name -> (dim, n_constraints, optimal value, lower bounds, upper bounds), from the BoTorch classes.
+#: name -> (dim, n_constraints, optimal value, lower bounds, upper bounds): the BoTorch classes'
+#: shapes, and the minima of their formulations (OPTIMA).
 SHAPES = {
-    "gramacy": (2, 2, 0.5998, [0.0] * 2, [1.0] * 2),
+    "gramacy": (2, 2, 0.59978805, [0.0] * 2, [1.0] * 2),
     "constrained-hartmann6": (6, 1, -3.32237, [0.0] * 6, [1.0] * 6),
-    "pressure-vessel": (4, 4, 6059.946341, [0.0, 0.0, 10.0, 150.0], [10.0, 10.0, 50.0, 200.0]),
-    "tension-compression-string": (3, 4, 0.012681, [0.01] * 3, [1.0, 1.0, 20.0]),
-    "welded-beam": (4, 6, 1.728226, [0.125, 0.1, 0.1, 0.1], [10.0] * 4),
+    "pressure-vessel": (4, 4, 6059.714335, [0.0, 0.0, 10.0, 150.0], [10.0, 10.0, 50.0, 200.0]),
+    "tension-compression-string": (3, 4, 0.012665232, [0.01] * 3, [1.0, 1.0, 20.0]),
+    "welded-beam": (4, 6, 1.5870775, [0.125, 0.1, 0.1, 0.1], [10.0] * 4),
     "speed-reducer": (
         7,
         11,
-        2996.3482,
+        2996.3481649,
         [2.6, 0.7, 17.0, 7.3, 7.8, 2.9, 5.0],
         [3.6, 0.8, 28.0, 8.3, 8.3, 3.9, 5.5],
     ),
 }
 
-#: Where BoTorch gives the optimum's location (``_optimizers``): name -> (x, tolerance on f).
+#: A feasible point at each task's minimum (multistart SLSQP and differential evolution on the
+#: task's own constraints, nudged into feasibility): name -> (x, how far above optimal_value its
+#: value may be). The literature's values (BoTorch's ``optimal_value``) lie above feasible
+#: values: Gramacy's 0.5998 and the speed reducer's 2996.3482 are rounded up, the spring's
+#: 0.012681 and the pressure vessel's 6059.946341 are Coello Coello's 2002 results, not minima,
+#: and the welded beam's 1.728226 is for another buckling load than BoTorch's (its minimum
+#: 1.5870775 has x3 at its bound 10).
 OPTIMA = {
-    "gramacy": ((0.1954, 0.4044), 1e-12),  # x1 + x2, exact at the rounded location
+    "gramacy": ((0.19512267070388112, 0.4046653813062055), 1e-8),
     "constrained-hartmann6": ((0.20169, 0.150011, 0.476874, 0.275332, 0.311652, 0.6573), 1e-4),
+    "pressure-vessel": ((0.8125, 0.4375, 42.0984455958, 176.63659585), 1e-6),
+    "tension-compression-string": (
+        (0.05168915783659955, 0.35672006744673845, 11.288829290206422),
+        1e-8,
+    ),
+    "welded-beam": (
+        (0.16800000000000725, 4.067084773077951, 9.99999999999978, 0.16800000000001525),
+        1e-7,
+    ),
+    "speed-reducer": ((3.5, 0.7, 17.0, 7.3, 7.8, 3.3502146661, 5.2866832298), 1e-6),
 }
 
 
@@ -58,12 +75,14 @@ def test_each_task_has_its_dimension_bounds_constraints_and_optimum(name):
 
 
 @pytest.mark.parametrize("name", list(OPTIMA))
-def test_the_known_optimum_is_feasible_and_has_the_optimal_value(name):
+def test_the_optimal_value_is_the_minimum_over_the_feasible_points(name):
+    """optimal_value is at most the value of a feasible point at the minimum (a larger one
+    makes regret negative there), and within ``tol`` of it."""
     x, tol = OPTIMA[name]
     task = TASKS.create(name)
     found = evaluate(task, x)
     assert found.feasible and all(c <= 0 for c in found.constraints)
-    assert found.y_true == pytest.approx(task.optimal_value, abs=tol)
+    assert 0.0 <= found.y_true - task.optimal_value <= tol, found.y_true - task.optimal_value
 
 
 def test_constraints_are_the_negated_botorch_slack():
