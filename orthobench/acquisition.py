@@ -467,7 +467,10 @@ class MarginalLogQCEI(MarginalLogQEI):
         model, members, controls, weights, base_samples: As :class:`MarginalLogQEI`.
         constraints, constraint_controls: As :class:`MarginalLogCEI`.
         constraint_base_samples: Per constraint, its standard normal draws of
-            ``base_samples``' shape (independent of them: the GPs are independent).
+            ``base_samples``' shape, independent of them and of each other (the GPs are
+            independent): per draw, other columns of one scrambled Sobol' net with
+            ``base_samples``, as OrthoBO draws them, not a net scrambled apart (a scrambling
+            treats every point alike, so the rows of two would be functions of each other).
         kwargs: ``estimator``, ``alpha``, ``point_weights`` and ``X_pending`` of
             :class:`MarginalLogQEI`.
     """

@@ -356,7 +356,7 @@ class OrthoBO(GPOptimizer):
             return MarginalLogEI(*args, **common)
         return MarginalLogQEI(
             *args,
-            base_samples=self._inner_base_samples(gps, q),
+            base_samples=self._inner_base_samples(gps, q)[0],
             X_pending=self.pending,
             **common,
         )
@@ -366,14 +366,26 @@ class OrthoBO(GPOptimizer):
         pending points, which the closed-form marginal EI knows nothing of."""
         return q > 1 or self.pending is not None
 
-    def _inner_base_samples(self, gps: list[ThetaSampledGP], q: int, *keys: object) -> torch.Tensor:
+    def _inner_base_samples(
+        self, gps: list[ThetaSampledGP], q: int, count: int = 1
+    ) -> list[torch.Tensor]:
         """The step's inner base samples of a batch acquisition of ``q`` points on ``gps``' draws,
         each draw its own :data:`~orthobench.acquisition.INNER_SAMPLES`
-        (:func:`draw_inner_base_samples`), of the objective or of the GP ``keys`` names:
-        ``S x K x (p + q)``, the first ``p`` columns the ask's ``p`` pending points'."""
-        seed = self._step_seed("inner", *keys) % (2**31)
+        (:func:`draw_inner_base_samples`), for ``count`` independent GPs (the objective, then
+        each constraint): one ``S x K x (p + q)`` block each, the first ``p`` columns the ask's
+        ``p`` pending points'.
+
+        A draw's blocks are the columns of *one* scrambled Sobol' net of ``count (p + q)``
+        dimensions, so that sample ``k`` of every GP is jointly stratified. A net of its own per
+        GP, scrambled by a seed of its own, would not do: a scrambling keeps or flips a point's
+        leading digits for every point alike, so one GP's sample ``k`` would be a fixed function
+        of another's, and a draw's batch constrained EI would converge with ``K`` to another
+        value than its own (42% off on a Gramacy state)."""
+        seed = self._step_seed("inner") % (2**31)
         draws = max(gp.num_samples for gp in gps)
-        return draw_inner_base_samples(draws, self._n_pending() + q, seed).to(self.train_x)
+        width = self._n_pending() + q
+        joint = draw_inner_base_samples(draws, count * width, seed).to(self.train_x)
+        return list(joint.split(width, dim=-1))
 
     def _n_pending(self) -> int:
         """Number ``p`` of the ask's pending points."""
@@ -384,7 +396,8 @@ class OrthoBO(GPOptimizer):
     ) -> MarginalLogCEI | MarginalLogQCEI:
         """:class:`MarginalLogCEI` (``q = 1``) or :class:`MarginalLogQCEI` (:meth:`_batch_step`)
         of the members' draws (``args``: model, members, controls, ensemble weights) and the
-        constraint GPs' draws, each GP with its own inner base samples in the batch case.
+        constraint GPs' draws, each GP with its own inner base samples in the batch case
+        (:meth:`_inner_base_samples`: the blocks of one net per draw).
 
         Raises:
             ValueError: for a point set with unequal weights
@@ -406,13 +419,13 @@ class OrthoBO(GPOptimizer):
         }
         if not self._batch_step(q):
             return MarginalLogCEI(*args, **common)
+        base_samples, *constraint_base_samples = self._inner_base_samples(
+            args[1], q, 1 + len(constraint_gps)
+        )
         return MarginalLogQCEI(
             *args,
-            base_samples=self._inner_base_samples(args[1], q),
-            constraint_base_samples=[
-                self._inner_base_samples(args[1], q, "constraint", i)
-                for i in range(len(constraint_gps))
-            ],
+            base_samples=base_samples,
+            constraint_base_samples=constraint_base_samples,
             X_pending=self.pending,
             **common,
         )
