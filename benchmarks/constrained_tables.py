@@ -1,7 +1,7 @@
 """The tables of a constrained run (``orthobench run suites/constrained-medium.yaml -o DIR``).
 
 Per task and optimizer, over seeds: the final best-so-far regret of the feasible evaluations
-(best feasible value minus the known, or best known, feasible optimum; median [min, max] over
+(best feasible value minus the task's minimum over its feasible points; median [min, max] over
 the seeds that found a feasible point), the seeds that never did, the first feasible evaluation
 (median, counted from 1) and the feasible share of the evaluations (median)
 (:func:`orthobench.report.feasibility_sections.feasibility_table`). Then, per task, OrthoBO's
