@@ -180,8 +180,11 @@ def outcome_of(
             f"{iteration})."
         )
     y = float(evaluation.y)
+    # A non-finite constraint value (a failed simulation) is infeasible and, like a non-finite
+    # y, not told: the constraint GPs cannot fit it, and it must not fail the cell.
+    told = math.isfinite(y) and all(math.isfinite(c) for c in evaluation.constraints)
     return Outcome(
-        "ok" if math.isfinite(y) else "invalid",
+        "ok" if told else "invalid",
         y,
         None if evaluation.y_true is None else float(evaluation.y_true),
         bool(evaluation.is_outlier),

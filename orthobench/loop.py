@@ -303,9 +303,9 @@ def run_cell(
     this and lower iterations (:attr:`Evaluation.y_true` where the task reports it, else ``y``)
     minus the known optimum; None when the optimum is unknown. Of a constrained task, only
     feasible points count, for ``best_y`` too, and both are None before the first
-    (:class:`~orthobench.bests.Bests`); the optimizer is told the objective values alone. Evaluations with a non-finite
-    ``y`` are recorded with ``status="invalid"`` and not told to the optimizer; so are
-    evaluations stopped after ``evaluation_timeout`` seconds (:func:`evaluation_deadline`), with
+    (:class:`~orthobench.bests.Bests`); the optimizer is told the objective values alone.
+    Evaluations with a non-finite ``y`` or constraint value are recorded with
+    ``status="invalid"`` and not told to the optimizer; so are evaluations stopped after ``evaluation_timeout`` seconds (:func:`evaluation_deadline`), with
     ``status="timeout"`` and ``y`` NaN. An exception of an evaluation, or an evaluation that
     returns something else than an :class:`~orthobench.tasks.base.Evaluation` (``TypeError``),
     fails the cell, as does one with another number of constraint values than the task's

@@ -40,6 +40,14 @@ class OneShort(Corner):
     n_constraints = 2
 
 
+class FailedSimulation(Corner):
+    """Its constraint is NaN where ``x2 > 0.5`` (a simulation that failed there)."""
+
+    def evaluate(self, x, *, seed, device):
+        c = 0.8 - float(x[0]) if x[1] <= 0.5 else float("nan")
+        return Evaluation(y=float(np.sum(np.asarray(x) ** 2)), constraints=(c,))
+
+
 def cell(task=f"{__name__}:Corner", optimizer="sobol", n_init=5, budget=6) -> Cell:
     return Cell(
         suite="t",
@@ -69,6 +77,16 @@ def test_records_carry_the_constraints_and_the_bests_count_feasible_points_only(
 def test_an_evaluation_with_another_number_of_constraints_fails_the_cell():
     with pytest.raises(TypeError, match="task 'OneShort' must return 2 constraint value"):
         run_cell(cell(task=f"{__name__}:OneShort"))
+
+
+def test_an_evaluation_with_a_nan_constraint_is_invalid_and_infeasible_not_a_failed_cell():
+    """A constrained optimizer is told only evaluations with finite constraint values: one told
+    a NaN would fail the cell (``tell`` refuses it)."""
+    records = run_cell(cell(task=f"{__name__}:FailedSimulation", optimizer="qlogei", budget=3))
+    failed = [r for r in records if np.isnan(r.constraints[0])]
+    assert failed and len(records) == 8  # the cell ran to its end
+    assert all(r.status == "invalid" and not r.feasible for r in failed)
+    assert all(r.status == "ok" for r in records if not np.isnan(r.constraints[0]))
 
 
 def test_unconstrained_records_are_feasible_without_constraints():
