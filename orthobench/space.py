@@ -26,7 +26,8 @@ class Parameter:
         name: Parameter name (unique within a space).
         low: Lower bound in native units.
         high: Upper bound in native units.
-        kind: ``"float"``, ``"log"`` (requires ``low > 0``) or ``"int"``.
+        kind: ``"float"``, ``"log"`` (requires ``low > 0``) or ``"int"`` (requires whole-number
+            bounds). Bounds are finite and inclusive: decoded values lie in ``[low, high]``.
     """
 
     name: str
@@ -37,10 +38,19 @@ class Parameter:
     def __post_init__(self) -> None:
         if self.kind not in PARAMETER_KINDS:
             raise ValueError(f"`kind` must be one of {PARAMETER_KINDS}, but got {self.kind=}.")
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            raise ValueError(f"Bounds must be finite, but got ({self.low=}, {self.high=}).")
         if not self.low < self.high:
             raise ValueError(f"`low < high` must hold, but got ({self.low=}, {self.high=}).")
         if self.kind == "log" and not self.low > 0:
             raise ValueError(f"A log parameter needs `low > 0`, but got {self.low=}.")
+        if self.kind == "int" and not (
+            float(self.low).is_integer() and float(self.high).is_integer()
+        ):
+            raise ValueError(
+                f"An int parameter needs whole numbers as bounds, but got ({self.low=}, "
+                f"{self.high=})."
+            )
 
     def _edges(self) -> tuple[float, float]:
         if self.kind == "log":
@@ -57,7 +67,7 @@ class Parameter:
             return np.clip(np.exp(v), self.low, self.high)
         if self.kind == "int":
             return np.clip(np.rint(v), self.low, self.high)
-        return v
+        return np.clip(v, self.low, self.high)  # lo + (hi - lo) can round past hi
 
     def to_unit(self, v: np.ndarray) -> np.ndarray:
         lo, hi = self._edges()

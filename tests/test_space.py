@@ -37,3 +37,31 @@ def test_int_parameter_gives_whole_numbers_with_equal_shares():
 def test_bad_parameters_raise_with_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Parameter(name="p", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("low", "high"), [(-0.3, 0.1), (-2.3, 0.7), (-0.1, 0.2), (-5.0, 0.1), (1e-3, 7.3)]
+)
+def test_float_values_stay_within_inclusive_bounds(low, high):
+    """``low + u (high - low)`` rounds past ``high`` for some bounds (-0.3, 0.1 gives
+    0.10000000000000003 at u = 1): decoded values must stay in ``[low, high]``."""
+    p = Parameter(name="x", low=low, high=high)
+    values = p.from_unit(np.concatenate([np.linspace(0, 1, 1001), [1 - 1e-17, 1.0]]))
+    assert values.min() >= low and values.max() <= high
+    assert values[0] == low
+
+
+@pytest.mark.parametrize(("low", "high"), [(0.5, 3.5), (1, 4.2)])
+def test_int_parameter_needs_whole_number_bounds(low, high):
+    """An int parameter with fractional bounds decoded to the bounds themselves (0.5, 3.5), which
+    are not whole numbers and which ``as_dict`` truncated out of range (0.5 -> 0)."""
+    with pytest.raises(ValueError, match="whole numbers"):
+        Parameter(name="k", low=low, high=high, kind="int")
+    assert Parameter(name="k", low=1.0, high=np.int64(4), kind="int").high == 4
+
+
+@pytest.mark.parametrize(("low", "high"), [(-np.inf, 0.0), (0.0, np.inf), (1.0, np.inf)])
+def test_infinite_bounds_are_refused(low, high):
+    """An infinite bound decodes every point to ``nan`` or ``inf``."""
+    with pytest.raises(ValueError, match="finite"):
+        Parameter(name="x", low=low, high=high)
