@@ -24,6 +24,7 @@ import os
 import pickle
 import struct
 import tarfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,7 +116,12 @@ _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0
 
 def _read_bytes(path: Path) -> bytes:
     raw = Path(path).read_bytes()
-    return gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:  # a partial or damaged .gz
+        raise OrthobenchError(f"{path}: not a readable gzip file ({err}).") from None
 
 
 def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
@@ -129,6 +135,11 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
         raise OrthobenchError(f"{path}: not an IDX file (magic bytes {raw[:4].hex()}).")
     ndim = raw[3]
     header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise OrthobenchError(
+            f"{path}: the IDX header announces {ndim} dimensions ({header} header bytes), but "
+            f"the file has {len(raw)} bytes."
+        )
     shape = struct.unpack(f">{ndim}I", raw[4:header])
     dtype = np.dtype(_IDX_TYPES[raw[2]])
     expected = header + int(np.prod(shape)) * dtype.itemsize
@@ -233,7 +244,7 @@ def _cifar_batches(location: Path) -> dict[str, bytes]:
                 for m in archive.getmembers()
                 if m.isfile() and Path(m.name).name in CIFAR10_BATCHES
             }
-    except tarfile.TarError as err:
+    except (tarfile.TarError, EOFError, zlib.error) as err:  # EOFError: a partial .tar.gz
         raise OrthobenchError(f"{location}: not a readable tar archive ({err}).") from None
     missing = [b for b in CIFAR10_BATCHES if b not in found]
     if missing:

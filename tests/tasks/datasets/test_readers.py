@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import pickle
 
 import numpy as np
@@ -48,6 +49,22 @@ def test_idx_header_is_checked(tmp_path):
         read_idx(truncated)
 
 
+def test_a_truncated_or_damaged_idx_file_is_an_orthobench_error_naming_it(tmp_path):
+    """A header cut short, a partial ``.gz`` and a ``.gz`` with a bad trailer are refused as
+    the reader documents (OrthobenchError naming the file), not as struct/EOF/gzip errors."""
+    raw = idx_bytes(np.zeros((4, 5), np.uint8))
+    header_cut = tmp_path / "header-cut"
+    header_cut.write_bytes(raw[:6])  # magic and half of the first dimension
+    packed = gzip.compress(raw, mtime=0)
+    partial = tmp_path / "partial.gz"
+    partial.write_bytes(packed[: len(packed) // 2])
+    bad_trailer = tmp_path / "bad-trailer.gz"
+    bad_trailer.write_bytes(packed[:-4] + b"\xff\xff\xff\xff")  # wrong length field
+    for path in (header_cut, partial, bad_trailer):
+        with pytest.raises(OrthobenchError, match=path.name):
+            read_idx(path)
+
+
 @pytest.mark.parametrize("gz", [True, False], ids=["gz", "raw"])
 def test_mnist_from_a_directory_of_idx_files(tmp_path, gz):
     arrays = write_mnist(tmp_path, gz=gz)
@@ -67,6 +84,14 @@ def test_cifar10_batches_in_channel_major_layout(tmp_path, archive):
     row = np.random.default_rng(0).integers(0, 256, (3, 3072), dtype=np.uint8)[0]
     assert split.x_train[0, 1, 2, 5] == row[1024 + 2 * 32 + 5]
     np.testing.assert_array_equal(split.y_train[:6], [0, 1, 2, 1, 2, 3])
+
+
+def test_a_truncated_cifar10_archive_is_an_orthobench_error_naming_it(tmp_path):
+    archive = write_cifar10(tmp_path, per_batch=20, archive=True)
+    raw = archive.read_bytes()
+    archive.write_bytes(raw[: len(raw) // 2])  # an interrupted copy: the gzip stream ends early
+    with pytest.raises(OrthobenchError, match=archive.name):
+        load("cifar10", archive)
 
 
 def test_cifar10_archive_and_extracted_copy_read_the_same(tmp_path):
