@@ -63,18 +63,20 @@ class OrthoBOSampler(BaseSampler):
     - Startup: with fewer than ``max(n_startup_trials, 2)`` such trials (OrthoBO needs two), the
       relative sample is empty and ``independent_sampler`` samples every parameter.
     - Running trials (parallel workers): each RUNNING trial whose parameters of the space are
-      known (suggested, or proposed by this sampler) is told the incumbent's outcome, a
-      *constant liar* [Ginsbourger2010cl]_: the best observed value ("CL-min" for
-      minimization), and on a constrained study the value and constraint values of the best
-      feasible trial (with none feasible, of the trial with the least total violation
-      ``sum_i max(c_i, 0)``). The GP then interpolates the incumbent at the pending point, where
-      EI has nothing to gain, so the next worker proposes elsewhere; the lie moves neither the
-      incumbent nor, as a worst-value lie would on a short history, the standardized GP fit.
+      known (suggested, fixed by ``enqueue_trial``, or proposed by this sampler) is told the
+      incumbent's outcome, a *constant liar* [Ginsbourger2010cl]_: the best observed value
+      ("CL-min" for minimization), and on a constrained study the value and constraint values
+      of the best feasible trial (with none feasible, of the trial with the least total
+      violation ``sum_i max(c_i, 0)``). The GP then interpolates the incumbent at the pending
+      point, where EI has nothing to gain, so the next worker proposes elsewhere; the lie moves
+      neither the incumbent nor, as a worst-value lie would on a short history, the
+      standardized GP fit.
     - Constraints: values from ``constraints_func`` (stored by :meth:`after_trial`) or from
       ``Trial.set_constraint`` (Optuna 5's per-trial API), read as ``FrozenTrial.constraints``;
       feasible where every value is ``<= 0``. Once one complete trial has constraint values,
-      those without them (their ``constraints_func`` failed) are left out, and OrthoBO gets the
-      ``t x m`` constraint values and maximizes the marginal constrained EI.
+      those without them (their ``constraints_func`` failed) or with a non-finite one are left
+      out, and OrthoBO gets the ``t x m`` constraint values and maximizes the marginal
+      constrained EI.
     - Seeding: the proposal for trial number ``k`` uses ``OrthoBO(seed=derive_seed(seed,
       "optuna", k))`` (:func:`orthobench.seeding.derive_seed`), so it is a function of the seed,
       ``k`` and the history: two studies with the same seed and objective get identical
@@ -174,7 +176,11 @@ class OrthoBOSampler(BaseSampler):
             if search_space.keys() <= t.params.keys() and math.isfinite(t.value)
         ]
         if any(t.constraints for t in complete):
-            complete = [t for t in complete if t.constraints]
+            complete = [
+                t
+                for t in complete
+                if t.constraints and all(map(math.isfinite, t.constraints.values()))
+            ]
         if len(complete) < max(self._n_startup_trials, OrthoBO.min_observations):
             return {}
         transform = _SearchSpaceTransform(search_space, transform_0_1=True)
@@ -219,7 +225,7 @@ class OrthoBOSampler(BaseSampler):
     ) -> Any:
         if self._warn_independent_sampling and not param_distribution.single():
             complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if len(complete) >= self._n_startup_trials:
+            if len(complete) >= max(self._n_startup_trials, OrthoBO.min_observations):
                 _logger.warning(
                     _INDEPENDENT_SAMPLING_WARNING_TEMPLATE.format(
                         param_name=param_name,
@@ -278,13 +284,26 @@ def _incumbent(y: np.ndarray, c: np.ndarray) -> int:
 
 def _known_params(trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
     """A running trial's parameters of ``search_space`` known so far: those suggested from the
-    same distribution, and those proposed by this sampler and not suggested yet."""
+    same distribution, then those fixed by ``Study.enqueue_trial`` (the trial suggests them, not
+    a proposal) within the distribution, then those proposed by this sampler."""
     known = {}
+    fixed = trial.system_attrs.get("fixed_params") or {}
     for name, distribution in search_space.items():
         proposed = trial.system_attrs.get(_PROPOSED_KEY + name)
         if name in trial.params:
             if trial.distributions[name] == distribution:
                 known[name] = trial.params[name]
+        elif name in fixed:
+            if _contains(distribution, fixed[name]):
+                known[name] = fixed[name]
         elif proposed is not None and distribution._contains(proposed):
             known[name] = distribution.to_external_repr(proposed)
     return known
+
+
+def _contains(distribution: BaseDistribution, value: Any) -> bool:
+    """Whether the external ``value`` lies in ``distribution`` (False for one it cannot hold)."""
+    try:
+        return distribution._contains(distribution.to_internal_repr(value))
+    except (TypeError, ValueError):
+        return False

@@ -4,6 +4,7 @@ liar), constraints and parameter checks."""
 
 from __future__ import annotations
 
+import math
 from unittest import mock
 
 import numpy as np
@@ -175,6 +176,15 @@ def test_startup_waits_for_two_observations() -> None:
     assert study.sampler.sample_relative(study, _create_new_trial(study), search_space) == {}
 
 
+def test_no_independent_sampling_warning_during_startup() -> None:
+    """With ``n_startup_trials=0`` the first two trials are still startup (OrthoBO needs two
+    observations): sampling them independently is no fallback to warn about."""
+    with mock.patch.object(integration._logger, "warning") as warning:
+        study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=0, **FAST))
+        study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    assert warning.call_count == 0
+
+
 def test_dynamic_parameter_is_sampled_independently_with_a_warning() -> None:
     study = _study_with_history({"x": FloatDistribution(0.0, 1.0)}, n=2)
     with mock.patch.object(integration._logger, "warning") as warning:
@@ -240,6 +250,39 @@ def test_trials_without_constraint_values_are_left_out(told: list) -> None:
     x, y, c = told[0]
     np.testing.assert_array_equal(y, [0.2, 0.8])
     np.testing.assert_array_equal(c, [[-1.0], [1.0]])
+
+
+def test_trials_with_a_non_finite_constraint_value_are_left_out(told: list) -> None:
+    """An infinite constraint value (``set_constraint("c", math.inf)`` for "infeasible") leaves
+    its trial out, as a non-finite objective value does, instead of failing every later trial."""
+    search_space = {"x": FloatDistribution(0.0, 1.0)}
+    study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
+    for x, c in ((0.2, -1.0), (0.5, math.inf), (0.8, 1.0)):
+        study.add_trial(
+            optuna.create_trial(
+                params={"x": x}, distributions=search_space, value=x, constraints={"c": c}
+            )
+        )
+    params = study.sampler.sample_relative(study, _create_new_trial(study), search_space)
+    assert 0.0 <= params["x"] <= 1.0
+    x, y, c = told[0]
+    np.testing.assert_array_equal(y, [0.2, 0.8])
+    np.testing.assert_array_equal(c, [[-1.0], [1.0]])
+
+
+def test_enqueued_running_trials_are_told_at_their_fixed_params(told: list) -> None:
+    """A running enqueued trial evaluates its fixed parameters, not the sampler's proposal: it is
+    told there, also before it suggests them."""
+    search_space = {"x": FloatDistribution(0.0, 1.0), "y": FloatDistribution(0.0, 1.0)}
+    study = _study_with_history(search_space, n=4)
+    study.enqueue_trial({"x": 0.9, "y": 0.1})
+    study.ask()  # fixed, nothing suggested yet
+    study.enqueue_trial({"x": 0.7})
+    partial = study.ask()
+    partial.suggest_float("y", 0, 1)  # proposes x as well, but x stays 0.7
+    study.ask(search_space)
+    x, _, _ = told[-1]
+    np.testing.assert_allclose(x[4:], [[0.9, 0.1], [0.7, partial.params["y"]]])
 
 
 def test_running_trial_in_a_constrained_study_is_told_the_incumbent_outcome(told: list) -> None:
