@@ -21,6 +21,7 @@ import torch
 from botorch.exceptions.errors import UnsupportedError
 from botorch.models import SingleTaskGP
 from botorch.models.transforms.outcome import Standardize
+from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.means import ConstantMean
 from torch import Tensor
@@ -91,6 +92,14 @@ def _outcome_scale(model: SingleTaskGP) -> tuple[float, float]:
             f"marginal_log_ei does not support input transforms, but the model has "
             f"{type(model.input_transform).__name__}; scale the inputs yourself (e.g. to the unit cube)."
         )
+    every_dim = torch.arange(train_x.shape[-1])
+    for kernel in model.covar_module.modules():
+        dims = kernel.active_dims if isinstance(kernel, Kernel) else None
+        if dims is not None and not torch.equal(dims.cpu(), every_dim):
+            raise ValueError(
+                f"marginal_log_ei needs a kernel on every input dimension, but "
+                f"{type(kernel).__name__} has active_dims={dims.tolist()}."
+            )
     try:
         theta_layout(model)
     except UnsupportedError as err:
@@ -99,8 +108,9 @@ def _outcome_scale(model: SingleTaskGP) -> tuple[float, float]:
     if tf is None:
         return 0.0, 1.0
     if type(tf) is not Standardize or tf._m != 1 or tf._outputs is not None:
+        what = " ".join(repr(tf).split())  # a module's repr spans a line per submodule
         raise ValueError(
-            f"marginal_log_ei supports no outcome transform or Standardize(m=1), but got {tf!r}."
+            f"marginal_log_ei supports no outcome transform or Standardize(m=1), but got {what}."
         )
     return float(tf.means.squeeze()), float(tf.stdvs.squeeze())
 
@@ -149,8 +159,9 @@ def marginal_log_ei(
         model: A ``SingleTaskGP`` on ``n x d`` inputs, fitted with ``fit_gpytorch_mll``: one
             output, no batch, inferred noise (``GaussianLikelihood`` with a ``LogNormalPrior``),
             ``ConstantMean``, an RBF or Matern-5/2 kernel (ARD or not, optionally in a
-            ``ScaleKernel``) or a linear kernel with ``LogNormalPrior`` priors (BoTorch's default
-            model qualifies), no input transform, and no outcome transform or ``Standardize(m=1)``
+            ``ScaleKernel``) or a linear kernel with ``LogNormalPrior`` priors, on every input
+            dimension (no ``active_dims`` subset; BoTorch's default model qualifies), no input
+            transform, and no outcome transform or ``Standardize(m=1)``
             (BoTorch's default). Anything else raises a ``ValueError``.
         theta_samples: Budget ``S`` of hyperparameter draws (EI evaluations per candidate); a
             point-set estimator uses the largest count its rule allows within it.
