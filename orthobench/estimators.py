@@ -152,11 +152,16 @@ def crossfit_mean(
 ) -> Tensor:
     r"""2-fold cross-fitted control-variate mean (paper footnote 2, Supplement C).
 
-    Draws ``[0, ceil(S/2))`` and ``[ceil(S/2), S)`` form two folds; ``gamma`` fitted on one fold
-    (as in :func:`orthogonal_mean`) corrects the other:
+    Draws ``[0, h)`` and ``[h, S)`` form two folds, ``h = ceil(S/2)`` rounded up to an even
+    number for an even ``S`` (so ``S = 4k + 2`` splits ``2k + 2 | 2k``); ``gamma`` fitted on one
+    fold (as in :func:`orthogonal_mean`) corrects the other:
     ``est = (|B| est_B(gamma_A) + |A| est_A(gamma_B)) / S``. Each fold's correction has mean zero
-    given the other fold, so the estimate is exactly unbiased when the folds are independent (iid
-    draws, or antithetic pairs kept within a fold); it halves the data behind each ``gamma``.
+    given the other fold, so the estimate is exactly unbiased when the folds are independent: iid
+    draws, or antithetic pairs ``z, -z`` at rows ``2k, 2k + 1``
+    (:meth:`~orthobench.surrogates.laplace.LaplacePosterior.sample_whitened`), which the even
+    boundary keeps within a fold. A pair split between the folds (at ``h = 2k + 1``) ties
+    ``gamma_A`` to ``bar c_B``, and the estimate is biased. Cross-fitting halves the data behind
+    each ``gamma``.
 
     Args:
         values: ``S x N`` values, ``S >= 4``.
@@ -173,6 +178,8 @@ def crossfit_mean(
         raise ValueError(f"Cross-fitting needs at least 4 draws (2 per fold), but got S={n_draws}.")
     mu = _control_mean(controls, control_mean)
     half = (n_draws + 1) // 2
+    if n_draws % 2 == 0:
+        half += half % 2  # keep antithetic pairs (rows 2k, 2k + 1) within a fold
     folds = (slice(0, half), slice(half, n_draws))
     total = torch.zeros_like(values[0])
     for fit, apply in (folds, folds[::-1]):

@@ -167,6 +167,26 @@ def test_crossfit_matches_manual_folds(device: torch.device) -> None:
     )
 
 
+@pytest.mark.parametrize("n_draws", [6, 8, 10, 30])
+def test_crossfit_keeps_antithetic_pairs_within_a_fold(n_draws: int) -> None:
+    """Antithetic draws ``z_1, -z_1, z_2, -z_2, ...``: each fold holds whole pairs, so each
+    fold's control mean is exactly 0 and the cross-fitted estimate is the naive one (unbiased).
+    With the boundary at ``ceil(S/2)``, ``S = 4k + 2`` split a pair: fold B's control mean was
+    ``-z/|B|`` for the ``z`` behind fold A's ``gamma``, a bias of 17 standard errors over 2e4
+    rebuilds of ``exp(z)`` at ``S = 6`` (0.114 on 1.649) and 10 at ``S = 10``."""
+    gen = torch.Generator().manual_seed(3)
+    half = torch.randn(n_draws // 2, K_SYN, generator=gen, dtype=DTYPE)
+    z = torch.stack([half, -half], dim=1).reshape(n_draws, K_SYN)
+    values = (z @ A_SYN).exp()
+    eye = torch.eye(K_SYN, dtype=DTYPE)
+    torch.testing.assert_close(
+        get_estimator("orth-crossfit")(values, z, None, eye),
+        mc_mean(values),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
 def test_shrunk_mean_closed_form_and_known_covariance(device: torch.device) -> None:
     values, controls = _arrays(n_draws=24, n_controls=3, device=device)
     n_draws, k = controls.shape
