@@ -21,7 +21,7 @@ from orthobench.loop import _eval_seed, check_buildable, run_cell
 from orthobench.optimizers.base import Suggestion
 from orthobench.optimizers.sobol import SobolSearch
 from orthobench.results import EvaluationJournal, ResultStore, load_runs
-from orthobench.suite import load_suite, parse_suite
+from orthobench.suite import Cell, load_suite, parse_suite
 from tests.test_batch_loop import batch_tasks  # noqa: F401 -- autouse: its tasks importable
 from tests.test_loop import cell, comparable
 
@@ -274,6 +274,17 @@ def busy_at_first_bo_evaluation(seconds: float):
     return callback
 
 
+def run_on_pool_busy(spec: Cell, journal: EvaluationJournal, busy_seconds: float) -> None:
+    """Run ``spec`` on a process pool of ``q`` workers, busy for ``busy_seconds`` after its
+    first BO evaluation (:func:`busy_at_first_bo_evaluation`)."""
+    run_cell(
+        spec,
+        on_evaluation=busy_at_first_bo_evaluation(busy_seconds),
+        journal=journal,
+        evaluations=ProcessEvaluations(spec.q, threads=1),
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("scripted_task")
 def test_evaluations_finished_before_a_failing_one_are_journaled_on_the_pool(tmp_path):
@@ -299,12 +310,7 @@ def test_evaluations_finished_before_a_failing_one_are_journaled_on_the_pool(tmp
     journal = EvaluationJournal(tmp_path / "j.jsonl", spec.config_hash)
     start = time.monotonic()
     with pytest.raises(ValueError, match=f"seed {seed[2]} failed"):
-        run_cell(
-            spec,
-            on_evaluation=busy_at_first_bo_evaluation(1.5),
-            journal=journal,
-            evaluations=ProcessEvaluations(3, threads=1),
-        )
+        run_on_pool_busy(spec, journal, busy_seconds=1.5)
     assert time.monotonic() - start < 30
     finished = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(finished) == 4  # the two initial points, proposals 3 and 4
@@ -321,12 +327,7 @@ def test_an_evaluation_process_dying_while_the_cell_asks_fails_it_in_one_line(tm
     spec = scripted_cell(q=2, waits={str(seed[3]): 0.3}, dies=seed[3])
     journal = EvaluationJournal(tmp_path / "j.jsonl", spec.config_hash)
     with pytest.raises(OrthobenchError, match=r"process evaluating iteration 3 died"):
-        run_cell(
-            spec,
-            on_evaluation=busy_at_first_bo_evaluation(1.0),
-            journal=journal,
-            evaluations=ProcessEvaluations(2, threads=1),
-        )
+        run_on_pool_busy(spec, journal, busy_seconds=1.0)
     assert [r.iteration for r, _ in journal.read()] == [0, 1, 2]
 
 
