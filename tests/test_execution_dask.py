@@ -303,8 +303,21 @@ class _Unit:
     kind: str = "cell"
 
 
+class _OneUnitJob(Job):
+    """A test job of one unit, without metadata."""
+
+    progress_unit: ClassVar[str] = "evaluations"
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    def metadata(self) -> dict:
+        return {}
+
+
 @dataclasses.dataclass(frozen=True)
-class _GpuShareJob(Job):
+class _GpuShareJob(_OneUnitJob):
     """Runs ``seconds`` and returns the resources its Dask task asked for; with ``evaluations``,
     also the resources of those evaluations, each a Dask task of its own
     (:class:`DaskEvaluations` with the job's ``jobs_per_gpu``, as :class:`CellJob` makes them)."""
@@ -315,15 +328,6 @@ class _GpuShareJob(Job):
     seconds: float = 0.0
     evaluations: int = 0
     jobs_per_gpu: int = 1
-
-    progress_unit: ClassVar[str] = "evaluations"
-
-    @property
-    def size(self) -> int:
-        return 1
-
-    def metadata(self) -> dict:
-        return {}
 
     def run(self, on_progress) -> list:
         from distributed import get_worker
@@ -422,3 +426,153 @@ def test_the_evaluations_of_a_cuda_cell_ask_for_its_share_of_the_gpu(one_gpu_wor
     (result,) = session.results.values()
     assert result.error is None, result.traceback
     assert result.records == [{"GPU": 0.5}, [[0, {"GPU": 0.5}], [1, {"GPU": 0.5}]]]
+
+
+# ----------------------------------------------------------------------------------------------
+# Two runs on one scheduler, and the cell timeout's clock
+
+
+@dataclasses.dataclass(frozen=True)
+class _TagJob(_OneUnitJob):
+    """Returns its ``tag``; with a ``marker``, writes that file once it runs, then sleeps."""
+
+    unit: _Unit
+    device: str
+    tag: str
+    marker: str = ""
+    seconds: float = 0.0
+    threads: int = 1
+
+    def run(self, on_progress) -> list:
+        if self.marker:
+            Path(self.marker).write_text("running")
+        time.sleep(self.seconds)
+        return [self.tag]
+
+
+# The other run: the same cell on the same scheduler, from a process of its own (one client per
+# process, as two `orthobench run --scheduler` would be).
+_OTHER_RUN = """
+import sys
+import types
+from tests.test_execution_dask import _TagJob, _Unit
+from orthobench.executors import DaskExecutor
+
+address, marker = sys.argv[1:]
+found = {}
+session = types.SimpleNamespace(
+    progress=types.SimpleNamespace(advance=lambda n: None),
+    finish=lambda job, result: found.update(result=result),
+)
+DaskExecutor(scheduler=address).run([_TagJob(_Unit("cell0"), "cpu", "other", marker, 4.0)], session)
+print(found["result"].records)
+"""
+
+
+@pytest.mark.slow
+def test_two_runs_of_the_same_cell_on_one_scheduler_get_their_own_results(tmp_path):
+    """The reported bug: both runs submitted the key ``orthobench-<cell>-<config hash>``, and the
+    scheduler gave the second the first one's task: its result, computed with the other run's
+    thread count, device and results folder."""
+    from dask.distributed import LocalCluster
+
+    from orthobench.executors import DaskExecutor
+
+    marker = tmp_path / "other-is-running"
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=2,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:
+        other = subprocess.Popen(
+            [sys.executable, "-c", _OTHER_RUN, cluster.scheduler_address, str(marker)],
+            cwd=Path(__file__).parent.parent,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not marker.exists() and other.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert marker.exists(), "the other run's cell did not start"
+            session = _Results()
+            job = _TagJob(_Unit("cell0"), "cpu", "this")
+            DaskExecutor(scheduler=cluster.scheduler_address).run([job], session)
+            out, _ = other.communicate(timeout=120)
+        finally:
+            if other.poll() is None:
+                other.kill()
+                other.wait()
+    assert session.results["cell0"].records == ["this"]
+    assert out.split() == ["['other']"]
+
+
+class _FakeFuture:
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _FakeClient:
+    """What :func:`_expired` asks of a client: ``processing`` answers what ``now`` says."""
+
+    def __init__(self) -> None:
+        self.now: dict[str, list[str]] = {}
+        self.restarted: list[str] = []
+
+    def processing(self) -> dict[str, list[str]]:
+        return self.now
+
+    def run(self, function, *, workers, nanny) -> dict:
+        return dict.fromkeys(workers, True)
+
+    def restart_workers(self, workers) -> None:
+        self.restarted.extend(workers)
+
+
+def test_a_job_run_again_after_its_worker_was_restarted_gets_a_new_clock(monkeypatch):
+    """Two jobs on one worker of two threads: ``a`` times out and the restart takes ``b`` along,
+    which Dask runs again on the new worker. ``b``'s clock starts again there: it kept the one
+    of its first try, and was failed as timed out as soon as it ran again."""
+    from orthobench.executors import _dask
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(_dask.time, "monotonic", lambda: clock["now"])
+    client, started = _FakeClient(), {}
+    a, b = _FakeFuture("a"), _FakeFuture("b")
+    pending = {a, b}
+
+    def poll(at: float, processing: dict[str, list[str]]) -> list:
+        clock["now"], client.now = at, processing
+        expired = _dask._expired(client, pending, started, timeout=5.0)
+        pending.difference_update(expired)
+        return expired
+
+    assert poll(0.0, {"w1": ["a"]}) == []
+    assert poll(2.0, {"w1": ["a", "b"]}) == []
+    assert poll(5.0, {"w1": ["a", "b"]}) == [a] and a.cancelled and client.restarted == ["w1"]
+    assert poll(6.0, {"w2": []}) == []  # the new worker; b waits to run again
+    assert poll(7.0, {"w2": ["b"]}) == []
+    assert poll(11.0, {"w2": ["b"]}) == []  # 4 s on its second try, 9 s since its first
+    assert poll(12.0, {"w2": ["b"]}) == [b] and client.restarted == ["w1", "w2"]
+
+
+def test_a_job_seen_on_another_worker_runs_there_from_the_start(monkeypatch):
+    """A worker lost under a job (an external cluster retries it elsewhere): its clock starts
+    again on the worker that runs it now."""
+    from orthobench.executors import _dask
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(_dask.time, "monotonic", lambda: clock["now"])
+    client, started, job = _FakeClient(), {}, _FakeFuture("job")
+    for at, worker in [(0.0, "w1"), (4.0, "w1"), (4.5, "w2"), (9.0, "w2")]:
+        clock["now"], client.now = at, {worker: ["job"]}
+        assert _dask._expired(client, {job}, started, timeout=5.0) == []
+    clock["now"] = 9.5
+    assert _dask._expired(client, {job}, started, timeout=5.0) == [job]

@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 import traceback
+import uuid
 import warnings
 from collections import deque
 from collections.abc import Sequence
@@ -184,9 +185,10 @@ class DaskExecutor(Executor):
     its workers (one thread each) one ``GPU``, which any share fits.
 
     With a ``timeout``, a job's clock starts when the scheduler first reports it processing on a
-    worker (polled each second); an expired job is cancelled, the processes its worker started
-    are killed and the worker is restarted (:func:`_expired`; this needs a nanny: a worker started
-    with ``--no-nanny`` keeps running the job and its processes, with a warning).
+    worker (polled each second), and again when Dask runs it again (its worker was lost or
+    restarted); an expired job is cancelled, the processes its worker started are killed and the
+    worker is restarted (:func:`_expired`; this needs a nanny: a worker started with
+    ``--no-nanny`` keeps running the job and its processes, with a warning).
 
     Args:
         scheduler: Address of an existing Dask scheduler (None: a ``LocalCluster``).
@@ -276,7 +278,12 @@ class DaskExecutor(Executor):
         queue = deque(jobs)
         futures: dict[Any, Job] = {}  # distributed.Future -> its job
         pending: set[Any] = set()
-        started: dict[str, float] = {}
+        started: dict[str, tuple[str, float]] = {}
+        # A Dask key names one result on the scheduler: a task submitted with the key of a task
+        # it holds gets that task's result. Another run of the same cells on a shared scheduler
+        # (another results folder, thread count or device), or this one's rerun while tasks of a
+        # stopped run still finish, must not share them: the run's own token is in every key.
+        run_token = uuid.uuid4().hex
         while queue or pending:
             # No more jobs in flight than worker threads (a batch cell counts its evaluations at
             # once, :attr:`Job.slots`): a worker that dies takes its own job only, and a job's
@@ -289,7 +296,7 @@ class DaskExecutor(Executor):
                 future = client.submit(
                     execute,
                     job,
-                    key=f"orthobench-{job.unit.id}-{job.unit.config_hash}",
+                    key=f"orthobench-{job.unit.id}-{job.unit.config_hash}-{run_token}",
                     pure=False,
                     resources=_gpu_resources(job.device, self.jobs_per_gpu),
                 )
@@ -318,17 +325,31 @@ class DaskExecutor(Executor):
                     )
 
 
-def _expired(client, pending: set, started: dict[str, float], timeout: float) -> list:  # noqa: ANN001
-    """The pending futures processing for longer than ``timeout``: cancelled, workers restarted."""
+def _expired(
+    client,  # noqa: ANN001 -- a distributed.Client
+    pending: set,
+    started: dict[str, tuple[str, float]],
+    timeout: float,
+) -> list:
+    """The pending futures processing for longer than ``timeout``: cancelled, workers restarted.
+
+    ``started`` holds, by key, the worker a job was first seen processing on and when. A job
+    seen on another worker runs there from the start (its worker was lost, or restarted for
+    another job that timed out beside it, and Dask runs it again): its clock starts again. So
+    does the clock of every job on a worker that is restarted here.
+    """
     now = time.monotonic()
     by_key = {future.key: future for future in pending}
     where = {}
     for address, keys in client.processing().items():
         for key in keys:
             if key in by_key:
-                started.setdefault(key, now)
+                if key not in started or started[key][0] != address:
+                    started[key] = (address, now)
                 where[key] = address
-    expired = [by_key[k] for k, t in started.items() if k in where and now - t >= timeout]
+    expired = [
+        by_key[k] for k, (_, since) in started.items() if k in where and now - since >= timeout
+    ]
     for future in expired:
         future.cancel()
         address = where[future.key]
@@ -350,6 +371,9 @@ def _expired(client, pending: set, started: dict[str, float], timeout: float) ->
                 stacklevel=2,
             )
             continue
+        # The jobs beside it on that worker died with it; if Dask runs them again, from the start.
+        for key in [k for k, (on, _) in started.items() if on == address]:
+            del started[key]
         if found.get(address) is False:
             warnings.warn(
                 f"job {future.key} timed out and its Dask worker {address} was restarted, but "
