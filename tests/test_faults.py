@@ -318,6 +318,30 @@ def test_ctrl_c_still_ends_an_inline_run_after_a_task_ignored_sigint(tmp_path) -
     assert stop.value.summary.count("ok") == 1
 
 
+def test_an_inline_run_leaves_a_sigint_handler_that_python_did_not_install_alone(
+    tmp_path, monkeypatch
+) -> None:
+    """Where the process's SIGINT handler was not installed from Python (an embedding program's
+    own, for which ``signal.getsignal`` gives None), the inline run stored its cells, then
+    raised ``TypeError`` putting None back as the handler."""
+    installed = []
+    getsignal, setsignal = signal.getsignal, signal.signal
+
+    def foreign(signum):  # noqa: ANN001, ANN202
+        return None if signum == signal.SIGINT else getsignal(signum)
+
+    def recording(signum, handler):  # noqa: ANN001, ANN202
+        if signum == signal.SIGINT:
+            installed.append(handler)
+        return setsignal(signum, handler)
+
+    monkeypatch.setattr(signal, "getsignal", foreign)
+    monkeypatch.setattr(signal, "signal", recording)
+    summary = run_inline(write_suite(tmp_path, "none"), tmp_path / "out")
+    assert summary.count("ok") == 1
+    assert installed == []  # it cannot be chained to nor put back: it is not replaced
+
+
 # ---------------------------------------------------------------------------------------------
 # Constructors, run before any cell
 

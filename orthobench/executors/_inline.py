@@ -16,12 +16,16 @@ def _sigint_watch() -> Iterator[threading.Event]:
     """An event set when this process receives SIGINT (Ctrl-C) while the block runs.
 
     The handler sets the event, then does what the previous handler did (Python's default raises
-    ``KeyboardInterrupt``). Signals reach only the main thread: elsewhere, and where SIGINT is
-    ignored, nothing is installed and the event stays clear.
+    ``KeyboardInterrupt``). Signals reach only the main thread: elsewhere, where SIGINT is
+    ignored, and where its handler was not installed from Python (``getsignal`` gives None: it
+    could be neither called nor put back), nothing is installed and the event stays clear.
     """
     event = threading.Event()
     previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous == signal.SIG_IGN:
+    if threading.current_thread() is not threading.main_thread() or previous in (
+        signal.SIG_IGN,
+        None,
+    ):
         yield event
         return
 
