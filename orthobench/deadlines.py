@@ -59,8 +59,10 @@ def evaluation_deadline(seconds: float | None, what: str = "evaluation") -> Iter
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        try:  # the timer may expire as the block ends: its timeout is raised here, then
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:  # the handler is put back all the same
+            signal.signal(signal.SIGALRM, previous)
 
 
 def descendants(root: int | None = None) -> set[int] | None:

@@ -46,3 +46,31 @@ def test_the_children_of_a_process_are_found():
     finally:
         child.kill()
         child.wait()
+
+
+def test_an_alarm_arriving_as_the_block_ends_still_puts_the_previous_handler_back(monkeypatch):
+    """The timer can fire after the block returned, as the deadline clears it: the timeout is
+    raised there, and the deadline's handler stayed installed, so any later SIGALRM raised
+    ``EvaluationTimeout`` into whatever ran."""
+    import os
+    import signal
+
+    from orthobench.deadlines import EvaluationTimeout, evaluation_deadline
+
+    previous = signal.getsignal(signal.SIGALRM)
+    setitimer = signal.setitimer
+
+    def late(which, seconds, *interval):  # noqa: ANN001, ANN202
+        if seconds == 0:  # the deadline clears its timer, which has just expired: its alarm
+            setitimer(which, 0)
+            os.kill(os.getpid(), signal.SIGALRM)
+        return setitimer(which, seconds, *interval)
+
+    monkeypatch.setattr(signal, "setitimer", late)
+    try:
+        with pytest.raises(EvaluationTimeout), evaluation_deadline(60.0):
+            pass
+        assert signal.getsignal(signal.SIGALRM) is previous
+    finally:
+        setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
