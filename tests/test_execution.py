@@ -212,10 +212,19 @@ def _quiet_run(
     )
 
 
-@pytest.mark.parametrize("executor", ["inline", pytest.param("process", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "executor",
+    [
+        "inline",
+        pytest.param("process", marks=pytest.mark.slow),
+        pytest.param("dask", marks=pytest.mark.slow),
+    ],
+)
 def test_threads_per_cell_are_set_around_every_cell_restored_and_recorded(
     executor: str, faulty, tmp_path, monkeypatch
 ) -> None:
+    if executor == "dask":
+        pytest.importorskip("dask.distributed")
     suite = load_suite(faulty("none", seeds=2))
     monkeypatch.setattr(execution, "_cores", lambda: 1)
     before = torch.get_num_threads()
