@@ -23,9 +23,10 @@ def step_curves_section(results: ResultSet, colors: figures.Palette) -> Section 
     if runs.empty or not _has_batch_steps(runs):
         return None
     views = {}
+    prefixed = runs["run_set"].nunique() > 1  # a run set may have no wall seconds
     for axis in ("batch", "wall_seconds"):
         trace = tables.traces(runs, axis)
-        views[axis] = trace.assign(series=series(trace))
+        views[axis] = trace.assign(series=series(trace, prefixed))
     blocks: list[Figure | Table | str] = []
     for task in sorted(runs["task"].unique()):
         panels = {axis: view[view["task"] == task] for axis, view in views.items()}

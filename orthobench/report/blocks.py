@@ -54,8 +54,13 @@ class Section:
         return [b for b in self.blocks if isinstance(b, Table)]
 
 
-def series(runs: pd.DataFrame) -> pd.Series:
-    """The legend label: the optimizer, prefixed by its run set when there are several."""
-    if runs["run_set"].nunique() <= 1:
+def series(runs: pd.DataFrame, prefixed: bool | None = None) -> pd.Series:
+    """The legend label: the optimizer, prefixed by its run set when there are several.
+
+    ``prefixed`` says whether the report has several run sets; None: whether ``runs`` has. Pass
+    it for a frame that may hold only some of the run sets (the rows with wall seconds), so its
+    labels stay those of the palette.
+    """
+    if not (runs["run_set"].nunique() > 1 if prefixed is None else prefixed):
         return runs["optimizer"]
     return runs["run_set"] + ": " + runs["optimizer"]

@@ -330,11 +330,14 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
     if runs.empty or runs.groupby("run_set")["task"].nunique().max() < 2:
         return None
     finals = tables.final_values(runs)
+    # The scores and the ECDF may leave out a run set (no scored task, no target): their labels
+    # stay the palette's, prefixed where the report has several run sets.
+    prefixed = runs["run_set"].nunique() > 1
     sobol = sobol_baselines(results)
     blocks: list[Figure | Table | str] = []
     scores = aggregate.normalized_scores(finals, sobol)
     if not scores.empty:
-        scores = scores.assign(series=series(scores))
+        scores = scores.assign(series=series(scores, prefixed))
         blocks.append(
             Figure(
                 figures.score_heatmap_svg(scores),
@@ -376,7 +379,7 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
     trace = tables.traces(runs)
     curve = aggregate.ecdf(trace)
     if not curve.empty:
-        curve = curve.assign(series=series(curve))
+        curve = curve.assign(series=series(curve, prefixed))
         blocks.append(
             Figure(
                 figures.ecdf_svg(curve, colors),

@@ -170,6 +170,22 @@ def test_the_html_report_shows_batch_steps(batch_dir, tmp_path):
     assert steps[steps["optimizer"] == Q4]["mean"].tolist() == pytest.approx([3.5, 2.25, 0.75])
 
 
+def test_a_run_set_without_wall_seconds_keeps_the_wall_panel_legend_prefixed(tmp_path):
+    """Two run sets, only one with wall seconds (an older folder): the wall panel holds only
+    that run set's rows but keeps its ``run set: optimizer`` label (and colour), not the bare
+    optimizer label, which the palette does not have."""
+    for seed in (0, 1):
+        spec = cell("new", "known", "orthobo", seed, n_init=2, budget=2, q=4)
+        write_cell(tmp_path / "new", spec, YS[4, seed], wall_seconds=WALL[4, seed])
+        spec = cell("old", "known", "orthobo", seed, n_init=2, budget=2, q=4)
+        write_cell(tmp_path / "old", spec, YS[4, seed])
+    out = build_report([tmp_path / "new", tmp_path / "old"], tmp_path / "r.html")
+    html = out.read_text()
+    start = html.index('<section id="step-curves">')
+    section = html[start : html.index("</section>", start)]
+    assert "against wall seconds" in section and f"new: {Q4}" in section
+
+
 def test_an_asynchronous_cell_is_a_method_of_its_own(tmp_path):
     """The same suite's q=4 cells, synchronous in one folder and asynchronous in another, are
     two methods (never pooled), the asynchronous one labelled so."""

@@ -168,3 +168,16 @@ def test_baseline_comparison_of_a_suite_run_twice(demo_dir, tmp_path):
 def test_a_baseline_that_is_not_a_report_directory_is_an_error(demo_dir, tmp_path):
     with pytest.raises(OrthobenchError, match=r"--baseline must be one of the report's"):
         build_report([demo_dir], tmp_path / "r.html", baseline=tmp_path)
+
+
+def test_a_run_set_without_ecdf_targets_keeps_the_legend_prefixed(tmp_path):
+    """Two run sets, the second's only task all NaN: the ECDF across tasks holds the first run
+    set alone, and its legend keeps the ``run set: optimizer`` labels of the palette (bare ones
+    made seaborn fail on the missing colour)."""
+    for seed in range(2):
+        for task in ("t1", "t2"):
+            write_cell(tmp_path / "a", cell("A", task, "sobol", seed, 2, 2), [5, 4, 3, 2 + seed])
+        write_cell(tmp_path / "b", cell("B", "t1", "sobol", seed, 2, 2), [float("nan")] * 4)
+    html = build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "r.html").read_text()
+    start = html.index('<section id="across">')
+    assert "A: sobol" in html[start : html.index("</section>", start)]
