@@ -476,10 +476,13 @@ def report(
     computed by several orthobench versions, the cells of each are listed.
     """
     from orthobench.report import build_report
-    from orthobench.results import ResultStore, load_probe, load_runs
+    from orthobench.report.data import load_results
+    from orthobench.results import ResultStore
 
     with _warnings_as_lines():
-        if not len(load_runs(dirs)) and not len(load_probe(dirs)):
+        stored = load_results(dirs)
+        # A folder of failed cells alone still has a report: the failures and their errors.
+        if stored.runs.empty and stored.probe.empty and stored.failures.empty:
             raise OrthobenchError(
                 f"no stored results under {', '.join(d + '/runs or /probe' for d in dirs)}; run or probe a suite first."
             )

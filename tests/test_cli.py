@@ -206,3 +206,16 @@ def test_the_warnings_of_a_run_are_one_line_each(write_suite, tmp_path):
     warned = [line for line in result.stderr.splitlines() if "never finished" in line]
     assert len(warned) == 1 and warned[0].startswith(f"orthobench: warning: cell {cell.id} ")
     assert "warnings.warn" not in result.stderr and "OrthobenchWarning" not in result.stderr
+
+
+def test_a_folder_of_failed_cells_alone_still_has_a_report(plugin, write_suite, tmp_path):
+    suite = write_suite(
+        f"name: crash\nseeds: 1\nn_init: 3\nbudget: 1\n"
+        f'tasks:\n  - {{name: "{plugin}:make_sphere", params: {{fail_at: 0.0}}, label: sphere}}\n'
+        "optimizers: [sobol]\n"
+    )
+    out = tmp_path / "out"
+    assert CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"]).exit_code == 1
+    result = CliRunner().invoke(cli, ["report", str(out), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    assert "simulated training crash" in (tmp_path / "r.html").read_text()
