@@ -155,6 +155,34 @@ class TrustRegionState:
         self.restart_triggered = self.length < self.length_min
 
 
+class _DistinctMaximizers:
+    """Mixin for BoTorch's (constrained) max-posterior sampling: the maximizer of each sample in
+    turn among the candidates no earlier sample took, as the paper's code selects a batch.
+
+    (BoTorch's ``replacement=False`` returns the top ``num_samples`` candidates of the *last*
+    sample alone, one posterior sample for the whole batch.)
+    """
+
+    def maximize_samples(self, X: Tensor, samples: Tensor, num_samples: int = 1) -> Tensor:  # noqa: N803 -- BoTorch's name
+        scores = self.objective(samples, X=X)  # num_samples x N
+        taken = torch.zeros(scores.shape[-1], dtype=torch.bool, device=scores.device)
+        chosen = []
+        for row in scores:
+            free = (~taken).nonzero().squeeze(-1)
+            best = free[row[free].argmax()]
+            taken[best] = True
+            chosen.append(best)
+        return X[torch.stack(chosen)]
+
+
+class _MaxPosteriorSampling(_DistinctMaximizers, MaxPosteriorSampling):
+    pass
+
+
+class _ConstrainedMaxPosteriorSampling(_DistinctMaximizers, ConstrainedMaxPosteriorSampling):
+    pass
+
+
 class TuRBO(GPOptimizer):
     """TuRBO-1: a GP in one trust region that resizes on success/failure and restarts on collapse.
 
@@ -453,11 +481,11 @@ class TuRBO(GPOptimizer):
         ] = True
         candidates = torch.where(mask, points, center)
         if constraint_models:
-            sampling = ConstrainedMaxPosteriorSampling(
+            sampling = _ConstrainedMaxPosteriorSampling(
                 model=model, constraint_model=ModelListGP(*constraint_models), replacement=False
             )
         else:
-            sampling = MaxPosteriorSampling(model=model, replacement=False)
+            sampling = _MaxPosteriorSampling(model=model, replacement=False)
         with torch_seed(self._step_seed("ts-sample")), torch.no_grad():
             return sampling(candidates, num_samples=n)
 

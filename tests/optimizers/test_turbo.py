@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from botorch.models import SingleTaskGP
 
 from orthobench.optimizers.turbo import TrustRegionState, TuRBO
 from orthobench.registry import OPTIMIZERS
@@ -209,3 +210,34 @@ def test_thompson_batches_are_capped_at_the_candidate_count() -> None:
     drive(opt, sphere, n_init=4, steps=0)
     with pytest.raises(ValueError, match="n=65"):
         opt.ask(65)
+
+
+def test_thompson_batch_takes_each_samples_best_candidate_not_yet_chosen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Point ``i`` of a batch is the maximizer of posterior sample ``i`` among the candidates the
+    earlier samples did not take (the paper's code), not the top ``q`` of one sample."""
+    opt = TuRBO(2, seed=0, **TINY_TS)
+    drive(opt, sphere, n_init=6, steps=0)
+    seen: dict[str, torch.Tensor] = {}
+    posterior = SingleTaskGP.posterior
+
+    def recording_posterior(self, X, *args, **kwargs):  # noqa: N803 -- BoTorch's name
+        post = posterior(self, X, *args, **kwargs)
+        rsample = post.rsample
+
+        def recording_rsample(*a, **k):
+            seen["X"], seen["samples"] = X, rsample(*a, **k)
+            return seen["samples"]
+
+        post.rsample = recording_rsample
+        return post
+
+    monkeypatch.setattr(SingleTaskGP, "posterior", recording_posterior)
+    x = opt.ask(4).x
+    chosen: list[int] = []
+    for row in seen["samples"][..., 0]:  # one posterior sample over the candidates each
+        row = row.clone()
+        row[chosen] = -math.inf
+        chosen.append(int(row.argmax()))
+    np.testing.assert_array_equal(x, seen["X"][chosen].numpy())
