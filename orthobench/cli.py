@@ -476,13 +476,14 @@ def report(
     computed by several orthobench versions, the cells of each are listed.
     """
     from orthobench.report import build_report
-    from orthobench.report.data import load_results
-    from orthobench.results import ResultStore
+    from orthobench.results import ResultStore, load_probe, load_runs
 
     with _warnings_as_lines():
-        stored = load_results(dirs)
         # A folder of failed cells alone still has a report: the failures and their errors.
-        if stored.runs.empty and stored.probe.empty and stored.failures.empty:
+        failed = any(
+            e.get("status") == "failed" for d in dirs for e in ResultStore(d).runs_journal.entries()
+        )
+        if not failed and not len(load_runs(dirs)) and not len(load_probe(dirs)):
             raise OrthobenchError(
                 f"no stored results under {', '.join(d + '/runs or /probe' for d in dirs)}; run or probe a suite first."
             )
