@@ -476,17 +476,9 @@ def report(
     computed by several orthobench versions, the cells of each are listed.
     """
     from orthobench.report import build_report
-    from orthobench.results import ResultStore, load_probe, load_runs
+    from orthobench.results import ResultStore
 
     with _warnings_as_lines():
-        # A folder of failed cells alone still has a report: the failures and their errors.
-        failed = any(
-            e.get("status") == "failed" for d in dirs for e in ResultStore(d).runs_journal.entries()
-        )
-        if not failed and not len(load_runs(dirs)) and not len(load_probe(dirs)):
-            raise OrthobenchError(
-                f"no stored results under {', '.join(d + '/runs or /probe' for d in dirs)}; run or probe a suite first."
-            )
         path = build_report(
             dirs,
             output or Path(dirs[0]) / "report.html",

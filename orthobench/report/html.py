@@ -59,7 +59,8 @@ def build_report(
         The absolute path of the HTML file.
 
     Raises:
-        OrthobenchError: when ``reference`` names no stored optimizer, ``baseline`` is not one
+        OrthobenchError: when ``dirs`` hold no stored cell, probe row or failed cell, when
+            ``reference`` names no stored optimizer, ``baseline`` is not one
             of ``dirs``, ``out`` or one of its CSV paths exists and is not a regular file (a
             device such as ``/dev/full``, a folder), or a file cannot be written (a full disk, a
             read-only folder, a path too long): one line naming the path and the reason.
@@ -67,6 +68,12 @@ def build_report(
     dirs = [str(d) for d in dirs]
     out = Path(os.path.abspath(out))
     results = load_results(dirs, cell_ids, probe_rows)
+    # A folder of failed cells alone still has a report: the failures and their errors.
+    if results.runs.empty and results.probe.empty and results.failures.empty:
+        raise OrthobenchError(
+            f"no stored results under {', '.join(d + '/runs or /probe' for d in dirs)}; run or "
+            "probe a suite first."
+        )
     if baseline is not None:
         same = [d for d in dirs if Path(d).resolve() == Path(baseline).resolve()]
         if not same:
