@@ -288,11 +288,12 @@ class _LogEI(torch.autograd.Function):
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
             r = (torch.special.log_ndtr(u) - log_h).exp_()
             q = (-0.5 * u.square() - _LOG_SQRT_2PI - log_h).exp_()
-            tail = u < -_TAIL_U[u.dtype]
+            limit = -_TAIL_U[u.dtype]
+            tail = u < limit
             # Rare (only next to the data): on the CPU a test and no series on the usual call;
             # on a GPU the series always, as the test would wait for the device.
             if u.device.type != "cpu" or bool(tail.any()):
-                r_tail, q_tail = _tail_ratios(u.clamp_max(-_TAIL_U[u.dtype]))
+                r_tail, q_tail = _tail_ratios(u.clamp_max(limit))
                 r, q = torch.where(tail, r_tail, r), torch.where(tail, q_tail, q)
             ctx.save_for_backward(r.div_(sigma), q.div_(2.0 * var))
         return log_h + sigma.log()
