@@ -1,5 +1,5 @@
-"""Image datasets of the training tasks: where they live (:mod:`.store`) and how they are read
-(:mod:`.readers`)."""
+"""Image datasets of the training tasks: where they live (:mod:`.store`), how their checksums
+are verified (:mod:`.checksums`) and how they are read (:mod:`.readers`)."""
 
 from orthobench.tasks.datasets.readers import ImageSplit, load, read_dataset
 from orthobench.tasks.datasets.store import (
@@ -11,6 +11,7 @@ from orthobench.tasks.datasets.store import (
     fetch,
     locate,
     status,
+    verify,
 )
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "locate",
     "read_dataset",
     "status",
+    "verify",
 ]

