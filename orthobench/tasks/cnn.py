@@ -33,7 +33,7 @@ from orthobench.seeding import derive_seed, torch_generator, torch_seed
 from orthobench.space import Parameter, SearchSpace
 from orthobench.tasks.base import Evaluation, Task, _check_batch
 from orthobench.tasks.datasets.readers import ImageSplit, read_dataset
-from orthobench.tasks.datasets.store import locate
+from orthobench.tasks.datasets.store import locate, verify
 
 #: The five parameters of [AxCNN]_ (sources and scales: :class:`CNNTask`).
 CNN_SPACE = SearchSpace(
@@ -427,10 +427,12 @@ class CNNTask(Task):
     model, the data and the training are on the ``device`` the loop passes; on the CPU the thread
     count is the executor's.
 
-    Data: see :mod:`orthobench.tasks.datasets`. The constructor only checks that the dataset is
-    present (:func:`~orthobench.tasks.datasets.store.locate`, file names only), so a missing one
-    fails before any cell runs; the first evaluation reads it, and it stays cached in the process,
-    once in host memory and once per device.
+    Data: see :mod:`orthobench.tasks.datasets`. The constructor checks that the dataset is
+    present (:func:`~orthobench.tasks.datasets.store.locate`) and that the data directory's copy
+    has its published SHA-256 (:func:`~orthobench.tasks.datasets.store.verify`: a hash the first
+    time, then a stat), so a missing or damaged one fails before any cell runs; the first
+    evaluation reads it, and it stays cached in the process, once in host memory and once per
+    device.
 
     Args:
         dataset: ``digits`` (scikit-learn, seconds per evaluation on a CPU), ``mnist-5k`` (the
@@ -442,7 +444,8 @@ class CNNTask(Task):
     Raises:
         ConfigError: for a bad ``batch_size`` or ``outlier_prob``, or a ``path`` with a bundled
             dataset; UnknownNameError (a ConfigError) for an unknown ``dataset``.
-        DatasetMissingError: when the dataset is not there, naming the command that fetches it.
+        DatasetMissingError: when the dataset is not there, or its copy in the data directory is
+            damaged, naming the command that fetches it.
     """
 
     optimal_value = None
@@ -467,6 +470,7 @@ class CNNTask(Task):
         self.batch_size = batch_size
         self.outlier_prob = float(outlier_prob)
         self.location = locate(dataset, None if path is None else os.fspath(path))
+        verify(dataset, self.location)
 
     def data(self) -> ImageSplit:
         """The dataset's train / held-out split (read on first use, then cached in the process)."""

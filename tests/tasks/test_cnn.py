@@ -1,7 +1,9 @@
 """The CNN task: search space, network shapes, seeded determinism, outlier injection, datasets
-that are missing (refused in the constructor) or read from a ``path`` in the real formats."""
+that are missing or damaged (refused in the constructor) or read from a ``path`` in the real formats."""
 
 from __future__ import annotations
+
+import gzip
 
 import numpy as np
 import pytest
@@ -9,8 +11,9 @@ import torch
 
 from orthobench.exceptions import ConfigError, DatasetMissingError, UnknownNameError
 from orthobench.tasks.cnn import CNN_SPACE, OUTLIER_SAMPLES, CNNTask, SmallCNN
+from orthobench.tasks.datasets import checksums, store
 from orthobench.tasks.datasets.store import DATA_DIR_ENV
-from tests.tasks.datasets.formats import write_cifar10, write_mnist
+from tests.tasks.datasets.formats import idx_bytes, served_mnist, write_cifar10, write_mnist
 
 # lr, momentum, weight decay, step size, gamma: a point that trains (test error well below 0.9)
 GOOD = np.array([0.05, 0.5, 1e-4, 50, 0.95])
@@ -89,6 +92,18 @@ def test_a_missing_dataset_fails_in_the_constructor(tmp_path, monkeypatch):
         CNNTask("mnist")
     with pytest.raises(DatasetMissingError, match="task param path="):
         CNNTask("cifar10", path=str(tmp_path / "elsewhere"))
+
+
+def test_a_damaged_copy_in_the_data_directory_fails_in_the_constructor(tmp_path, monkeypatch):
+    monkeypatch.setitem(store.CATALOGUE, "mnist", served_mnist(tmp_path / "served"))
+    monkeypatch.setattr(checksums, "_VERIFIED", set())
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "data"))
+    store.fetch("mnist")
+    CNNTask("mnist")  # the fetched copy passes
+    labels = tmp_path / "data" / "mnist" / "train-labels-idx1-ubyte.gz"
+    labels.write_bytes(gzip.compress(idx_bytes(np.full(40, 3, np.uint8)), mtime=0))
+    with pytest.raises(DatasetMissingError, match="is damaged or was replaced"):
+        CNNTask("mnist")
 
 
 def test_bad_parameters_name_their_field():
