@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 import secrets
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import optuna
 from optuna._transform import _SearchSpaceTransform
-from optuna.distributions import BaseDistribution
+from optuna.distributions import BaseDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.samplers._base import (
     _INDEPENDENT_SAMPLING_WARNING_TEMPLATE,
@@ -26,18 +27,29 @@ from optuna.samplers._base import (
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from orthobench.exceptions import OrthobenchWarning, one_line
 from orthobench.optimizers.base import check_at_least
 from orthobench.optimizers.orthobo import OrthoBO
 from orthobench.registry import OPTIMIZERS
 from orthobench.seeding import derive_seed
 
-_logger = optuna.logging.get_logger(__name__)
+# A child of Optuna's library logger ``optuna``, as every Optuna sampler's logger is, so that
+# ``optuna.logging.set_verbosity``, ``disable_default_handler`` and ``disable_propagation``
+# govern its warnings too (``get_logger(__name__)``, as optuna-integration names its loggers,
+# escapes them).
+_logger = optuna.logging.get_logger(f"optuna.{__name__}")
 
 # A trial's system attribute per parameter proposed by this sampler and not yet suggested by the
 # objective (``Trial.suggest_*`` stores it), so that other workers can lie about the trial.
 _PROPOSED_KEY = "orthobo:proposed:"
 # A trial's system attribute holding the fallbacks OrthoBO took for its proposal, if any.
 _FALLBACK_KEY = "orthobo:fallback"
+# Why a complete trial is left out of OrthoBO's history (the class docstring's rules).
+_NO_PARAMETER = "a parameter of the search space missing"
+_NAN_VALUE = "a NaN value"
+_OUT_OF_RANGE = "a parameter outside its distribution's range"
+_NO_CONSTRAINTS = "no constraint values"
+_NON_FINITE_CONSTRAINT = "a non-finite constraint value"
 
 
 class OrthoBOSampler(BaseSampler):
@@ -58,8 +70,18 @@ class OrthoBOSampler(BaseSampler):
       one-hot columns in ``[0, 1]``; a proposal decodes to the choice of its largest column
       (argmax). ``d`` is the number of numerical parameters plus the number of choices.
     - History: the COMPLETE trials that hold every parameter of the space, ``t x d`` points and
-      ``t`` values, negated for ``direction="maximize"`` (OrthoBO minimizes). Trials with a
-      non-finite value are left out.
+      ``t`` values, negated for ``direction="maximize"`` (OrthoBO minimizes).
+    - Infinite values (a NaN one makes Optuna's trial FAIL): as in ``GPSampler``
+      (``optuna._gp.gp.warn_and_convert_inf``), each is told as the nearest of the least and
+      the largest finite value, so an infinitely bad trial counts as the worst one seen and the
+      model learns that its region is bad; with no finite value, every value is told as 0. An
+      :class:`~orthobench.exceptions.OrthobenchWarning` names the trials.
+    - Values outside a distribution's range: ``Study.enqueue_trial`` may fix one (Optuna only
+      warns); it would lie outside the unit cube, where OrthoBO's GP is not meant to see points,
+      and clipping it would tell a value at a point that was not evaluated. So a trial, complete
+      or running, with such a parameter is left out, with an ``OrthobenchWarning`` naming it and
+      its values. (``GPSampler`` passes them to its GP unchecked.) A value inside the range but
+      off the step grid keeps its own place in ``[0, 1]``.
     - Startup: with fewer than ``max(n_startup_trials, 2)`` such trials (OrthoBO needs two), the
       relative sample is empty and ``independent_sampler`` samples every parameter.
     - Running trials (parallel workers): each RUNNING trial whose parameters of the space are
@@ -76,7 +98,10 @@ class OrthoBOSampler(BaseSampler):
       feasible where every value is ``<= 0``. Once one complete trial has constraint values,
       those without them (their ``constraints_func`` failed) or with a non-finite one are left
       out, and OrthoBO gets the ``t x m`` constraint values and maximizes the marginal
-      constrained EI.
+      constrained EI. ``GPSampler`` clips constraint values as it clips objective values, but
+      decides feasibility from the unclipped ones; OrthoBO decides it from the values it is
+      told, and ``inf`` clipped to a largest finite value ``<= 0`` would turn an infeasible
+      trial feasible (``-inf`` a feasible one infeasible, when every finite value is ``> 0``).
     - Seeding: the proposal for trial number ``k`` uses ``OrthoBO(seed=derive_seed(seed,
       "optuna", k))`` (:func:`orthobench.seeding.derive_seed`), so it is a function of the seed,
       ``k`` and the history: two studies with the same seed and objective get identical
@@ -87,7 +112,15 @@ class OrthoBOSampler(BaseSampler):
       over, and a kernel ensemble (``kernel=[...]``) keeps uniform weights.
     - Fallbacks: one OrthoBO took for a proposal (a GP fit kept its initialization, Cholesky
       jitter, ...; ``Suggestion.info["fallback"]``) is logged as a warning and stored in the
-      trial's system attribute ``orthobo:fallback``.
+      trial's system attribute ``orthobo:fallback``. A parameter sampled by
+      ``independent_sampler`` after the startup is logged with its reason: missing from some
+      complete trials or suggested from different distributions (a dynamic search space), a
+      distribution other than the complete trials', or too few complete trials left to tell
+      OrthoBO by the rules above.
+    - Logging: on the logger ``optuna.orthobench.integrations.optuna``, a child of Optuna's,
+      so ``optuna.logging.set_verbosity`` and ``disable_default_handler`` govern it as they do
+      Optuna's samplers. Data the user can fix (infinite values, values outside a range) warn
+      through :mod:`warnings` instead, as ``GPSampler`` and Optuna's ``Trial`` do.
 
     Args:
         seed:
@@ -170,23 +203,41 @@ class OrthoBOSampler(BaseSampler):
         self._raise_error_if_multi_objective(study)
         if not search_space:
             return {}
-        complete = [
-            t
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if search_space.keys() <= t.params.keys() and math.isfinite(t.value)
-        ]
-        if any(t.constraints for t in complete):
-            complete = [
-                t
-                for t in complete
-                if t.constraints and all(map(math.isfinite, t.constraints.values()))
-            ]
-        if len(complete) < max(self._n_startup_trials, OrthoBO.min_observations):
+        complete, left_out = _history(
+            study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), search_space
+        )
+        if out_of_range := left_out.get(_OUT_OF_RANGE):
+            values = ", ".join(
+                f"trial {t.number} {name}={t.params[name]!r}"
+                for t in out_of_range
+                for name, distribution in search_space.items()
+                if not _in_range(distribution, t.params[name])
+            )
+            warnings.warn(
+                one_line(
+                    f"OrthoBOSampler leaves out the trials with a parameter outside its "
+                    f"distribution's range (fixed by `Study.enqueue_trial`?): {values}."
+                ),
+                OrthobenchWarning,
+                stacklevel=2,
+            )
+        if len(complete) < self._min_trials:
             return {}
         transform = _SearchSpaceTransform(search_space, transform_0_1=True)
         sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
         x = np.stack([transform.transform(t.params) for t in complete])  # t x d
         y = sign * np.array([t.value for t in complete])  # t
+        if not np.isfinite(y).all():
+            # Named by the first such trial only, so the message stays the same as the study
+            # grows and the default warnings filter shows it once rather than at every trial.
+            first = min(t.number for t in complete if math.isinf(t.value))
+            warnings.warn(
+                f"OrthoBOSampler tells an infinite value (first in trial {first}) as the least or "
+                "the largest finite value, whichever is nearer, as GPSampler does.",
+                OrthobenchWarning,
+                stacklevel=2,
+            )
+            y = _clip_infinite(y)
         c = _constraint_values(complete)  # t x m, m = 0 without constraints
         pending = [
             params
@@ -225,20 +276,75 @@ class OrthoBOSampler(BaseSampler):
     ) -> Any:
         if self._warn_independent_sampling and not param_distribution.single():
             complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if len(complete) >= max(self._n_startup_trials, OrthoBO.min_observations):
+            if len(complete) >= self._min_trials:
                 _logger.warning(
                     _INDEPENDENT_SAMPLING_WARNING_TEMPLATE.format(
                         param_name=param_name,
                         trial_number=trial.number,
                         independent_sampler_name=type(self._independent_sampler).__name__,
                         sampler_name=type(self).__name__,
-                        fallback_reason="the parameter is not in every complete trial "
-                        "(dynamic search space)",
+                        fallback_reason=self._independent_sampling_reason(
+                            study, trial, complete, param_name, param_distribution
+                        ),
                     )
                 )
         return self._independent_sampler.sample_independent(
             study, trial, param_name, param_distribution
         )
+
+    @property
+    def _min_trials(self) -> int:
+        """Complete trials to tell before OrthoBO proposes (OrthoBO needs two)."""
+        return max(self._n_startup_trials, OrthoBO.min_observations)
+
+    def _independent_sampling_reason(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        complete: list[FrozenTrial],
+        name: str,
+        distribution: BaseDistribution,
+    ) -> str:
+        """Why parameter ``name`` of ``trial`` is not OrthoBO's after the startup (``complete``
+        holds at least :attr:`_min_trials` trials), recomputed from the study now: trials that
+        other workers finished since the trial's relative sample may have changed the answer,
+        which is the last reason."""
+        search_space = self.infer_relative_search_space(study, trial)
+        if name not in search_space:
+            if missing := [t.number for t in complete if name not in t.params]:
+                return (
+                    f"the parameter is missing from complete {_trials(missing)} "
+                    "(dynamic search space)"
+                )
+            seen = {t.distributions[name] for t in complete}
+            if len(seen) > 1:
+                return (
+                    f"the complete trials suggest it from {len(seen)} different distributions "
+                    "(dynamic search space)"
+                )
+            # The relative search space leaves single-valued distributions out.
+            if (only := seen.pop()).single():
+                return (
+                    f"its distribution {distribution} differs from the complete trials' "
+                    f"single-valued {only}"
+                )
+        else:
+            told, left_out = _history(complete, search_space)
+            if len(told) < self._min_trials:
+                reasons = "; ".join(
+                    f"{_trials([t.number for t in trials])}: {reason}"
+                    for reason, trials in left_out.items()
+                )
+                return (
+                    f"only {len(told)} of the {len(complete)} complete trials can be told to "
+                    f"OrthoBO, which needs {self._min_trials} ({reasons})"
+                )
+            if search_space[name] != distribution:
+                return (
+                    f"its distribution {distribution} differs from the complete trials' "
+                    f"{search_space[name]}"
+                )
+        return "the complete trials changed since this trial's relative sample (parallel workers)"
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         self._independent_sampler.before_trial(study, trial)
@@ -253,6 +359,49 @@ class OrthoBOSampler(BaseSampler):
         if self._constraints_func is not None:
             _process_constraints_after_trial(self._constraints_func, study, trial, state)
         self._independent_sampler.after_trial(study, trial, state, values)
+
+
+def _history(
+    trials: list[FrozenTrial], search_space: dict[str, BaseDistribution]
+) -> tuple[list[FrozenTrial], dict[str, list[FrozenTrial]]]:
+    """The complete ``trials`` OrthoBO is told, and the others by why they are left out."""
+    constrained = any(t.constraints for t in trials)
+    told: list[FrozenTrial] = []
+    left_out: dict[str, list[FrozenTrial]] = {}
+    for t in trials:
+        if not search_space.keys() <= t.params.keys():
+            reason = _NO_PARAMETER
+        elif math.isnan(t.value):  # Optuna makes such trials FAIL; one added by hand may not be
+            reason = _NAN_VALUE
+        elif not all(_in_range(d, t.params[name]) for name, d in search_space.items()):
+            reason = _OUT_OF_RANGE
+        elif constrained and not t.constraints:
+            reason = _NO_CONSTRAINTS
+        elif constrained and not all(map(math.isfinite, t.constraints.values())):
+            reason = _NON_FINITE_CONSTRAINT
+        else:
+            told.append(t)
+            continue
+        left_out.setdefault(reason, []).append(t)
+    return told, left_out
+
+
+def _clip_infinite(y: np.ndarray) -> np.ndarray:
+    """``t`` values ``y`` with each infinite one replaced by the nearest finite extreme, or all
+    0 without a finite one (``optuna._gp.gp.warn_and_convert_inf``)."""
+    finite = y[np.isfinite(y)]
+    if not finite.size:
+        return np.zeros_like(y)
+    return np.clip(y, finite.min(), finite.max())
+
+
+def _trials(numbers: list[int]) -> str:
+    """``trial 3`` or ``trials 1, 4, 7``; a list of more than six shows its ends and length."""
+    if len(numbers) == 1:
+        return f"trial {numbers[0]}"
+    if len(numbers) > 6:
+        return f"trials {', '.join(map(str, numbers[:3]))}, ..., {numbers[-1]} ({len(numbers)})"
+    return f"trials {', '.join(map(str, numbers))}"
 
 
 def _constraint_values(trials: list[FrozenTrial]) -> np.ndarray:
@@ -285,25 +434,31 @@ def _incumbent(y: np.ndarray, c: np.ndarray) -> int:
 def _known_params(trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
     """A running trial's parameters of ``search_space`` known so far: those suggested from the
     same distribution, then those fixed by ``Study.enqueue_trial`` (the trial suggests them, not
-    a proposal) within the distribution, then those proposed by this sampler."""
+    a proposal), both within the distribution's range, then those proposed by this sampler."""
     known = {}
     fixed = trial.system_attrs.get("fixed_params") or {}
     for name, distribution in search_space.items():
         proposed = trial.system_attrs.get(_PROPOSED_KEY + name)
         if name in trial.params:
-            if trial.distributions[name] == distribution:
+            if trial.distributions[name] == distribution and _in_range(
+                distribution, trial.params[name]
+            ):
                 known[name] = trial.params[name]
         elif name in fixed:
-            if _contains(distribution, fixed[name]):
+            if _in_range(distribution, fixed[name]):
                 known[name] = fixed[name]
         elif proposed is not None and distribution._contains(proposed):
             known[name] = distribution.to_external_repr(proposed)
     return known
 
 
-def _contains(distribution: BaseDistribution, value: Any) -> bool:
-    """Whether the external ``value`` lies in ``distribution`` (False for one it cannot hold)."""
+def _in_range(distribution: BaseDistribution, value: Any) -> bool:
+    """Whether the external ``value`` lies in ``distribution``'s range, on its step grid or not
+    (False for a value it cannot hold)."""
     try:
-        return distribution._contains(distribution.to_internal_repr(value))
+        internal = distribution.to_internal_repr(value)
     except (TypeError, ValueError):
         return False
+    if isinstance(distribution, (FloatDistribution, IntDistribution)):
+        return distribution.low <= internal <= distribution.high
+    return distribution._contains(internal)

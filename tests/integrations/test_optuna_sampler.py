@@ -4,6 +4,7 @@ liar), constraints and parameter checks."""
 
 from __future__ import annotations
 
+import logging
 import math
 from unittest import mock
 
@@ -21,6 +22,7 @@ from optuna.study import Study
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 import orthobench.integrations.optuna as integration
+from orthobench.exceptions import OrthobenchWarning
 from orthobench.integrations.optuna import OrthoBOSampler
 from orthobench.optimizers.orthobo import OrthoBO
 
@@ -254,7 +256,8 @@ def test_trials_without_constraint_values_are_left_out(told: list) -> None:
 
 def test_trials_with_a_non_finite_constraint_value_are_left_out(told: list) -> None:
     """An infinite constraint value (``set_constraint("c", math.inf)`` for "infeasible") leaves
-    its trial out, as a non-finite objective value does, instead of failing every later trial."""
+    its trial out, instead of failing every later trial; clipped to the largest finite value
+    (-1 here, were trial 2 absent) it could read as feasible."""
     search_space = {"x": FloatDistribution(0.0, 1.0)}
     study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
     for x, c in ((0.2, -1.0), (0.5, math.inf), (0.8, 1.0)):
@@ -350,3 +353,274 @@ def test_beats_random_search_on_a_smooth_function() -> None:
             study.optimize(sphere, n_trials=18)
             best[name] = study.best_value
         assert best["orthobo"] < best["random"], (seed, best)
+
+
+# --- Logging, infinite values, out-of-range enqueued values, independent-sampling reasons ---
+
+
+def _dynamic_study_warns() -> None:
+    """A study whose third trial suggests a new parameter, which the sampler warns about."""
+    study = _study_with_history({"x": FloatDistribution(0.0, 1.0)}, n=2)
+    study.optimize(
+        lambda t: t.suggest_float("x", 0, 1) + t.suggest_float(f"z{t.number}", 0, 1), n_trials=1
+    )
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_warnings_go_through_optunas_logger_and_follow_its_verbosity() -> None:
+    """As for Optuna's own samplers: the warning reaches the ``optuna`` logger's handlers, and
+    ``optuna.logging.set_verbosity`` silences it."""
+    records = _Records()
+    optuna_logger = logging.getLogger("optuna")
+    optuna_logger.addHandler(records)
+    try:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        _dynamic_study_warns()
+        assert any("`z2`" in m and "OrthoBOSampler" in m for m in records.messages)
+        records.messages.clear()
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        assert not integration._logger.isEnabledFor(logging.WARNING)
+        _dynamic_study_warns()
+        assert not any("OrthoBOSampler" in m for m in records.messages)
+    finally:
+        optuna_logger.removeHandler(records)
+
+
+def _add(study: Study, x: float, value: float, **kwargs) -> None:
+    study.add_trial(
+        optuna.create_trial(
+            params={"x": x}, distributions={"x": FloatDistribution(0.0, 1.0)}, value=value, **kwargs
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("direction", "expected"),
+    [
+        # Minimize: +inf is the worst finite value (3), -inf the best (1).
+        ("minimize", [1.0, 3.0, 3.0, 1.0, 2.0]),
+        # Maximize (negated for OrthoBO): +inf is the best (-3), -inf the worst (-1).
+        ("maximize", [-1.0, -3.0, -3.0, -1.0, -2.0]),
+    ],
+)
+def test_infinite_values_are_clipped_to_the_finite_range(
+    told: list, direction: str, expected: list[float]
+) -> None:
+    """As ``GPSampler`` (``optuna._gp.gp.warn_and_convert_inf``): an infinite value is told as
+    the nearest finite extreme, so the model learns where the objective is bad, with a warning."""
+    study = optuna.create_study(
+        direction=direction, sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST)
+    )
+    for x, value in ((0.1, 1.0), (0.3, math.inf), (0.5, 3.0), (0.7, -math.inf), (0.9, 2.0)):
+        _add(study, x, value)
+    with pytest.warns(OrthobenchWarning, match=r"infinite value \(first in trial 1\)"):
+        params = study.sampler.sample_relative(
+            study, _create_new_trial(study), {"x": FloatDistribution(0.0, 1.0)}
+        )
+    assert 0.0 <= params["x"] <= 1.0
+    x, y, _ = told[0]
+    np.testing.assert_array_equal(x[:, 0], [0.1, 0.3, 0.5, 0.7, 0.9])
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_only_infinite_values_are_told_as_zero(told: list) -> None:
+    """With no finite value to clip to, every value is 0 (``GPSampler``'s rule): a flat model."""
+    study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
+    _add(study, 0.2, math.inf)
+    _add(study, 0.8, math.inf)
+    with pytest.warns(OrthobenchWarning, match="infinite"):
+        study.sampler.sample_relative(
+            study, _create_new_trial(study), {"x": FloatDistribution(0.0, 1.0)}
+        )
+    np.testing.assert_array_equal(told[0][1], [0.0, 0.0])
+
+
+def test_infinite_value_with_finite_constraints_is_kept(told: list) -> None:
+    study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
+    for x, value, c in ((0.2, 1.0, -1.0), (0.5, math.inf, 0.5), (0.8, 2.0, -0.5)):
+        _add(study, x, value, constraints={"c": c})
+    with pytest.warns(OrthobenchWarning, match=r"infinite value \(first in trial 1\)"):
+        study.sampler.sample_relative(
+            study, _create_new_trial(study), {"x": FloatDistribution(0.0, 1.0)}
+        )
+    x, y, c = told[0]
+    np.testing.assert_array_equal(y, [1.0, 2.0, 2.0])
+    np.testing.assert_array_equal(c, [[-1.0], [0.5], [-0.5]])
+
+
+def _suggest(trial: Trial, distribution: BaseDistribution) -> float:
+    if isinstance(distribution, IntDistribution):
+        return trial.suggest_int("x", distribution.low, distribution.high, step=distribution.step)
+    return trial.suggest_float("x", distribution.low, distribution.high, log=distribution.log)
+
+
+@pytest.mark.parametrize(
+    ("distribution", "bad"),
+    [
+        (FloatDistribution(0.0, 1.0), 5.0),
+        (FloatDistribution(0.0, 1.0), -0.5),
+        (FloatDistribution(1e-3, 1.0, log=True), 10.0),
+        (IntDistribution(0, 10), 100),
+    ],
+)
+def test_enqueued_trial_outside_the_range_is_left_out_with_a_warning(
+    told: list, distribution: BaseDistribution, bad: float
+) -> None:
+    """``Study.enqueue_trial`` may fix a value outside the distribution (Optuna only warns): it
+    would lie outside the unit cube, so the trial is left out, and the warning names it."""
+    study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
+    good = (distribution.low, distribution.high)
+    for value in (good[0], bad, good[1]):
+        study.enqueue_trial({"x": value})
+    with pytest.warns(UserWarning, match="out of range"):  # Optuna's own warning
+        study.optimize(lambda t: _suggest(t, distribution), n_trials=3)
+    assert study.trials[1].params["x"] == bad
+    with pytest.warns(OrthobenchWarning, match=rf"trial 1 x={bad!r}"):
+        study.optimize(lambda t: _suggest(t, distribution), n_trials=1)
+    x, y, _ = told[0]
+    assert x.shape == (2, 1) and ((0.0 <= x) & (x <= 1.0)).all()
+    np.testing.assert_array_equal(y, good)
+    assert distribution.low <= study.trials[3].params["x"] <= distribution.high
+
+
+def test_running_trial_outside_the_range_is_not_told(told: list) -> None:
+    """A running trial that suggested an enqueued value outside its distribution is no pending
+    point (it would lie outside the unit cube); an in-range value off the step grid is, at its
+    own place."""
+    search_space = {"x": IntDistribution(0, 10, step=2)}
+    study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
+    for x in (0, 10):
+        study.enqueue_trial({"x": x})
+    study.optimize(lambda t: t.suggest_int("x", 0, 10, step=2), n_trials=2)
+    study.enqueue_trial({"x": 20})
+    with pytest.warns(UserWarning, match="out of range"):
+        study.ask().suggest_int("x", 0, 10, step=2)
+    study.enqueue_trial({"x": 3})
+    study.ask()  # fixed at 3, off the grid: not yet suggested
+    study.ask(search_space)
+    x, _, _ = told[-1]
+    # 0, 10 and 3 in the unit cube of [-1, 11] (half a step beyond both ends).
+    np.testing.assert_allclose(x[:, 0], [1 / 12, 11 / 12, 4 / 12])
+
+
+def _trial(x: float, distribution: BaseDistribution | None = None, **kwargs) -> FrozenTrial:
+    distribution = distribution or FloatDistribution(0.0, 1.0)
+    return optuna.create_trial(
+        params={"x": x}, distributions={"x": distribution}, value=kwargs.pop("value", x), **kwargs
+    )
+
+
+@pytest.mark.parametrize(
+    ("trials", "name", "distribution", "reason"),
+    [
+        (
+            [_trial(0.2), _trial(0.4), _trial(0.6)],
+            "z",
+            FloatDistribution(0.0, 1.0),
+            "the parameter is missing from complete trials 0, 1, 2 (dynamic search space)",
+        ),
+        (
+            [_trial(0.2), _trial(0.4, FloatDistribution(0.0, 2.0)), _trial(0.6)],
+            "x",
+            FloatDistribution(0.0, 1.0),
+            "the complete trials suggest it from 2 different distributions (dynamic search space)",
+        ),
+        (
+            [_trial(0.2), _trial(0.4), _trial(0.6)],
+            "x",
+            FloatDistribution(5.0, 6.0),
+            "its distribution FloatDistribution(high=6.0, log=False, low=5.0, step=None) differs "
+            "from the complete trials' FloatDistribution(high=1.0, log=False, low=0.0, step=None)",
+        ),
+        (
+            [_trial(0.5, FloatDistribution(0.5, 0.5)) for _ in range(3)],
+            "x",
+            FloatDistribution(0.0, 1.0),
+            "its distribution FloatDistribution(high=1.0, log=False, low=0.0, step=None) differs "
+            "from the complete trials' single-valued "
+            "FloatDistribution(high=0.5, log=False, low=0.5, step=None)",
+        ),
+        (
+            [_trial(0.2, constraints={"c": -1.0}), _trial(0.4), _trial(0.6)],
+            "x",
+            FloatDistribution(0.0, 1.0),
+            "only 1 of the 3 complete trials can be told to OrthoBO, which needs 2 "
+            "(trials 1, 2: no constraint values)",
+        ),
+        (
+            [
+                _trial(0.2, constraints={"c": -1.0}),
+                _trial(0.4, constraints={"c": math.inf}),
+                _trial(0.6, constraints={"c": -math.inf}),
+            ],
+            "x",
+            FloatDistribution(0.0, 1.0),
+            "only 1 of the 3 complete trials can be told to OrthoBO, which needs 2 "
+            "(trials 1, 2: a non-finite constraint value)",
+        ),
+    ],
+    ids=[
+        "missing",
+        "distributions-differ",
+        "new-distribution",
+        "single-valued",
+        "no-constraints",
+        "inf-constraint",
+    ],
+)
+def test_independent_sampling_warning_states_the_reason(
+    trials: list[FrozenTrial], name: str, distribution: BaseDistribution, reason: str
+) -> None:
+    study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
+    for t in trials:
+        study.add_trial(t)
+    with mock.patch.object(integration._logger, "warning") as warning:
+        trial = study.ask()
+        trial.suggest_float(name, distribution.low, distribution.high)
+    assert warning.call_count == 1
+    assert f"because {reason}. You can" in warning.call_args.args[0]
+
+
+def test_independent_sampling_warning_names_the_trials_outside_the_range() -> None:
+    study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
+    for x in (0.2, 7.0, 0.6):
+        study.enqueue_trial({"x": x})
+    with pytest.warns(UserWarning, match="out of range"):
+        study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+    # Three complete trials, the startup count, but only two of them can be told.
+    study.sampler._n_startup_trials = 3
+    with (
+        mock.patch.object(integration._logger, "warning") as warning,
+        pytest.warns(OrthobenchWarning, match="trial 1 x=7.0"),
+    ):
+        study.ask().suggest_float("x", 0, 1)
+    assert (
+        "because only 2 of the 3 complete trials can be told to OrthoBO, which needs 3 "
+        "(trial 1: a parameter outside its distribution's range). You can"
+    ) in warning.call_args.args[0]
+
+
+def test_independent_sampling_reason_when_the_trials_changed_since_the_relative_sample() -> None:
+    """A parameter OrthoBO could propose now was sampled independently: the complete trials
+    changed after the trial's relative sample (another worker finished some)."""
+    study = _study_with_history({"x": FloatDistribution(0.0, 1.0)}, n=2)
+    reason = study.sampler._independent_sampling_reason(
+        study, _create_new_trial(study), study.trials, "x", FloatDistribution(0.0, 1.0)
+    )
+    assert reason == (
+        "the complete trials changed since this trial's relative sample (parallel workers)"
+    )
+
+
+def test_trials_lists_are_short() -> None:
+    assert integration._trials([3]) == "trial 3"
+    assert integration._trials([1, 4]) == "trials 1, 4"
+    assert integration._trials(list(range(40))) == "trials 0, 1, 2, ..., 39 (40)"
