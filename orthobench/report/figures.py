@@ -24,7 +24,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
-from orthobench.report import stats  # noqa: E402
+from orthobench.report import stats, tables  # noqa: E402
 
 Palette = Mapping[str, tuple[float, float, float]]
 #: A log axis is used when the plotted positive values span more than this factor.
@@ -255,15 +255,21 @@ def score_heatmap_svg(scores: pd.DataFrame) -> str:
 
 
 def runtime_svg(runs: pd.DataFrame, colors: Palette) -> str:
-    """Seconds per BO step by part (fit, acquisition, evaluation): mean and sd, a panel per task."""
-    bo = runs[runs["phase"] == "bo"]
-    long = bo.melt(
+    """Seconds per BO step by part (fit, acquisition, evaluation), a panel per task: mean and sd
+    over the steps of :func:`orthobench.report.tables.step_seconds`, as the runtime table
+    (:func:`~orthobench.report.tables.runtime_table`).
+
+    ``runs`` holds result rows with a ``series`` column (the legend label, one per key).
+    """
+    # One value per (seed, step), not per row: a step's q rows would weight it q times over.
+    labels = runs[[*tables.KEY, "series"]].drop_duplicates()
+    steps = tables.step_seconds(runs).merge(labels, on=tables.KEY, validate="many_to_one")
+    long = steps.melt(
         id_vars=["task", "series"],
-        value_vars=["fit_seconds", "acq_seconds", "eval_seconds"],
+        value_vars=["fit", "acq", "eval"],
         var_name="part",
         value_name="seconds",
     )
-    long["part"] = long["part"].str.replace("_seconds", "")
     tasks = sorted(long["task"].unique())
     with _style("runtime"):
         fig, axes = plt.subplots(

@@ -267,33 +267,46 @@ def _rank(table: pd.DataFrame) -> pd.Series:
     return rank
 
 
-def runtime_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Seconds per BO step per key: mean and standard deviation of fit, acquisition, evaluation.
+#: The parts of a BO step's seconds in :func:`step_seconds` and :func:`runtime_table`.
+STEP_PARTS = ("fit", "acq", "eval", "total")
+
+
+def step_seconds(runs: pd.DataFrame) -> pd.DataFrame:
+    """Seconds of every BO step of ``runs``: one row per key, seed and step.
 
     A BO step is one ``batch`` of a seed (one row where a frame has no ``batch``): its fit and
     acquisition seconds are counted once (each of its ``q`` rows carries them), its evaluation
     seconds are the mean over its evaluations (one evaluation; they run at once where the
-    executor allows), and its total is their sum.
+    executor allows), and its total is their sum. Initial-design rows are left out (no model is
+    fitted).
 
-    Columns: the :data:`KEY`, ``steps`` and ``<part>_mean``, ``<part>_sd`` (over steps and
-    seeds) for ``part`` in ``fit``, ``acq``, ``eval``, ``total``; initial-design rows are left out
-    (no model is fitted).
+    Columns: the :data:`KEY`, ``seed``, ``step`` and the :data:`STEP_PARTS`.
     """
     bo = runs[runs["phase"] == "bo"]
-    parts = ["fit", "acq", "eval", "total"]
-    if bo.empty:
-        return pd.DataFrame(
-            columns=[*KEY, "steps", *[f"{p}_{s}" for p in parts for s in ("mean", "sd")]]
-        )
-    step = bo["batch"] if "batch" in bo else bo["iteration"]
+    step = (bo["batch"] if "batch" in bo else bo["iteration"]).rename("step")
     by_step = bo.groupby([*(bo[k] for k in KEY), bo["seed"], step], sort=True)
     steps = by_step.agg(
         fit=("fit_seconds", "max"), acq=("acq_seconds", "max"), eval=("eval_seconds", "mean")
     )
     steps = steps.assign(total=steps["fit"] + steps["acq"] + steps["eval"]).reset_index()
+    return steps[[*KEY, "seed", "step", *STEP_PARTS]]
+
+
+def runtime_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per BO step per key: mean and standard deviation of fit, acquisition, evaluation
+    and their total over the steps of :func:`step_seconds`.
+
+    Columns: the :data:`KEY`, ``steps`` and ``<part>_mean``, ``<part>_sd`` (over steps and
+    seeds) for ``part`` in :data:`STEP_PARTS`.
+    """
+    steps = step_seconds(runs)
+    if steps.empty:
+        return pd.DataFrame(
+            columns=[*KEY, "steps", *[f"{p}_{s}" for p in STEP_PARTS for s in ("mean", "sd")]]
+        )
     grouped = steps.groupby(KEY, sort=True)
     table = grouped.size().rename("steps").to_frame()
-    for part in parts:
+    for part in STEP_PARTS:
         table[f"{part}_mean"] = grouped[part].mean()
         table[f"{part}_sd"] = grouped[part].std(ddof=1)
     return table.reset_index()
