@@ -73,7 +73,9 @@ from orthobench.config.params import Count, NonNegativeCount
 from orthobench.optimizers.base import Optimizer, Suggestion
 
 # A told point is the pending trial's point if they differ by no more than float round-off
-# of the unit-cube -> native -> unit-cube round trip.
+# of the unit-cube -> native -> unit-cube round trip, or, where either side is float32 (a float32
+# optimizer's history and pending points against the trials' float64 parameters), by no more
+# than float32 rounding (see `_matches`).
 _MATCH_ATOL = 1e-9
 
 
@@ -144,8 +146,8 @@ class OptunaTPE(Optimizer):
         failed = 0
         for trial, point in self._pending:
             self.study.tell(trial, state=TrialState.FAIL)
-            # Dropped, not still running; the pending points come in the optimizer's dtype.
-            failed += not _matches(point.astype(pending.dtype), pending).any()
+            # Dropped, not still running (`_matches` allows for the pending points' dtype).
+            failed += not _matches(point, pending).any()
         t0 = time.perf_counter()
         self._pending = []
         # Stand-ins for the pending points while the new trials are sampled (numbered in order).
@@ -224,5 +226,10 @@ class OptunaTPE(Optimizer):
 
 
 def _matches(point: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """``k`` bools: which of ``k x d`` ``points`` is ``point`` (``d``) up to :data:`_MATCH_ATOL`."""
-    return (np.abs(points - point) <= _MATCH_ATOL).all(axis=-1)
+    """``k`` bools: which of ``k x d`` ``points`` is ``point`` (``d``) up to :data:`_MATCH_ATOL`,
+    or up to the machine epsilon of the coarser dtype of the two where that is larger."""
+    # Unit-cube values rounded to float32 move by up to 3e-8, far above the float64 tolerance;
+    # the epsilon (1.2e-7) covers that, and a trial that close to the told point is, to the
+    # float32 optimizer, that point.
+    eps = max(np.finfo(point.dtype).eps, np.finfo(points.dtype).eps)
+    return (np.abs(points - point) <= max(_MATCH_ATOL, eps)).all(axis=-1)
