@@ -13,9 +13,12 @@ pursuit over the support sizes ``floor(f n)`` for ``f`` in ``fractions_of_outlie
 model of highest posterior probability under an exponential prior on the support size with mean
 ``prior_outlier_fraction * n``. The acquisition is qLogNEI [Ament2023logei]_, which
 integrates over the noisy incumbent, so an outlier is not taken as the best point; an
-``ask(q)`` maximizes it jointly over the ``q x d`` batch (``optimize_acqf(q=q)``). Points still
-being evaluated (``ask(n, pending=P)``) are its ``X_pending``: qLogNEI (incremental, BoTorch's
-default) samples them jointly with the baseline, so the improvement is over the best of both.
+``ask(q)`` maximizes it jointly over the ``q x d`` batch (``optimize_acqf(q=q)``). Its baseline
+is the history less the points that are the best in none of BoTorch's posterior samples
+(``prune_inferior_points``, as qLogNEI's default ``prune_baseline`` does), pruned once per ask.
+Points still being evaluated (``ask(n, pending=P)``) are its ``X_pending``: qLogNEI
+(incremental, BoTorch's default) samples them jointly with the baseline, so the improvement is
+over the best of both.
 
 References:
     .. [Ament2024pursuit] S. Ament, E. Santorella, D. Eriksson, B. Letham, M. Balandat,
@@ -34,6 +37,7 @@ from typing import Annotated, Any
 import torch
 from annotated_types import MinLen
 from botorch.acquisition import qLogNoisyExpectedImprovement
+from botorch.acquisition.utils import prune_inferior_points
 from botorch.exceptions.errors import ModelFittingError as BotorchModelFittingError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.robust_relevance_pursuit_model import (
@@ -176,12 +180,18 @@ class RPR(GPOptimizer):
             )
         t1 = time.perf_counter()
         sampler = self._sampler(self.function_samples)
-        # Built inside the seeded block: pruning the baseline draws posterior samples from the
-        # global generator.
-        x = self._maximize(
-            lambda: qLogNoisyExpectedImprovement(model, X_baseline=self.train_x, sampler=sampler),
-            q=n,
-        )
+
+        def acquisition() -> qLogNoisyExpectedImprovement:
+            # Built inside the seeded block: pruning the baseline draws posterior samples from
+            # the global generator. Pruned here, once: qLogNEI's own pruning (`prune_baseline`)
+            # would run again on its pruned baseline when `_maximize` sets the pending points
+            # (`set_X_pending` rebuilds the baseline), drawing again and maybe dropping more.
+            baseline = prune_inferior_points(model, self.train_x)
+            return qLogNoisyExpectedImprovement(
+                model, X_baseline=baseline, sampler=sampler, prune_baseline=False
+            )
+
+        x = self._maximize(acquisition, q=n)
         t2 = time.perf_counter()
         info: dict[str, Any] = {
             "n_outliers": len(fit_info["outliers"]),

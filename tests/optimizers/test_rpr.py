@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from botorch.acquisition import logei
+from botorch.acquisition import utils as botorch_utils
 
+from orthobench.optimizers import gp_base, rpr
 from orthobench.optimizers.rpr import RPR, fit_robust_gp
 from orthobench.registry import OPTIMIZERS
 from tests.helpers import drive, record_infos
@@ -69,3 +72,35 @@ def test_registered_with_botorch_defaults() -> None:
         and entry.params["prior_outlier_fraction"] == 0.2
     )
     OPTIMIZERS.check_params("rpr", {"fractions_of_outliers": [0.0, 0.1, 0.2]})
+
+
+def test_the_baseline_is_pruned_once_and_pending_points_reach_qlognei_once(monkeypatch) -> None:
+    """With pending points, qLogNEI's baseline is the history pruned once (BoTorch's
+    ``prune_inferior_points`` on the told points) followed by the pending points once each; the
+    baseline is not pruned again when the pending points are set."""
+    pruned: list[tuple[torch.Tensor, torch.Tensor]] = []  # (points in, points kept) per prune
+    prune = botorch_utils.prune_inferior_points
+
+    def counting_prune(model, X, **kwargs):
+        kept = prune(model, X, **kwargs)
+        pruned.append((X.clone(), kept.clone()))
+        return kept
+
+    acqfs = []
+    maximize = gp_base.optimize_acqf
+
+    def capturing_optimize_acqf(acq_function, **kwargs):
+        acqfs.append(acq_function)
+        return maximize(acq_function, **kwargs)
+
+    for module in (botorch_utils, logei, rpr):
+        monkeypatch.setattr(module, "prune_inferior_points", counting_prune, raising=False)
+    monkeypatch.setattr(gp_base, "optimize_acqf", capturing_optimize_acqf)
+    opt = RPR(2, seed=0, **TINY)
+    drive(opt, sphere, n_init=8, steps=0)
+    pending = np.array([[0.31, 0.29], [0.7, 0.1]])
+    assert opt.ask(2, pending=pending).x.shape == (2, 2)
+    assert len(pruned) == 1
+    (points_in, kept), (acqf,) = pruned[0], acqfs
+    torch.testing.assert_close(points_in, opt.train_x)
+    torch.testing.assert_close(acqf.X_baseline, torch.cat([kept, torch.as_tensor(pending)]))
