@@ -16,6 +16,7 @@ BoTorch itself.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from botorch.exceptions.errors import UnsupportedError
@@ -54,11 +55,28 @@ class _OriginalUnits:
 
 
 class _MarginalLogEI(_OriginalUnits, MarginalLogEI):
-    """:class:`~orthobench.acquisition.MarginalLogEI` in the model's original outcome units."""
+    """:class:`~orthobench.acquisition.MarginalLogEI` in the model's original outcome units,
+    without pending points (as BoTorch's analytic acquisitions)."""
+
+    #: Read by ``optimize_acqf(..., sequential=True)`` before it sets the pending points.
+    X_pending = None
+
+    def set_X_pending(self, X_pending: Tensor | None = None) -> None:
+        # Stored and ignored, pending points would let a sequential-greedy batch repeat a point.
+        if X_pending is not None:
+            raise UnsupportedError(
+                f"The q = 1 marginal log-EI has no pending points, but got X_pending of shape "
+                f"{tuple(X_pending.shape)}; build it with marginal_log_ei(..., q=2) or more."
+            )
 
 
 class _MarginalLogQEI(_OriginalUnits, MarginalLogQEI):
     """:class:`~orthobench.acquisition.MarginalLogQEI` in the model's original outcome units."""
+
+    def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+        # Candidates in another dtype than the model's (float32 bounds of a float64 model) are
+        # cast, as the q = 1 acquisition and BoTorch's MC acquisitions take them.
+        return super()._member_log_values(X.to(dtype=self.base_samples.dtype))
 
 
 def _outcome_scale(model: SingleTaskGP) -> tuple[float, float]:
@@ -115,6 +133,51 @@ def _outcome_scale(model: SingleTaskGP) -> tuple[float, float]:
     return float(tf.means.squeeze()), float(tf.stdvs.squeeze())
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_arguments(
+    model: SingleTaskGP,
+    theta_samples: int,
+    q: int,
+    alpha: float,
+    best_f: float | Tensor | None,
+    X_pending: Tensor | None,
+    seed: int | None,
+) -> None:
+    """Refuse bad arguments of :func:`marginal_log_ei` before its Laplace posterior (a Hessian).
+
+    Raises:
+        ValueError: one line naming the argument and its value.
+    """
+    if not _is_int(theta_samples) or theta_samples < 1:
+        raise ValueError(f"`theta_samples` must be an int >= 1, but got {theta_samples=}.")
+    if not _is_int(q) or q < 1:
+        raise ValueError(f"`q` must be an int >= 1, but got {q=}.")
+    if not 0 < alpha <= 1:
+        raise ValueError(f"`alpha` must be in (0, 1], but got {alpha=}.")
+    if seed is not None and not _is_int(seed):
+        raise ValueError(f"`seed` must be an int or None, but got {seed=}.")
+    if best_f is not None:
+        if torch.as_tensor(best_f).numel() != 1:
+            raise ValueError(f"`best_f` must be a scalar, but got {best_f!r}.")
+        if not math.isfinite(float(torch.as_tensor(best_f).reshape(()))):
+            raise ValueError(f"`best_f` must be finite, but got best_f={float(best_f)}.")
+    if X_pending is None:
+        return
+    if q == 1:
+        raise ValueError(
+            f"`X_pending` needs the batch acquisition (q > 1), but got q=1 and X_pending of "
+            f"shape {tuple(X_pending.shape)}; pass q=2 or drop it."
+        )
+    d = model.train_inputs[0].shape[-1]
+    if X_pending.ndim != 2 or X_pending.shape[-1] != d:
+        raise ValueError(
+            f"`X_pending` must be p x d with d = {d}, but got shape {tuple(X_pending.shape)}."
+        )
+
+
 def marginal_log_ei(
     model: SingleTaskGP,
     *,
@@ -164,7 +227,8 @@ def marginal_log_ei(
             transform, and no outcome transform or ``Standardize(m=1)``
             (BoTorch's default). Anything else raises a ``ValueError``.
         theta_samples: Budget ``S`` of hyperparameter draws (EI evaluations per candidate); a
-            point-set estimator uses the largest count its rule allows within it.
+            point-set estimator uses the largest count its rule allows within it, and at least
+            one whole rule (more than ``S`` draws when one rule has more points).
         estimator: Estimator name ``<base>[+rb][@sampling]`` (:mod:`orthobench.theta_estimators`);
             default OrthoBO's (``qmc-owen+rb``: scrambled-Sobol' draws with the constant mean
             integrated out). ``"mc"`` is the naive mean of iid draws, ``"orth"`` the paper's.
@@ -175,7 +239,9 @@ def marginal_log_ei(
             from torch's global generator (as BoTorch's samplers do).
         alpha: Relative floor of the outer log, in ``(0, 1]``.
         X_pending: ``p x d`` points whose evaluations are pending (``q > 1`` only: they join every
-            batch, so the base samples have ``q + p`` columns).
+            batch, so the base samples have ``q + p`` columns). The ``q = 1`` acquisition refuses
+            pending points (``set_X_pending`` raises ``UnsupportedError``, as BoTorch's analytic
+            acquisitions do), so ``optimize_acqf(..., sequential=True)`` needs ``q > 1``.
         laplace: The model's Laplace posterior, ``laplace_posterior(model)``, to reuse across
             rebuilds (its Hessian costs more than the draws); None: computed here. It must be
             of this model's layout and fitted hyperparameters.
@@ -183,6 +249,10 @@ def marginal_log_ei(
     Returns:
         A :class:`~orthobench.acquisition.MarginalLogEI` (``q = 1``) or
         :class:`~orthobench.acquisition.MarginalLogQEI` (``q > 1``).
+
+    Raises:
+        ValueError: one line naming the unsupported model feature, or the bad argument and its
+            value (checked before the Laplace posterior is computed).
 
     Example:
         >>> import torch
@@ -202,12 +272,7 @@ def marginal_log_ei(
         torch.Size([2])
     """
     y_mean, y_std = _outcome_scale(model)
-    if q < 1:
-        raise ValueError(f"`q` must be >= 1, but got {q=}.")
-    if q == 1 and X_pending is not None:
-        raise ValueError(
-            "`X_pending` needs the batch acquisition (q > 1); at q = 1 pass q=2 or drop it."
-        )
+    _check_arguments(model, theta_samples, q, alpha, best_f, X_pending, seed)
     spec = parse_theta_estimator(estimator)
     if seed is None:
         seed = int(torch.randint(0, 2**31 - 1, ()).item())
@@ -215,8 +280,6 @@ def marginal_log_ei(
     if best_f is None:
         best = float(train_y.max())
     else:
-        if torch.as_tensor(best_f).numel() != 1:
-            raise ValueError(f"`best_f` must be a scalar, but got {best_f!r}.")
         best = (float(torch.as_tensor(best_f).reshape(())) - y_mean) / y_std
     if laplace is None:
         laplace = laplace_posterior(model)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from botorch.acquisition import LogExpectedImprovement
+from botorch.exceptions.errors import UnsupportedError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms.input import Normalize
@@ -214,3 +215,88 @@ def test_a_kernel_on_some_input_dimensions_is_refused(small):
     with torch.no_grad():
         expected = marginal_log_ei(model, theta_samples=16, seed=0)(Xc)
         torch.testing.assert_close(marginal_log_ei(same, theta_samples=16, seed=0)(Xc), expected)
+
+
+def test_q1_acquisition_refuses_pending_points(small):
+    """The ``q = 1`` acquisition has no pending points: it refuses them as BoTorch's analytic
+    acquisitions do. It used to store and ignore them, so a sequential-greedy ``optimize_acqf``
+    (which reads ``acqf.X_pending``) failed with an AttributeError, and a caller's
+    ``set_X_pending`` was silently dropped."""
+    model, X, _ = small
+    acqf = marginal_log_ei(model, theta_samples=16, seed=0)
+    with pytest.raises(UnsupportedError, match=r"q = 1.*q=2"):
+        acqf.set_X_pending(X[:1])
+    assert acqf.X_pending is None
+    acqf.set_X_pending(None)  # optimize_acqf resets it to the base value
+    with pytest.raises(UnsupportedError, match="X_pending"):
+        optimize_acqf(acqf, BOUNDS, q=2, num_restarts=2, raw_samples=16, sequential=True)
+
+
+def test_sequential_optimize_acqf_at_q_above_1(small):
+    model, X, _ = small
+    acqf = marginal_log_ei(model, theta_samples=16, q=3, seed=0, X_pending=X[:1])
+    candidate, _ = optimize_acqf(acqf, BOUNDS, q=3, num_restarts=2, raw_samples=16, sequential=True)
+    assert candidate.shape == (3, 2)
+    assert torch.equal(acqf.X_pending, X[:1])  # the base pending points are restored
+
+
+def test_batch_acquisition_takes_float32_candidates(small):
+    """A float64 model's acquisition evaluated on float32 candidates (float32 ``bounds`` in
+    ``optimize_acqf``): the q = 1 one and BoTorch's qLogEI cast them; the batch one raised a
+    dtype mismatch in its kernel matrix."""
+    model, X, _ = small
+    qacqf = marginal_log_ei(model, theta_samples=16, q=2, seed=0)
+    X32 = X[:6].reshape(3, 2, 2).float()
+    with torch.no_grad():
+        torch.testing.assert_close(qacqf(X32), qacqf(X32.double()), rtol=0, atol=0)
+    candidate, value = optimize_acqf(qacqf, BOUNDS.float(), q=2, num_restarts=2, raw_samples=16)
+    assert candidate.shape == (2, 2) and torch.isfinite(value).all()
+
+
+@pytest.mark.parametrize("q", [1, 2])
+def test_gradient_matches_finite_differences(small, q):
+    model, _, _ = small
+    acqf = marginal_log_ei(model, theta_samples=16, q=q, seed=0)
+    Xq = torch.rand(3, q, 2, generator=torch.Generator().manual_seed(1), dtype=DTYPE)
+    assert torch.autograd.gradcheck(acqf, (Xq.requires_grad_(),), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "shown"),
+    [
+        ({"theta_samples": 0}, "theta_samples=0"),
+        ({"theta_samples": 2.5}, "theta_samples=2.5"),
+        ({"alpha": 0.0}, "alpha=0.0"),
+        ({"q": 1.5}, "q=1.5"),
+        ({"best_f": float("nan")}, "best_f=nan"),
+        ({"best_f": float("inf")}, "best_f=inf"),
+        ({"q": 2, "X_pending": torch.zeros(2, dtype=DTYPE)}, "(2,)"),
+        ({"q": 2, "X_pending": torch.zeros(1, 3, dtype=DTYPE)}, "(1, 3)"),
+        ({"X_pending": torch.zeros(1, 2, dtype=DTYPE)}, "(1, 2)"),
+        ({"seed": 1.5}, "seed=1.5"),
+    ],
+)
+def test_bad_arguments_raise_one_line_before_any_work(small, monkeypatch, kwargs, shown):
+    """Each bad argument is named with its value before the Laplace posterior (a Hessian) is
+    computed; ``theta_samples`` used to be reported as ``n_evaluations`` after it, a wrong-width
+    ``X_pending`` only at the first evaluation and a NaN ``best_f`` not at all (NaN values)."""
+    model, _, _ = small
+
+    def no_work(*args, **kw):
+        raise AssertionError("the Laplace posterior was computed before the arguments were checked")
+
+    monkeypatch.setattr("orthobench.botorch.laplace_posterior", no_work)
+    message = _one_line_error(lambda: marginal_log_ei(model, **{"seed": 0, **kwargs}))
+    assert shown in message, message
+    assert next(iter(kwargs)) in message or "X_pending" in message
+
+
+def test_a_point_set_keeps_its_whole_rule_under_a_small_budget(small):
+    """As documented: a point-set estimator uses at least one whole rule, so under a budget
+    smaller than the rule it evaluates more draws than ``theta_samples``."""
+    from orthobench.pointsets import point_count
+
+    model, _, _ = small
+    acqf = marginal_log_ei(model, theta_samples=2, estimator="sr3", seed=0)
+    p = laplace_posterior(model).p
+    assert acqf.members[0].num_samples == point_count("sr3", p, 2) > 2
