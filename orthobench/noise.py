@@ -8,6 +8,7 @@ candidate, top-1 agreement and flip rate, with confidence intervals over rebuild
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -94,6 +95,63 @@ def _clopper_pearson(successes: int, trials: int, confidence: float) -> tuple[fl
     return float(ci.low), float(ci.high)
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check_arguments(
+    X: Tensor,
+    rebuilds: int,
+    top_k: int,
+    reference: Tensor | np.ndarray | None,
+    confidence: float,
+    seed: int,
+) -> tuple[Tensor, np.ndarray | None]:
+    """``X`` as ``n x q x d`` and the reference as a float array (or None), after refusing bad
+    arguments of :func:`acquisition_noise` before its first rebuild.
+
+    Raises:
+        TypeError: for an ``X`` that is not a tensor.
+        ValueError: one line naming the argument and its value.
+    """
+    if not isinstance(X, Tensor):
+        raise TypeError(f"`X` must be a torch.Tensor, but got {type(X).__name__}.")
+    if X.ndim == 2:
+        X = X.unsqueeze(-2)
+    if X.ndim != 3 or X.shape[0] == 0:
+        raise ValueError(
+            f"`X` must be n x q x d (or n x d for q = 1) with n >= 1, but got shape "
+            f"{tuple(X.shape)}."
+        )
+    if not _is_int(rebuilds) or rebuilds < 2:
+        raise ValueError(
+            f"`rebuilds` must be an int >= 2 for an across-rebuild variance, but got {rebuilds=}."
+        )
+    if not _is_int(top_k) or top_k < 2:
+        raise ValueError(f"`top_k` must be an int >= 2, but got {top_k=}.")
+    if not 0 < confidence < 1:
+        raise ValueError(f"`confidence` must be in (0, 1), but got {confidence=}.")
+    # The bootstrap's only randomness: None would seed it from the OS, unreproducibly.
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(f"`seed` must be an int >= 0, but got {seed=}.")
+    if reference is None:
+        return X, None
+    ref = np.asarray(
+        reference.detach().cpu().double().numpy() if isinstance(reference, Tensor) else reference,
+        dtype=float,
+    )
+    n = X.shape[0]
+    if ref.shape != (n,):
+        raise ValueError(f"`reference` must have shape ({n},), but got {ref.shape}.")
+    bad = np.flatnonzero(~np.isfinite(ref))
+    if bad.size:
+        raise ValueError(
+            f"`reference` must be finite, but got {ref[bad[0]]} at index {int(bad[0])} "
+            f"({bad.size} non-finite)."
+        )
+    return X, ref
+
+
 def acquisition_noise(
     make_acqf: Callable[[int], Callable[[Tensor], Tensor]],
     X: Tensor,
@@ -135,15 +193,21 @@ def acquisition_noise(
         make_acqf: ``r -> acquisition``: any callable mapping ``n x q x d`` candidates to ``n``
             values (a BoTorch ``AcquisitionFunction``, e.g. an MC acquisition whose sampler is
             seeded by ``r``).
-        X: ``n x q x d`` candidates (``n x d`` is read as ``q = 1``).
+        X: ``n x q x d`` candidates (``n x d`` is read as ``q = 1``), ``n >= 1``.
         rebuilds: ``R >= 2``.
         top_k: Reference top behind the flip rate, ``>= 2`` (at most ``n`` are used).
-        reference: ``n`` reference values (larger is better); None: the mean over rebuilds.
+        reference: ``n`` finite reference values (larger is better); None: the mean over
+            rebuilds.
         confidence: Level of the intervals, in ``(0, 1)``.
-        seed: Seed of the bootstrap (the rebuilds are ``make_acqf``'s).
+        seed: Seed of the bootstrap, ``>= 0`` (the rebuilds are ``make_acqf``'s); it uses its
+            own generator, not torch's or NumPy's global one.
 
     Returns:
         The :class:`AcquisitionNoise`.
+
+    Raises:
+        ValueError: for a bad argument (before the first rebuild), a rebuild whose values do
+            not have shape ``(n,)``, or a NaN or infinite value (its variance is undefined).
 
     Example:
         >>> import torch
@@ -157,20 +221,7 @@ def acquisition_noise(
         >>> round(result.mean_variance, 6) > 0, result.top1_interval[0] <= result.top1_agreement
         (True, True)
     """
-    if X.ndim == 2:
-        X = X.unsqueeze(-2)
-    if X.ndim != 3:
-        raise ValueError(
-            f"`X` must be n x q x d (or n x d for q = 1), but got shape {tuple(X.shape)}."
-        )
-    if rebuilds < 2:
-        raise ValueError(
-            f"`rebuilds` must be >= 2 for an across-rebuild variance, but got {rebuilds=}."
-        )
-    if top_k < 2:
-        raise ValueError(f"`top_k` must be >= 2, but got {top_k=}.")
-    if not 0 < confidence < 1:
-        raise ValueError(f"`confidence` must be in (0, 1), but got {confidence=}.")
+    X, ref = _check_arguments(X, rebuilds, top_k, reference, confidence, seed)
     n = X.shape[0]
     rows = []
     for r in range(rebuilds):
@@ -181,20 +232,19 @@ def acquisition_noise(
             raise ValueError(
                 f"make_acqf({r}) must map X of shape {tuple(X.shape)} to ({n},), but got {tuple(value.shape)}."
             )
-        rows.append(value.detach().cpu().double().numpy())
+        row = value.detach().cpu().double().numpy()
+        bad = np.flatnonzero(~np.isfinite(row))
+        if bad.size:
+            # The variance and ranks of a NaN or infinite value are undefined (NaN metrics).
+            raise ValueError(
+                f"make_acqf({r}) returned {bad.size} non-finite values, at candidates "
+                f"{bad[:10].tolist()} (e.g. {row[bad[0]]}); leave those candidates out."
+            )
+        rows.append(row)
     values = np.stack(rows)  # R x n
-    if reference is None:
-        ref, is_mean = values.mean(axis=0), True
-    else:
-        ref = np.asarray(
-            reference.detach().cpu().double().numpy()
-            if isinstance(reference, Tensor)
-            else reference,
-            dtype=float,
-        )
-        if ref.shape != (n,):
-            raise ValueError(f"`reference` must have shape ({n},), but got {ref.shape}.")
-        is_mean = False
+    is_mean = ref is None
+    if ref is None:
+        ref = values.mean(axis=0)
     top1 = top1_agreement(values, ref)
     flips = flip_rate(values, ref, top_k)
     rng = np.random.default_rng(seed)

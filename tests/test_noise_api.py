@@ -155,3 +155,69 @@ def test_a_reference_that_ties_orders_only_the_pairs_it_tells_apart():
     flat = acquisition_noise(_toy(), X_TOY, rebuilds=8, reference=np.ones(8))
     assert np.isnan(flat.flip_rate) and np.isnan(flat.flip_interval).all()
     assert flat.top1_agreement == 1.0  # every candidate is a best one of the reference
+
+
+def _counting(make_acqf):
+    """``make_acqf`` and the list of the rebuilds it made."""
+    made: list[int] = []
+
+    def counted(r: int):
+        made.append(r)
+        return make_acqf(r)
+
+    return counted, made
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "shown"),
+    [
+        ({"reference": np.zeros(3)}, "(3,)"),
+        ({"reference": np.r_[np.zeros(7), np.nan]}, "nan"),
+        ({"top_k": 2.5}, "top_k=2.5"),
+        ({"rebuilds": 2.5}, "rebuilds=2.5"),
+        ({"seed": -1}, "seed=-1"),
+        ({"seed": None}, "seed=None"),
+        ({"X": X_TOY[:0]}, "(0, 1, 1)"),
+        ({"X": X_TOY.numpy()}, "ndarray"),
+    ],
+)
+def test_bad_arguments_raise_before_any_rebuild(kwargs, shown):
+    """Each bad argument is named with its value before the first rebuild (rebuilds can take
+    minutes); the reference's shape, a float ``top_k`` and a negative ``seed`` used to fail only
+    after all of them, a NaN reference and ``seed=None`` (an unseeded bootstrap) not at all."""
+    make_acqf, made = _counting(_toy())
+    kwargs = {"X": X_TOY, **kwargs}
+    with pytest.raises((ValueError, TypeError)) as info:
+        acquisition_noise(make_acqf, **kwargs)
+    message = str(info.value)
+    assert "\n" not in message and shown in message, message
+    assert made == []
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("-inf")])
+def test_non_finite_values_raise(bad):
+    """A NaN or infinite acquisition value has no across-rebuild variance; the metrics came out
+    NaN (NaN picked as the argmax) without a word."""
+
+    def make_acqf(r: int):
+        acqf = _toy()(r)
+
+        def with_bad(X: torch.Tensor) -> torch.Tensor:
+            value = acqf(X).clone()
+            value[[2, 5]] = bad
+            return value
+
+        return with_bad
+
+    _one_line_error(
+        lambda: acquisition_noise(make_acqf, X_TOY), r"make_acqf\(0\).*2 non-finite.*\[2, 5\]"
+    )
+
+
+def test_seed_reproduces_and_leaves_the_global_generators_alone():
+    torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()[1].copy()
+    a = acquisition_noise(_toy(0.05), X_TOY, rebuilds=12, top_k=5, seed=7)
+    assert torch.equal(torch.get_rng_state(), torch_state)
+    np.testing.assert_array_equal(np.random.get_state()[1], numpy_state)
+    b = acquisition_noise(_toy(0.05), X_TOY, rebuilds=12, top_k=5, seed=7)
+    assert a.flip_interval == b.flip_interval
