@@ -14,6 +14,7 @@ and ``orthobench run`` calls them (:mod:`orthobench.cli`).
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 from collections.abc import Sequence
@@ -130,8 +131,8 @@ def run_suite(
             built, stored cells of another configuration (without ``force``), a results
             directory the runner cannot write (how many cells are stored), or ``jobs_per_gpu``
             above 1 with another executor than ``dask``.
-        ValueError: for ``workers``, ``threads_per_cell`` or ``jobs_per_gpu`` below 1 or an
-            unknown ``executor``.
+        ValueError: for ``workers``, ``threads_per_cell`` or ``jobs_per_gpu`` not an int or
+            below 1, or an unknown ``executor``.
         orthobench.execution.RunInterrupted: on Ctrl-C (a ``KeyboardInterrupt``), with the
             summary of the cells stored so far; a rerun resumes.
 
@@ -144,12 +145,14 @@ def run_suite(
             print(result.ok, result.skipped, result.failed, result.report)
             rows = orthobench.load_results(result.results_dir)
     """
-    if workers < 1:
-        raise ValueError(f"`workers` must be >= 1, but got {workers=}.")
-    if threads_per_cell < 1:
-        raise ValueError(f"`threads_per_cell` must be >= 1, but got {threads_per_cell=}.")
-    if jobs_per_gpu < 1:
-        raise ValueError(f"`jobs_per_gpu` must be >= 1, but got {jobs_per_gpu=}.")
+    # Checked before any work: a float count reached torch.set_num_threads in every cell.
+    for name, count in (
+        ("workers", workers),
+        ("threads_per_cell", threads_per_cell),
+        ("jobs_per_gpu", jobs_per_gpu),
+    ):
+        if not isinstance(count, numbers.Integral) or isinstance(count, bool) or count < 1:
+            raise ValueError(f"`{name}` must be an int >= 1, but got {name}={count!r}.")
     prepared = _prepare_run(
         suite,
         output=output,

@@ -93,9 +93,9 @@ def test_a_changed_configuration_raises_unless_forced(sphere_suite, tmp_path):
 
 def test_bad_arguments_raise_value_errors(write_suite, tmp_path):
     suite = write_suite("name: x\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
-    with pytest.raises(ValueError, match="`workers` must be >= 1"):
+    with pytest.raises(ValueError, match="`workers` must be an int >= 1"):
         orthobench.run_suite(suite, workers=0)
-    with pytest.raises(ValueError, match="`threads_per_cell` must be >= 1"):
+    with pytest.raises(ValueError, match="`threads_per_cell` must be an int >= 1"):
         orthobench.run_suite(suite, threads_per_cell=0)
     with pytest.raises(ValueError, match="Unknown executor 'ray'"):
         orthobench.run_suite(suite, executor="ray", output=tmp_path / "out")
@@ -139,6 +139,27 @@ def test_jobs_per_gpu_reaches_the_dask_executor(write_suite, tmp_path, dask_jobs
     assert result.ok == 1 and dask_jobs_per_gpu == [4]
     with pytest.raises(OrthobenchError, match="^--jobs-per-gpu needs --executor dask, but got"):
         orthobench.run_suite(suite, output=tmp_path / "other", jobs_per_gpu=2, progress=False)
-    with pytest.raises(ValueError, match="`jobs_per_gpu` must be >= 1"):
+    with pytest.raises(ValueError, match="`jobs_per_gpu` must be an int >= 1"):
         orthobench.run_suite(suite, output=tmp_path / "other", jobs_per_gpu=0)
     assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "shown"),
+    [
+        ({"threads_per_cell": 1.5}, "threads_per_cell=1.5"),
+        ({"workers": 2.5}, "workers=2.5"),
+        ({"workers": "2"}, "workers='2'"),
+        ({"jobs_per_gpu": 1.5}, "jobs_per_gpu=1.5"),
+    ],
+)
+def test_non_integer_counts_raise_before_any_work(write_suite, tmp_path, kwargs, shown):
+    """A count that is not an int is refused with its value, before the results folder is made:
+    ``threads_per_cell=1.5`` ran and failed every cell (``set_num_threads expects an int``),
+    ``workers=2.5`` started a process pool and ``workers="2"`` raised a bare ``TypeError``."""
+    suite = write_suite("name: x\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="must be an int >= 1") as info:
+        orthobench.run_suite(suite, output=out, progress=False, report=False, **kwargs)
+    assert shown in str(info.value) and "\n" not in str(info.value)
+    assert not out.exists()
