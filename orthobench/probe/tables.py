@@ -78,6 +78,17 @@ def defined_ratios(ratios: Sequence[float] | np.ndarray) -> np.ndarray:
         return np.where((ratios >= 1.0 / MAX_RATIO) & (ratios <= MAX_RATIO), ratios, np.nan)
 
 
+def _smallest_defined(group: pd.DataFrame, column: str, by: str | None = None) -> pd.Series | None:
+    """The row of the smallest ``by`` (default ``column``; NaN last, the first of ties) among the
+    rows whose ``column`` ratio is defined (:func:`defined_ratios`); None without any: the
+    worst state of every table over states."""
+    defined = np.flatnonzero(~np.isnan(defined_ratios(group[column].to_numpy(dtype=float))))
+    if not defined.size:
+        return None
+    values = group[by or column].to_numpy(dtype=float)[defined]
+    return group.iloc[int(defined[np.argsort(values, kind="stable")[0]])]
+
+
 def _order_statistic(ascending: np.ndarray, k: np.ndarray) -> np.ndarray:
     """The ``k``-th smallest (1-based) of each row: ``(b) x n, (b) -> (b)``; NaN rows stay NaN."""
     index = np.clip(k - 1, 0, ascending.shape[-1] - 1)[..., None]
@@ -201,8 +212,8 @@ def _ratio(group: pd.DataFrame, column: str, with_iteration: bool) -> dict[str, 
         low, high = float(group[f"{column}_low"].iloc[0]), float(group[f"{column}_high"].iloc[0])
         out.update({f"{column}_median_low": low, f"{column}_median_high": high})
         out.update({f"{column}_low": low, f"{column}_high": high})
-    if defined.any():
-        worst = group.iloc[int(np.flatnonzero(defined)[np.argmin(values[defined])])]
+    worst = _smallest_defined(group, column)
+    if worst is not None:
         out[f"{column}_worst"] = float(worst[column])
         out[f"{column}_worst_state"] = _state_label(worst, with_iteration)
         if rebuild_ci:
@@ -457,7 +468,9 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The rule that picks orthobo's default estimator, per (suite, [q,] estimator) over all
     budgets.
 
-    Per estimator, over every (task, kernel, S, state): ``worst_state_mse_ratio`` (the smallest
+    Per estimator, over every (task, kernel, S, state) whose MSE ratio is defined
+    (:func:`defined_ratios`, as in :func:`summary_table`; ``undefined_states`` counts the others,
+    ``states`` all): ``worst_state_mse_ratio`` (the smallest
     MSE ratio vs naive iid MC at equal EI evaluations) and ``worst_state`` (where),
     ``min_upper_bound`` (the smallest upper rebuild-CI bound over states: below 1 means
     significantly worse than naive MC on some state) with ``min_upper_state``,
@@ -482,16 +495,15 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
             f"{_state_label(row, with_iteration)}"
         )
 
-    def smallest(group: pd.DataFrame, column: str) -> pd.Series:
-        # The first smallest, NaN last: an estimator without any defined ratio (0 / 0 on every
-        # state, constrained EI underflowing) gets its NaN row, where idxmin would raise.
-        return group.iloc[int(np.argsort(group[column].to_numpy(dtype=float), kind="stable")[0])]
-
     rows = []
     for key, group in frame.groupby(["suite", *batch, "estimator"], sort=False):
         suite, name = key[0], key[-1]
-        worst = smallest(group, "mse_ratio")
-        upper = smallest(group, "mse_ratio_high")
+        # Over the states with a defined MSE ratio, as the summary tables: an estimator without
+        # any (0 / 0 on every state, constrained EI underflowing) gets NaN, not eligible.
+        worst = _smallest_defined(group, "mse_ratio")
+        upper = _smallest_defined(group, "mse_ratio", by="mse_ratio_high")
+        worst_ratio = np.nan if worst is None else float(worst["mse_ratio"])
+        min_upper = np.nan if upper is None else float(upper["mse_ratio_high"])
         share = group["excess_bias_share" if "excess_bias_share" in group else "bias_share"]
         bias = float(share.median())
         rows.append(
@@ -500,16 +512,15 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
                 **({BATCH: key[1]} if batch else {}),
                 "estimator": name,
                 "states": len(group),
-                "worst_state_mse_ratio": float(worst["mse_ratio"]),
-                "worst_state": where(worst),
-                "min_upper_bound": float(upper["mse_ratio_high"]),
-                "min_upper_state": where(upper),
+                "undefined_states": int(np.isnan(defined_ratios(group["mse_ratio"])).sum()),
+                "worst_state_mse_ratio": worst_ratio,
+                "worst_state": "" if worst is None else where(worst),
+                "min_upper_bound": min_upper,
+                "min_upper_state": "" if upper is None else where(upper),
                 "max_bias_share": float(group["bias_share"].max()),
                 "median_excess_bias_share": bias,
                 "max_excess_bias_share": float(share.max()),
-                "eligible": bool(
-                    bias <= NEGLIGIBLE_BIAS_SHARE and float(upper["mse_ratio_high"]) >= 1.0
-                ),
+                "eligible": bool(bias <= NEGLIGIBLE_BIAS_SHARE and min_upper >= 1.0),
             }
         )
     table = pd.DataFrame(rows)

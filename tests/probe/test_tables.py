@@ -261,3 +261,27 @@ def test_the_default_rule_and_text_tables_take_an_estimator_without_any_defined_
     assert math.isnan(rule.loc["zero", "min_upper_bound"]) and not rule.loc["zero", "eligible"]
     assert rule.loc["good", "worst_state_mse_ratio"] == 2.0 and rule.loc["good", "eligible"]
     assert "Default rule" in format_summary(frame)
+
+
+def test_the_default_rule_leaves_out_undefined_ratios_as_the_summary_tables_do():
+    """One state of ``good`` whose MSE ratio is 1e-15 (naive MC's MSE ~0 there: below
+    1 / MAX_RATIO, undefined) and one of ``fast`` at 1e30: the summary tables leave both out,
+    and so must the rule, which counts them instead (``undefined_states``)."""
+    frame = _rows(
+        {("good", 8): [3.0, 2.0, 1e-15], ("fast", 8): [9.0, 1e30, 8.0], ("none", 8): [1e-20]}
+    )
+    frame["bias_sq"] = 1.0 / 64  # probe variance 1, R = 64: no excess bias
+    summary = summary_table(frame).set_index("estimator")
+    rule = default_rule_table(frame).set_index("estimator")
+    for name in ("good", "fast"):
+        assert rule.loc[name, "worst_state_mse_ratio"] == summary.loc[name, "mse_ratio_worst"]
+        assert rule.loc[name, "undefined_states"] == summary.loc[name, "mse_ratio_undefined"] == 1
+        assert rule.loc[name, "states"] == 3 and rule.loc[name, "eligible"]
+    assert rule.loc["good", "worst_state"] == "t/k S=8 seed 1"
+    assert rule.loc["good", "min_upper_bound"] == 4.0
+    assert rule.loc["fast", "min_upper_bound"] == 16.0
+    assert list(rule.index) == ["fast", "good", "none"]
+    # No defined state: NaN, not eligible (as an estimator with NaN ratios only).
+    none = rule.loc["none"]
+    assert math.isnan(none["worst_state_mse_ratio"]) and math.isnan(none["min_upper_bound"])
+    assert none["undefined_states"] == 1 and not none["eligible"]
