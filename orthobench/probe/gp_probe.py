@@ -332,7 +332,12 @@ def gp_values(
     y: torch.Tensor,
     probes: torch.Tensor,
     constraints: torch.Tensor | None = None,
-) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[str, np.ndarray], dict[str, Any]]:
+) -> tuple[
+    dict[tuple[str, int], dict[str, Any]],
+    dict[str, np.ndarray],
+    dict[str, np.ndarray],
+    dict[str, Any],
+]:
     """Rebuild values of the GP estimators ``names`` and their references on one state.
 
     On a constrained task the values are constrained EI (:func:`log_values`), as OrthoBO
@@ -355,7 +360,8 @@ def gp_values(
         None}}`` (``baseline``: naive iid theta-MC at ``n_evaluations`` draws when that differs
         from ``S``; None: the ``mc`` values at ``S`` are the baseline), the references
         ``{"theta": N, "map": N, <plugin name>: N}`` (``map`` with ``qlogei`` only; one per
-        plugin estimator) and the fit and Laplace
+        plugin estimator), the same references' logs (what rankings compare: the references
+        underflow to 0 where log EI < -745) and the fit and Laplace
         diagnostics (``cholesky_jitter``: theta samples, reference and rebuilds, whose Cholesky
         factor needed jitter). Theta
         estimators' entries also hold ``"seconds_per_call"`` (:func:`seconds_per_call`).
@@ -499,10 +505,13 @@ def gp_values(
             out.update(entries)
         out = {(n, s): out[(n, s)] for s in spec.mc_samples for n in names}  # the rows' order
     refs = {k: v.exp().cpu().numpy() for k, v in reference.items()}
+    # Rankings read the log references: their exponentials underflow to 0 (false ties) where
+    # log EI < -745, on a state far below its incumbent.
+    log_refs = {k: v.cpu().numpy() for k, v in reference.items()}
     info = {
         "p": laplace.p,
         "fit_fallback": fit_info["fallback"],
         "cholesky_jitter": jittered,
         **{f"laplace_{k}": v for k, v in laplace.info().items()},
     }
-    return out, refs, info
+    return out, refs, log_refs, info

@@ -23,6 +23,10 @@ Definitions (each exactly as computed, also in the report glossary):
   (> 1 means the estimator is better), with a percentile bootstrap CI over rebuilds. Rebuild r of
   both estimators shares its theta draws (common random numbers), so rebuilds are resampled in
   pairs.
+
+The two ranking metrics read only the order of ``values`` and of ``reference``, each on any scale
+that keeps it: the probe passes log values and the log reference, whose exponential would be
+ties of 0 where log EI < -745 (float64), on a state far below its incumbent.
 """
 
 from __future__ import annotations

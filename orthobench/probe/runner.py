@@ -40,7 +40,8 @@ Every metric is defined once, in :mod:`orthobench.probe.metrics`; each state's r
 (:class:`orthobench.results.ProbeRecord`) are stored by :class:`orthobench.results.ResultStore`.
 States run as cells do (:func:`orthobench.execution.run_units`), on any executor, with the same
 resume and failure isolation; a stored state's rows are reused row by row
-(:class:`~orthobench.probe.states.ProbeUnit`).
+(:class:`~orthobench.probe.states.ProbeUnit`) when rows are added at the thread count they
+were computed with (at another, the state is recomputed whole: :func:`run_probe`).
 EI values are on the GP's standardized outcome scale; the log scale is the outer-log acquisition
 OrthoBO maximizes, ``log max(EI_hat, alpha * EI_hat_MC)``
 (:class:`orthobench.acquisition.MarginalLogEI`).
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -60,7 +62,7 @@ import pandas as pd
 import torch
 
 from orthobench.config.names import TPE_ESTIMATORS, parse_estimator
-from orthobench.exceptions import ConfigError
+from orthobench.exceptions import ConfigError, OrthobenchWarning
 from orthobench.execution import RunSummary, run_units
 from orthobench.executors import Executor, InlineExecutor, Job
 from orthobench.loop import ProgressCallback, check_buildable
@@ -92,20 +94,28 @@ def _summaries(
     spec: ProbeSpec,
     values: dict[tuple[str, int], dict[str, Any]],
     refs: dict[str, np.ndarray],
+    ranks: dict[str, np.ndarray],
     baseline: str,
     regret: float | None,
     info: dict[str, Any],
 ) -> list[ProbeRecord]:
-    """One :class:`~orthobench.results.ProbeRecord` per (estimator, S) of a probed state."""
+    """One :class:`~orthobench.results.ProbeRecord` per (estimator, S) of a probed state.
+
+    ``refs`` are the references on the values' scale (``ei``) and ``ranks`` the same references
+    on a scale of the same order without underflow (the log of a GP's): the ranking metrics
+    compare the log values with ``ranks``, the others the values with ``refs``.
+    """
     rows = []
+    base_key = "tpe" if "tpe" in refs else "theta"
     for (name, s), v in values.items():
         if name == "qlogei":
-            reference = refs["map"]
+            key = "map"
         elif parse_estimator(name).plugin:  # its own reference, under its name
-            reference = refs[name]
+            key = name
         else:
-            reference = refs.get("tpe", refs.get("theta"))
-        base_reference = refs.get("tpe", refs.get("theta"))
+            key = base_key
+        reference, rank = refs[key], ranks[key]
+        base_reference = refs[base_key]
         own_baseline = v.get("baseline")
         base = values[(baseline, s)]["ei"] if own_baseline is None else own_baseline
         var_ratio = metrics.bootstrap_ratio_ci(
@@ -154,8 +164,8 @@ def _summaries(
                         / np.maximum(_pointwise_mse(v["ei"], reference), 1e-300)
                     )
                 ),
-                top1_agreement=metrics.top1_agreement(v["log"], reference),
-                flip_rate=metrics.flip_rate(v["log"], reference, spec.top_k),
+                top1_agreement=metrics.top1_agreement(v["log"], rank),
+                flip_rate=metrics.flip_rate(v["log"], rank, spec.top_k),
                 regret=regret,
                 baseline=baseline,
                 baseline_values_ei=[] if own_baseline is None else own_baseline.ravel().tolist(),
@@ -228,9 +238,10 @@ def probe_state(
     names = state_estimators(state, spec)
     if state.surrogate == "tpe":
         values, refs, info = tpe_values(spec, state, names, x, y, probes)
+        ranks = refs  # computed as they are, not as exponentials: nothing underflows
     else:
-        values, refs, info = gp_values(spec, state, names, x, y, probes, constraints)
-    return _summaries(state, spec, values, refs, names[0], regret, info)
+        values, refs, ranks, info = gp_values(spec, state, names, x, y, probes, constraints)
+    return _summaries(state, spec, values, refs, ranks, names[0], regret, info)
 
 
 def probe_rows(
@@ -309,7 +320,10 @@ def run_probe(
 
     A state stored with its configuration now has only its missing rows computed (the rows of
     estimators and budgets the section did not ask for before; none: it is not run), and its
-    stored rows are kept; ``force`` recomputes every row the section asks for, and a state whose
+    stored rows are kept, unless they were computed with another thread count: then all the
+    rows the section asks for are recomputed with ``threads``, with a warning, so that the
+    rows of a state, compared with one another, share one count (:func:`_recount`); ``force``
+    recomputes every row the section asks for, and a state whose
     stored file is damaged is recomputed, with a warning. A state that raises, or runs past the
     executor's ``timeout``, is journaled as failed and the others go on; a killed probe resumes
     without recomputing a stored state.
@@ -341,8 +355,11 @@ def run_probe(
         done: list[WorkUnit] = []
         for unit in units:
             stale = force or not store.is_stored(unit, stored)
-            have = set() if stale else set(_row_keys(store.read_probe_state(unit.id)))
+            frame = None if stale else store.read_probe_state(unit.id)
+            have = set() if frame is None else set(_row_keys(frame))
             missing = tuple(row for row in unit.rows() if row not in have)
+            if missing and frame is not None and _recount(unit, frame, threads):
+                missing = tuple(unit.rows())
             if missing:
                 jobs.append(ProbeJob(unit, str(device), threads, missing))
             else:
@@ -365,6 +382,34 @@ def run_probe(
         show_progress=show_progress,
     )
     return ProbeRun(_stored_rows(store, units), summary)
+
+
+def _recount(unit: ProbeUnit, frame: pd.DataFrame, threads: int) -> bool:
+    """Whether a stored state that rows are added to must be recomputed whole, with a warning:
+    some of its stored rows that the section asks for record another thread count than
+    ``threads``.
+
+    A state's values depend on the count, and its rows are compared with one another (ratios
+    against ``mc``, costs per call against ``mc``'s), so its rows share one count, the one its
+    metadata records. A state with no row to add is reused at any count, as a stored cell is:
+    each row records its own. Rows stored before the count was recorded (None) are not
+    compared.
+    """
+    rows = set(unit.rows())
+    asked = frame[[key in rows for key in _row_keys(frame)]]
+    counts = sorted({int(t) for t in asked["threads"].dropna()} - {threads})
+    if not counts:
+        return False
+    stored = ", ".join(str(c) for c in counts)
+    warnings.warn(
+        f"probe state {unit.id}: its stored rows were computed with {stored} thread(s), this run "
+        f"uses {threads}: all {len(unit.rows())} of its rows are recomputed with {threads} "
+        f"(values depend on the count); run with --threads {counts[0]} to add only the missing "
+        "rows.",
+        OrthobenchWarning,
+        stacklevel=5,
+    )
+    return True
 
 
 def _row_keys(frame: pd.DataFrame) -> list[tuple[str, int]]:

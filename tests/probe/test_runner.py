@@ -344,3 +344,59 @@ def test_probe_command_rejects_a_thread_count_below_one(tmp_path):
     result = CliRunner().invoke(cli, ["probe", "suites/ci-variance.yaml", "--threads", "0"])
     assert result.exit_code == 2
     assert "--threads" in result.output
+
+
+# ----------------------------------------------------------------------------------------------
+# Rankings on states whose EI underflows
+
+
+def test_rankings_of_a_state_far_below_its_incumbent_do_not_depend_on_exp_underflow(monkeypatch):
+    """Every per-draw log EI shifted by -2000 (the state's EI ~ e^-2000, 0 in float64): the order
+    of the probes is the same, so top-1 agreement and flip rate must be those of the unshifted
+    state, not of a reference that ``exp`` turned into ties (top-1 1 and flip NaN). The EI-scale
+    columns keep their meaning: EI itself, 0 there."""
+    from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
+
+    spec = dataclasses.replace(NUMERICS, estimators=("orth",), n_probes=16, rebuilds=4)
+    (state,) = runner.probe_states("t", spec)
+    plain = runner.probe_state(state, spec, torch.device("cpu"))
+    log_ei = ThetaSampledGP.log_ei
+    monkeypatch.setattr(ThetaSampledGP, "log_ei", lambda self, X: log_ei(self, X) - 2000.0)
+    shifted = runner.probe_state(state, spec, torch.device("cpu"))
+    assert [r.estimator for r in shifted] == ["mc", "orth"]
+    assert min(r.top1_agreement for r in plain) < 1.0  # a state with some ranking noise
+    for a, b in zip(plain, shifted, strict=True):
+        assert np.isfinite(a.flip_rate)
+        assert (b.top1_agreement, b.flip_rate) == (a.top1_agreement, a.flip_rate)
+        assert np.allclose(np.asarray(b.values_log) + 2000.0, a.values_log, rtol=0, atol=1e-9)
+        assert not np.any(b.reference) and not np.any(b.values_ei)
+
+
+def test_rankings_of_a_real_state_whose_reference_underflows_are_on_the_log_scale():
+    """A linear objective with its minimum observed at the corner x = 0: the GP is certain, no
+    probe can improve, and log EI is -600 to -40000 at the probes (qLogEI's MAP reference
+    underflows to 0 at all of them, the marginal one at all but one). The ranking metrics read
+    the log reference: every adjacent pair of the top 10 is ordered (a finite flip rate)."""
+    from torch.quasirandom import SobolEngine
+
+    from orthobench.probe import gp_probe, metrics
+    from orthobench.probe.states import ProbeState
+
+    spec = dataclasses.replace(NUMERICS, estimators=("orth", "qlogei"), n_probes=16, rebuilds=4)
+    state = ProbeState("t", spec.tasks[0], "matern52-ard", 0, 0, spec.n_init)
+    x = SobolEngine(2, scramble=False).draw(32, dtype=torch.float64)  # x[0] = 0
+    probes = SobolEngine(2, scramble=True, seed=1).draw(16, dtype=torch.float64)
+    names = runner.state_estimators(state, spec)
+    values, refs, ranks, info = gp_probe.gp_values(spec, state, names, x, x.sum(-1), probes)
+    assert not refs["map"].any() and np.count_nonzero(refs["theta"]) <= 1  # EI scale: underflow
+    assert np.array_equal(np.exp(ranks["map"]), refs["map"])
+    assert (ranks["map"] < -700).all() and len(set(ranks["theta"])) == 16  # no ties in log
+    rows = runner._summaries(state, spec, values, refs, ranks, "mc", None, info)
+    for row in rows:
+        log = np.asarray(row.values_log).reshape(spec.rebuilds, spec.n_probes)
+        rank = ranks["map" if row.estimator == "qlogei" else "theta"]
+        assert np.isfinite(row.flip_rate)
+        assert row.flip_rate == metrics.flip_rate(log, rank, spec.top_k)
+        assert row.top1_agreement == metrics.top1_agreement(log, rank)
+        reference = refs["map" if row.estimator == "qlogei" else "theta"]
+        assert row.reference == reference.tolist()  # the stored column stays EI

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from orthobench.exceptions import OrthobenchWarning
 from orthobench.executors import make_executor
 from orthobench.probe import runner
 from orthobench.probe.runner import probe_units, run_probe
-from orthobench.results import ResultStore, load_probe, run_metadata
+from orthobench.results import ResultStore, load_probe, read_metadata, run_metadata
 from orthobench.suite import load_suite
 
 PROBE = """
@@ -110,6 +111,42 @@ def test_an_added_estimator_computes_only_its_rows_and_a_removed_one_leaves_its_
     assert calls == [] and [o.status for o in removed.summary.outcomes] == ["skipped"]
     assert list(removed.rows["estimator"]) == ["mc", "orth-shrink"]
     assert sorted(load_probe([out])["estimator"]) == ["mc", "orth", "orth-shrink"]
+
+
+def test_rows_added_at_another_thread_count_recompute_the_state_at_it_with_a_warning(
+    plugin, write_suite, tmp_path, monkeypatch
+):
+    """A state's values depend on the thread count (BLAS reductions) and so do its costs per
+    call: rows added to a state stored at 1 thread by a run at 2 would sit beside rows of
+    another count, and be compared with them (ratios against ``mc``, costs against ``mc``'s),
+    so the state's rows are all recomputed at 2, with a warning. A state with nothing to add
+    is reused at any count, as a stored cell is (each row records its own)."""
+    out = tmp_path / "out"
+    first = probe(suite_file(write_suite, plugin), out, threads=1).rows
+    assert (first["threads"] == 1).all()
+    calls = computed(monkeypatch)
+    both = suite_file(write_suite, plugin, estimators="orth, orth-shrink", name="both.yaml")
+    (unit,) = probe_units("p", load_suite(both).probe)
+    with pytest.warns(OrthobenchWarning) as caught:
+        added = probe(both, out, threads=2)
+    messages = [str(w.message) for w in caught if "thread" in str(w.message)]
+    assert messages == [
+        f"probe state {unit.id}: its stored rows were computed with 1 thread(s), this run uses "
+        "2: all 3 of its rows are recomputed with 2 (values depend on the count); run with "
+        "--threads 1 to add only the missing rows."
+    ]
+    assert calls == [(("mc", "orth", "orth-shrink"), (8,))]
+    assert list(added.rows["estimator"]) == ["mc", "orth", "orth-shrink"]
+    assert (added.rows["threads"] == 2).all() and (load_probe([out])["threads"] == 2).all()
+    meta = read_metadata(ResultStore(out).probe_path(unit.id))
+    assert meta["threads"] == 2
+
+    calls.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OrthobenchWarning)
+        again = probe(both, out, threads=1)
+    assert calls == [] and [o.status for o in again.summary.outcomes] == ["skipped"]
+    pd.testing.assert_frame_equal(again.rows, added.rows)
 
 
 def test_the_report_of_probe_shows_the_rows_the_suite_names(plugin, write_suite, tmp_path):
