@@ -70,6 +70,18 @@ _PATH_ITERATIONS = 30
 _ON_BOUND = 1e-7
 
 
+def _float64_data(model: SingleTaskGP) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's ``n x d`` inputs and ``n`` targets in float64 (a no-op for a float64 model).
+
+    NOTE: the fit and its stationarity check run in float64 whatever the model's dtype. In float32
+    the objective's rounding (terms of size ``n``, relative error ``1e-7``) stalled L-BFGS-B's
+    line search above :data:`STATIONARY_TOL` on most 50-point states, so the fast fit fell back to
+    BoTorch's, and the gradient of a float32 optimum measured in float32 was 0.02-0.04 at 200
+    points, about 1e-4 in float64. Upcasting is exact, so the fit is that of the model's data.
+    """
+    return model.train_inputs[0].detach().double(), model.train_targets.detach().double()
+
+
 def neg_map_objective(
     theta: torch.Tensor, layout: ThetaLayout, train_x: torch.Tensor, train_y: torch.Tensor
 ) -> torch.Tensor:
@@ -197,9 +209,11 @@ def projected_gradient(
     """``p`` gradient of :func:`neg_map_objective` at ``theta`` (``p``), projected on the box.
 
     A component whose coordinate is on a bound (within ``1e-7``) and whose descent direction
-    leaves the box is zero: L-BFGS-B's first-order optimality measure.
+    leaves the box is zero: L-BFGS-B's first-order optimality measure. Computed in float64
+    (:func:`_float64_data` says why).
     """
-    t = theta.detach().clone().requires_grad_(True)
+    t = theta.detach().double().clone().requires_grad_(True)
+    train_x, train_y = train_x.detach().double(), train_y.detach().double()
     (grad,) = torch.autograd.grad(neg_map_objective(t.unsqueeze(0), layout, train_x, train_y), t)
     grad = grad.detach().double().cpu()
     theta = theta.detach().double().cpu()
@@ -215,7 +229,7 @@ def stationarity(model: SingleTaskGP) -> dict[str, object]:
         ``{"grad_norm": ||projected gradient||_2, "stationary": grad_norm <= STATIONARY_TOL}``.
     """
     layout = theta_layout(model)
-    train_x, train_y = model.train_inputs[0].detach(), model.train_targets.detach()
+    train_x, train_y = _float64_data(model)
     grad = projected_gradient(get_theta(model), layout, train_x, train_y, log_bounds(model))
     norm = float(grad.norm())
     return {"grad_norm": norm, "stationary": bool(norm <= STATIONARY_TOL)}
@@ -356,7 +370,8 @@ def fit_fast(
 
     Each is then run to convergence in log coordinates (which lengthscale mode a local optimizer
     reaches depends on its coordinates; docs/design.md, "MAP objective and fit stationarity", has
-    how the starts were chosen). No random numbers are drawn. A fit that fails the
+    how the starts were chosen). No random numbers are drawn, and the arithmetic is float64 for
+    a float32 model too (:func:`_float64_data`). A fit that fails the
     :func:`stationarity` check is polished (L-BFGS-B restarted from where it stopped, with a fresh
     curvature memory); one that still fails is a fallback: BoTorch's fit replaces it, and the fit
     info records why (``fallback``) with a :class:`~orthobench.exceptions.NumericsWarning`.
@@ -365,27 +380,34 @@ def fit_fast(
         model: An unfitted GP from :func:`~orthobench.surrogates.gp.build_gp` (its parameters are
             BoTorch's initialization, where BoTorch's path starts).
         warm_start: ``p`` theta to start from as well (the previous BO step's fit of the same
-            kernel), or ``None``. Ignored, with the reason recorded, when its length is not ``p``
-            or it is not finite.
+            kernel), or ``None``. Ignored, with the reason recorded (``fallback``) and warned
+            about, when its length is not ``p`` or it is not finite.
         maxiter: L-BFGS-B iterations per run (each start, and the polish).
 
     Returns:
-        The fit info: ``fit`` (``"fast"``), ``fallback`` (``None``, or why BoTorch's fit replaced
-        this one), ``grad_norm`` and ``stationary`` (:func:`stationarity` of the model handed
-        on), ``neg_log_posterior`` (``-ell`` there), ``start`` (``"warm"`` or
-        ``"botorch-path"``, the best), ``polished``, ``iterations`` and ``evaluations`` (all
-        runs together).
+        The fit info: ``fit`` (``"fast"``), ``fallback`` (``None``, or why the warm start was
+        ignored and why BoTorch's fit replaced this one, where either happened), ``grad_norm``
+        and ``stationary`` (:func:`stationarity` of the model handed on), ``neg_log_posterior``
+        (``-ell`` there), ``start`` (``"warm"`` or ``"botorch-path"``, the best), ``polished``,
+        ``iterations`` and ``evaluations`` (all runs together).
     """
     layout = theta_layout(model)
-    train_x, train_y = model.train_inputs[0].detach(), model.train_targets.detach()
+    train_x, train_y = _float64_data(model)
     bounds_t = log_bounds(model)
     bounds = bounds_t.numpy()
     cold = get_theta(model)
     starts: dict[str, np.ndarray] = {}
+    ignored = None  # why the warm start was dropped
     if warm_start is not None:
         warm = torch.as_tensor(warm_start, dtype=torch.float64).reshape(-1).numpy()
-        if warm.shape == (layout.p,) and np.isfinite(warm).all():
+        if warm.shape != (layout.p,):
+            ignored = f"warm start of length {warm.shape[0]} ignored (the layout has p={layout.p})"
+        elif not np.isfinite(warm).all():
+            ignored = f"warm start ignored, it is not finite ({warm.tolist()})"
+        else:
             starts["warm"] = warm
+    if ignored:
+        warnings.warn(f"GP fit: {ignored}.", NumericsWarning, stacklevel=2)
     objective = _Objective(layout, train_x, train_y)
     with _single_thread(), np.errstate(divide="ignore"):
         # BoTorch's path from the cold start (BoTorch's initialization) replaces that start.
@@ -416,7 +438,7 @@ def fit_fast(
                 best, grad_norm = polish, check(polish.x)
     info: dict[str, Any] = {
         "fit": "fast",
-        "fallback": None,
+        "fallback": ignored,
         "start": start,
         "polished": polished,
         "iterations": iterations,
@@ -435,8 +457,9 @@ def fit_fast(
     if botorch_info["fallback"]:
         fallback += f", which {botorch_info['fallback']}"
     warnings.warn(f"GP fit: {fallback}.", NumericsWarning, stacklevel=2)
-    theta = get_theta(model).unsqueeze(0)
+    theta = get_theta(model).double().unsqueeze(0)
     nlp = float(neg_map_objective(theta, layout, train_x, train_y).squeeze(0))
+    fallback = "; ".join(f for f in (ignored, fallback) if f)
     return {**info, "fallback": fallback, **stationarity(model), "neg_log_posterior": nlp}
 
 
