@@ -567,8 +567,12 @@ class OrthoBO(GPOptimizer):
         )
 
     def _fallback(self, acqf: MarginalLogEI) -> str | None:
-        """Every fallback the step's members took, as one text (None: none)."""
-        fallbacks = []
+        """Every fallback the step's members took, and the ensemble's last weight update
+        (:attr:`~orthobench.surrogates.ensemble.SurrogateEnsemble.fallback`), as one text
+        (None: none)."""
+        fallbacks = (
+            [] if self.ensemble.fallback is None else [f"ensemble: {self.ensemble.fallback}"]
+        )
         for member, gp in zip(self.ensemble.members, acqf.members, strict=True):
             lap = member.laplace
             if member.fit_info.get("fallback"):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ from botorch.models import SingleTaskGP
 
 from orthobench.config.names import check_kernel
 from orthobench.diagnostics import EnsembleWeights
+from orthobench.exceptions import NumericsWarning
 from orthobench.surrogates.fit import FITS, fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 
@@ -61,15 +63,31 @@ def update_weights(
 
     ``tilde pi = softmax(log pi + l / tau)``, then ``pi_new = max(delta, tilde pi) / sum``.
 
+    A score of ``-inf`` (a predictive density that underflowed) gives its member
+    ``tilde pi = 0``, so the floor; an update where no member keeps a finite ``log pi + l / tau``
+    (all scores ``-inf``, or the only weighted members' ones) keeps the weights. Both are warned
+    about (:class:`~orthobench.exceptions.NumericsWarning`; :meth:`SurrogateEnsemble.update`
+    also records them).
+
     Args:
-        weights: ``M`` current weights (positive, summing to one).
-        log_scores: ``M`` predictive log scores ``l_m`` (finite).
+        weights: ``M`` current weights (non-negative, summing to one).
+        log_scores: ``M`` predictive log scores ``l_m`` (finite or ``-inf``).
         tau: Temperature ``> 0``; larger is slower.
         delta: Weight floor in ``[0, 1 / M)``.
 
     Returns:
         ``M`` new weights summing to one.
     """
+    new, fallback = _update_weights(weights, log_scores, tau=tau, delta=delta)
+    if fallback:
+        warnings.warn(f"Ensemble weights: {fallback}.", NumericsWarning, stacklevel=2)
+    return new
+
+
+def _update_weights(
+    weights: torch.Tensor, log_scores: torch.Tensor, *, tau: float, delta: float
+) -> tuple[torch.Tensor, str | None]:
+    """:func:`update_weights` and its fallback (None: none), unwarned."""
     if not tau > 0:
         raise ValueError(f"`tau` must be positive, but got {tau=}.")
     check_weight_floor(delta, weights.shape[-1])
@@ -77,11 +95,28 @@ def update_weights(
         raise ValueError(
             f"`weights` and `log_scores` must have the same shape, but got {tuple(weights.shape)} and {tuple(log_scores.shape)}."
         )
-    if not torch.isfinite(log_scores).all():
-        raise ValueError(f"`log_scores` must be finite, but got {log_scores.tolist()}.")
-    tilted = torch.softmax(weights.log() + log_scores / tau, dim=-1)
-    floored = tilted.clamp_min(delta)
-    return floored / floored.sum()
+    if log_scores.isnan().any() or log_scores.isposinf().any():
+        raise ValueError(f"`log_scores` must be finite or -inf, but got {log_scores.tolist()}.")
+    fallback = None
+    if log_scores.isneginf().any():
+        members = log_scores.isneginf().nonzero().flatten().tolist()
+        fallback = (
+            f"log score -inf (predictive density underflowed) for member(s) {members}; their "
+            f"weights fell to the floor {delta=:g}"
+        )
+    logits = weights.log() + log_scores / tau
+    if logits.isposinf().any() or not logits.isfinite().any():
+        # ``l / tau`` overflowed (a tiny tau): the same step with the scores shifted by their
+        # largest, exact in exact arithmetic (softmax ignores a common shift).
+        logits = weights.log() + (log_scores - log_scores.max()) / tau
+    if not logits.isfinite().any():
+        # Every member with weight scored -inf: softmax would be NaN and the scores say nothing.
+        return weights / weights.sum(), (
+            f"no member has a usable log score (weights {weights.tolist()}, scores "
+            f"{log_scores.tolist()}); kept the weights"
+        )
+    floored = torch.softmax(logits, dim=-1).clamp_min(delta)
+    return floored / floored.sum(), fallback
 
 
 def weight_entropy(weights: torch.Tensor) -> float:
@@ -146,6 +181,8 @@ class SurrogateEnsemble:
         )
         self.weights = torch.full((len(kernels),), 1.0 / len(kernels), dtype=torch.float64)
         self.members: list[EnsembleMember] = []
+        #: What the last :meth:`update` fell back on (:func:`update_weights`), or None.
+        self.fallback: str | None = None
 
     @property
     def entropy(self) -> float:
@@ -191,12 +228,17 @@ class SurrogateEnsemble:
         return members
 
     def update(self, log_scores: Sequence[float] | torch.Tensor) -> torch.Tensor:
-        """Update the weights from ``M`` predictive log scores (see :func:`update_weights`)."""
+        """Update the weights from ``M`` predictive log scores (see :func:`update_weights`); a
+        fallback is warned about and kept in :attr:`fallback` until the next update."""
         # Scores may come from a GPU model; the weights live on the CPU.
         scores = torch.as_tensor(log_scores).to(
             dtype=self.weights.dtype, device=self.weights.device
         )
-        self.weights = update_weights(self.weights, scores, tau=self.tau, delta=self.delta)
+        self.weights, self.fallback = _update_weights(
+            self.weights, scores, tau=self.tau, delta=self.delta
+        )
+        if self.fallback:
+            warnings.warn(f"Ensemble weights: {self.fallback}.", NumericsWarning, stacklevel=2)
         return self.weights
 
     def diagnostics(self) -> EnsembleWeights:
