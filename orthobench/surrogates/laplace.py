@@ -200,6 +200,26 @@ def _precision(
     return 0.5 * (floored + floored.T), evals, floor
 
 
+# Newton decrement (squared) below which re-centring has converged.
+_NEWTON_TOL = 1e-10
+
+
+def _newton_step(
+    theta: torch.Tensor,
+    hess: torch.Tensor,
+    layout: ThetaLayout,
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+    """``(value, gradient, Newton step, squared Newton decrement)`` of the negative log posterior
+    at ``theta`` (``p``) with the precision ``hess`` (``p x p``)."""
+    t = theta.clone().requires_grad_(True)
+    value = _neg_log_posterior(t, layout, train_x, train_y)
+    (grad,) = torch.autograd.grad(value, t)
+    step = -torch.linalg.solve(hess, grad)
+    return value.detach(), grad, step, float(-(grad * step).sum())
+
+
 def laplace_posterior(
     model: SingleTaskGP,
     *,
@@ -270,7 +290,8 @@ def laplace_posterior(
         recenter: Move ``theta_hat`` from the fitted value-space MAP to the mode of the theta
             density by damped Newton steps (see **Centre** above). ``False`` (default):
             ``theta_hat`` is the fitted MAP.
-        max_newton_steps: Newton steps at most when re-centring.
+        max_newton_steps: Newton steps at most when re-centring; stopping there unconverged is
+            a fallback (recorded and warned about).
 
     Returns:
         The :class:`LaplacePosterior`. A Hessian that is not positive definite or a failed
@@ -288,13 +309,16 @@ def laplace_posterior(
     hess, raw, applied = _precision(
         neg_log_posterior_hessian(theta, layout, train_x, train_y), eig_floor, keep_raw
     )
-    while recenter and steps < max_newton_steps:
-        t = theta.clone().requires_grad_(True)
-        value = _neg_log_posterior(t, layout, train_x, train_y)
-        (grad,) = torch.autograd.grad(value, t)
-        step = -torch.linalg.solve(hess, grad)
-        decrement = float(-(grad * step).sum())  # Newton decrement squared
-        if decrement < 1e-10:
+    while recenter:
+        value, grad, step, decrement = _newton_step(theta, hess, layout, train_x, train_y)
+        if decrement < _NEWTON_TOL:
+            break
+        if steps >= max_newton_steps:
+            fallback = (
+                f"Newton re-centring stopped at {max_newton_steps=} (decrement {decrement:.3g}); "
+                "kept the last point"
+            )
+            warnings.warn(f"Laplace: {fallback}.", NumericsWarning, stacklevel=2)
             break
         # A step of more than 2 in any log coordinate (a factor e^2) is not trusted in one go.
         step = step * min(1.0, 2.0 / float(step.abs().max()))

@@ -234,3 +234,17 @@ def test_qmc_draws_are_more_balanced_than_iid() -> None:
     iid = torch.stack([lap.sample_whitened(256, "iid", seed=s).mean(0) for s in range(20)])
     qmc = torch.stack([lap.sample_whitened(256, "qmc", seed=s).mean(0) for s in range(20)])
     assert qmc.square().mean() < 0.2 * iid.square().mean()
+
+
+def test_recentering_stopped_by_its_step_cap_is_warned_about_and_recorded() -> None:
+    """Three Newton steps reach the mode of this state; one leaves a Newton decrement of 4e-3 at
+    ``theta_hat``, which was returned as if re-centred, with no fallback and no warning."""
+    model, _ = fitted("matern52-ard")
+    with pytest.warns(NumericsWarning, match="max_newton_steps=1"):
+        lap = laplace_posterior(model, recenter=True, max_newton_steps=1)
+    assert lap.newton_steps == 1 and "max_newton_steps=1" in lap.fallback
+    assert lap.info()["fallback"] == lap.fallback
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericsWarning)
+        converged = laplace_posterior(model, recenter=True)
+    assert converged.fallback is None and converged.newton_steps > 1
