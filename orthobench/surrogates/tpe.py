@@ -226,7 +226,7 @@ def fit_tpe(
         indices: ``B x t`` resampling indices (see :func:`bootstrap_indices`); the identity rows
             ``arange(t)`` give the plain fit on the history.
         gamma: Good-set quantile in ``(0, 1)``.
-        min_bandwidth: Absolute bandwidth floor.
+        min_bandwidth: Absolute bandwidth floor, in ``(0, 1]``.
         magic_clip: Raise the floor to Optuna's ``1 / min(100, n + 2)`` (:func:`bandwidth_floor`).
         prior_weight: Weight of the uniform component of every estimator.
 
@@ -237,6 +237,10 @@ def fit_tpe(
         raise ValueError(
             f"Need x t x d, y t and indices B x t, but got {tuple(x.shape)}, {tuple(y.shape)} and {tuple(indices.shape)}."
         )
+    if not 0.0 < min_bandwidth <= 1.0:
+        # 0 gives a repeated point bandwidth 0 (NaN densities); the clamp to [floor, 1] would
+        # lower a floor above 1 to 1 unasked.
+        raise ValueError(f"`min_bandwidth` must lie in (0, 1], but got {min_bandwidth=}.")
     n_good, n_bad = split_sizes(indices.shape[-1], gamma)
     y_res = y[indices]  # B x t
     # A stable sort makes ties (repeated bootstrap draws) split in a reproducible order.
