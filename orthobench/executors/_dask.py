@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import socket
 import time
 import traceback
@@ -20,6 +21,11 @@ from orthobench.executors._base import Executor, Job, JobResult, Session, execut
 _SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 #: A job's share of a ``GPU`` worker resource is a whole number of these (:func:`_gpu_resources`).
 _GPU_SHARE_UNITS = 2**30
+#: The private ``LocalCluster``'s workers that the job running in this thread owns, its own
+#: first, where a batch cell's evaluations run (:func:`_execute_on`); None outside one.
+CELL_WORKERS: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar(
+    "orthobench_cell_workers", default=None
+)
 
 
 def _gpu_resources(device: object, jobs_per_gpu: int) -> dict[str, float] | None:
@@ -150,6 +156,16 @@ def check_scheduler(address: str, timeout: float) -> None:
         )
 
 
+def _execute_on(job: Job, workers: tuple[str, ...]) -> JobResult:
+    """:func:`execute` the job in a worker of the private ``LocalCluster``, owning ``workers``
+    (:data:`CELL_WORKERS`)."""
+    token = CELL_WORKERS.set(workers)
+    try:
+        return execute(job)
+    finally:
+        CELL_WORKERS.reset(token)
+
+
 def _dask_result(future) -> JobResult:  # noqa: ANN001 -- a distributed.Future
     """The future's :class:`JobResult`; a lost worker or a task Dask could not run fails the job."""
     from distributed.scheduler import KilledWorker
@@ -165,30 +181,44 @@ def _dask_result(future) -> JobResult:  # noqa: ANN001 -- a distributed.Future
 class DaskExecutor(Executor):
     """Submits every job to Dask; this process (the client) hands each result to the session.
 
-    At most as many jobs are in flight as the cluster has worker threads, so a worker holds one
-    job at a time. On the private ``LocalCluster`` (``workers`` processes, one thread each, the
-    jobs' modules imported as they start) a worker that dies fails its job at once
-    (``allowed-failures: 0``); on an external cluster after its allowed retries (``KilledWorker``).
-    A batch cell submits its step's evaluations as Dask tasks of their own from its task
-    (:class:`~orthobench.executors._evaluations.DaskEvaluations`) and counts as that many jobs
-    in flight (:attr:`Job.slots`).
+    At most as many jobs are in flight as the cluster has worker threads. A batch cell counts as
+    many as it evaluates at once (:attr:`Job.slots`): it submits its step's evaluations as Dask
+    tasks of their own from its task
+    (:class:`~orthobench.executors._evaluations.DaskEvaluations`), which waits for them outside
+    its worker's thread pool, so Dask counts that worker idle.
     A killed client loses the jobs in flight and nothing stored (on a ``LocalCluster``, the
     evaluations of the cells in flight are journaled too: an external cluster's workers may not
     see the results directory, so there resume is per unit). Dask runs jobs in worker threads,
     where no evaluation time limit can be set.
+
+    The private ``LocalCluster`` has ``workers`` processes of one thread each; they import the
+    jobs' modules as they start. Each job in flight owns :attr:`Job.slots` of its workers, and
+    they run nothing of another job. Its task runs on the first, a batch cell's evaluations on
+    all of them (those of a CUDA cell with ``jobs_per_gpu`` 1 on the others: it holds the first
+    one's ``GPU``). Both are bound to their workers strictly: Dask's work stealing would move
+    them to an idle worker, such as one whose cell waits. A timeout's restart thus ends nothing of
+    another job. A worker that dies fails its job at once (``allowed-failures: 0``); a job bound
+    to a worker that left just before fails after a minute without one.
+
+    On an external cluster (``scheduler``), its scheduler places the jobs and evaluations: binding
+    them would keep jobs from sharing a worker of several threads or GPU shares. A worker whose
+    batch cell waits may then start another job, or evaluations of other cells, and when that
+    cell times out, its worker's restart ends them too: each fails (``KilledWorker``, after the
+    cluster's allowed retries) or runs again from the start.
 
     A CUDA job, and each CUDA evaluation of a batch cell, asks for a ``1/jobs_per_gpu`` share of
     a ``GPU`` worker resource (:func:`_gpu_resources`). On an external cluster, start one worker
     per GPU with ``dask worker SCHEDULER --resources GPU=1 --nthreads N`` (``N >=
     jobs_per_gpu``): it runs ``jobs_per_gpu`` of them on its GPU at once, which keeps a GPU busy
     that one small training job leaves mostly idle. The private ``LocalCluster`` gives each of
-    its workers (one thread each) one ``GPU``, which any share fits.
+    its workers one ``GPU``, which any share fits.
 
     With a ``timeout``, a job's clock starts when the scheduler first reports it processing on a
     worker (polled each second), and again when Dask runs it again (its worker was lost or
     restarted); an expired job is cancelled, the processes its worker started are killed and the
-    worker is restarted (:func:`_expired`; this needs a nanny: a worker started with
-    ``--no-nanny`` keeps running the job and its processes, with a warning).
+    worker is restarted, on the private cluster with every worker the job owns (:func:`_expired`;
+    this needs a nanny: a worker started with ``--no-nanny`` keeps running the job and its
+    processes, with a warning).
 
     Args:
         scheduler: Address of an existing Dask scheduler (None: a ``LocalCluster``).
@@ -244,7 +274,13 @@ class DaskExecutor(Executor):
         if self.scheduler is None:
             # One GPU per worker, which the share of every job and evaluation fits.
             gpu = any(j.device.startswith("cuda") for j in jobs)
-            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            # A job bound to a worker that left just before (it crashed) fails after a minute
+            # of no valid worker, instead of waiting for ever (:meth:`_run`).
+            settings = {
+                "distributed.scheduler.allowed-failures": 0,
+                "distributed.scheduler.no-workers-timeout": "60s",
+            }
+            with dask.config.set(settings):
                 cluster = LocalCluster(
                     n_workers=self.processes(sum(job.slots for job in jobs)),
                     threads_per_worker=1,
@@ -261,7 +297,7 @@ class DaskExecutor(Executor):
             else _connect(self.scheduler, self.scheduler_timeout)
         )
         try:
-            self._run(client, jobs, session)
+            self._run(client, jobs, session, own_workers=cluster is not None)
         finally:
             client.close()
             if cluster is not None:
@@ -272,11 +308,15 @@ class DaskExecutor(Executor):
         client,  # noqa: ANN001 -- a distributed.Client
         jobs: Sequence[Job],
         session: Session,
+        own_workers: bool = False,
     ) -> None:
+        """Run ``jobs`` on ``client``'s cluster; with ``own_workers`` (the private
+        ``LocalCluster``: one thread per worker), each job in flight on workers of its own."""
         from dask.distributed import wait
 
         queue = deque(jobs)
         futures: dict[Any, Job] = {}  # distributed.Future -> its job
+        owned: dict[Any, tuple[str, ...]] = {}  # distributed.Future -> its workers (own_workers)
         pending: set[Any] = set()
         started: dict[str, tuple[str, float]] = {}
         # A Dask key names one result on the scheduler: a task submitted with the key of a task
@@ -288,18 +328,38 @@ class DaskExecutor(Executor):
             # No more jobs in flight than worker threads (a batch cell counts its evaluations at
             # once, :attr:`Job.slots`): a worker that dies takes its own job only, and a job's
             # timeout clock starts when it does.
-            threads = max(1, sum(client.nthreads().values()))
+            nthreads = client.nthreads()
+            threads = max(1, sum(nthreads.values()))
+            # With `own_workers`, a job owns `slots` workers that run nothing of another job: the
+            # scheduler counts a worker whose batch cell waits seceded as idle, and would start
+            # another cell there, which the restart of the worker for the first cell's timeout
+            # would end as well.
+            free = sorted(set(nthreads) - {a for f in pending for a in owned[f]})
             while queue and (
-                not pending or sum(futures[f].slots for f in pending) + queue[0].slots <= threads
+                not pending
+                or (len(free) if own_workers else threads - sum(futures[f].slots for f in pending))
+                >= queue[0].slots
             ):
                 job = queue.popleft()
-                future = client.submit(
-                    execute,
-                    job,
-                    key=f"orthobench-{job.unit.id}-{job.unit.config_hash}-{run_token}",
-                    pure=False,
-                    resources=_gpu_resources(job.device, self.jobs_per_gpu),
-                )
+                key = f"orthobench-{job.unit.id}-{job.unit.config_hash}-{run_token}"
+                resources = _gpu_resources(job.device, self.jobs_per_gpu)
+                if own_workers and free:
+                    workers, free = tuple(free[: job.slots]), free[job.slots :]
+                    # Strictly: Dask's work stealing moves a task allowed on other workers to an
+                    # idle one, which may be the worker of a cell that waits seceded.
+                    future = client.submit(
+                        _execute_on,
+                        job,
+                        workers,
+                        key=key,
+                        pure=False,
+                        resources=resources,
+                        workers=workers[0],
+                    )
+                    owned[future] = workers
+                else:
+                    future = client.submit(execute, job, key=key, pure=False, resources=resources)
+                    owned[future] = ()
                 futures[future] = job
                 pending.add(future)
             try:
@@ -311,7 +371,7 @@ class DaskExecutor(Executor):
                 session.progress.advance(job.size)
                 session.finish(job, _dask_result(future))
             if self.timeout is not None:
-                for future in _expired(client, pending, started, self.timeout):
+                for future in _expired(client, pending, started, self.timeout, owned):
                     pending.discard(future)
                     job = futures[future]
                     session.progress.advance(job.size)
@@ -330,18 +390,23 @@ def _expired(
     pending: set,
     started: dict[str, tuple[str, float]],
     timeout: float,
+    owned: dict[Any, tuple[str, ...]] | None = None,
 ) -> list:
     """The pending futures processing for longer than ``timeout``: cancelled, workers restarted.
 
     ``started`` holds, by key, the worker a job was first seen processing on and when. A job
     seen on another worker runs there from the start (its worker was lost, or restarted for
     another job that timed out beside it, and Dask runs it again): its clock starts again. So
-    does the clock of every job on a worker that is restarted here.
+    does the clock of every job on a worker that is restarted here. ``owned`` holds, by future,
+    the workers a job owns (:meth:`DaskExecutor._run`): they are restarted with its own, which
+    ends the evaluations it left running there.
     """
+    owned = owned or {}
     now = time.monotonic()
     by_key = {future.key: future for future in pending}
+    processing = client.processing()
     where = {}
-    for address, keys in client.processing().items():
+    for address, keys in processing.items():
         for key in keys:
             if key in by_key:
                 if key not in started or started[key][0] != address:
@@ -353,6 +418,9 @@ def _expired(
     for future in expired:
         future.cancel()
         address = where[future.key]
+        addresses = [address]
+        addresses += [a for a in owned.get(future, ()) if a != address and a in processing]
+        named = ", ".join(addresses)
         try:
             # The restart ends the worker process only: its children would outlive it, out of
             # reach once reparented. So they are killed first, from here and in this order, not
@@ -360,23 +428,24 @@ def _expired(
             # importing orthobench) and the restart could beat it. The nanny kills them: it
             # answers while the job holds the worker's interpreter. A worker without a nanny
             # cannot be restarted either, which the restart's error says.
-            found = client.run(_kill_worker_descendants, workers=[address], nanny=True)
-            client.restart_workers([address])
+            found = client.run(_kill_worker_descendants, workers=addresses, nanny=True)
+            client.restart_workers(addresses)
         except Exception as err:  # noqa: BLE001 -- the job is failed either way; say what still runs
             warnings.warn(
-                f"job {future.key} timed out, but its Dask worker {address} could not be "
-                f"restarted ({describe_error(err)}); it keeps running the job and the processes "
+                f"job {future.key} timed out, but its Dask worker(s) {named} could not be "
+                f"restarted ({describe_error(err)}); they keep running the job and the processes "
                 "it started.",
                 OrthobenchWarning,
                 stacklevel=2,
             )
             continue
-        # The jobs beside it on that worker died with it; if Dask runs them again, from the start.
-        for key in [k for k, (on, _) in started.items() if on == address]:
+        # The jobs beside it on those workers died with them; if Dask runs them again, from the
+        # start.
+        for key in [k for k, (on, _) in started.items() if on in addresses]:
             del started[key]
-        if found.get(address) is False:
+        if any(found.get(a) is False for a in addresses):
             warnings.warn(
-                f"job {future.key} timed out and its Dask worker {address} was restarted, but "
+                f"job {future.key} timed out and its Dask worker(s) {named} were restarted, but "
                 "the processes the job started are not stopped: there is no /proc on its host "
                 "to find them in.",
                 OrthobenchWarning,

@@ -37,7 +37,7 @@ from orthobench.evaluation import (
 )
 from orthobench.exceptions import OrthobenchError, show_value
 from orthobench.executors._base import thread_limits
-from orthobench.executors._dask import _gpu_resources
+from orthobench.executors._dask import CELL_WORKERS, _gpu_resources
 from orthobench.loop import make_task
 from orthobench.suite import Cell
 from orthobench.tasks.base import Task
@@ -284,9 +284,12 @@ class DaskEvaluations(Evaluations):
     of a ``GPU`` worker resource (:func:`~orthobench.executors._dask._gpu_resources`), as the
     cell's own task does, and that task holds its share while its evaluations run: with one job
     per GPU a GPU cluster needs one more GPU worker than it runs cells at once, with
-    ``jobs_per_gpu`` N a GPU runs N - 1 evaluations beside the cell that waits for them. Dask
-    runs evaluations in worker threads, where no time limit can be set. An exception of an
-    evaluation, or a worker lost under it, fails the cell.
+    ``jobs_per_gpu`` N a GPU runs N - 1 evaluations beside the cell that waits for them. On the
+    executor's private ``LocalCluster`` they run only on the workers the cell owns
+    (:data:`~orthobench.executors._dask.CELL_WORKERS`; with one job per GPU not on its own,
+    whose GPU it holds), where nothing of another cell runs. Dask runs evaluations in worker
+    threads, where no time limit can be set. An exception of an evaluation, or a worker lost
+    under it, fails the cell.
 
     Args:
         workers: Evaluations at once (the cluster schedules them; kept for the executor's count).
@@ -310,6 +313,12 @@ class DaskEvaluations(Evaluations):
         from distributed import as_completed, worker_client
 
         resources = _gpu_resources(self._device, self.jobs_per_gpu)
+        owned = CELL_WORKERS.get() or ()
+        if resources is not None and self.jobs_per_gpu == 1:
+            owned = owned[1:]  # the cell holds its own worker's whole GPU
+        # Strictly: Dask's work stealing moves a task allowed on other workers to an idle one,
+        # which may be the worker of another cell that waits seceded.
+        where = {"workers": list(owned)} if owned else {}
         with worker_client() as client:
             futures: dict[Any, EvaluationRequest] = {}
             finished = as_completed()
@@ -325,6 +334,7 @@ class DaskEvaluations(Evaluations):
                         request,
                         pure=False,
                         resources=resources,
+                        **where,
                     )
                     futures[future] = request
                     finished.add(future)
