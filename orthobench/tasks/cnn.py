@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import numbers
+import operator
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from orthobench.exceptions import ConfigError
+from orthobench.exceptions import ConfigError, show_value
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
 from orthobench.space import Parameter, SearchSpace
 from orthobench.tasks.base import Evaluation, Task, _check_batch
@@ -339,6 +341,10 @@ def _train_stack(
     Returns ``(trained network, final lr, last batch loss)`` per network, on ``device``.
     """
     k = len(nets)
+    # Sequential training takes the whole set as one batch when batch_size exceeds it: pad to
+    # the set, not to batch_size (k x batch_size indices, unbounded). The set, not the longest
+    # order, so a network's batches do not depend on the other networks of its stack.
+    batch_size = min(batch_size, len(data.y_train))
     n_steps = [math.ceil(len(o) / batch_size) for o in orders]
     longest = max(n_steps)
     # k x steps x batch: image indices, padded (counted 0) where a batch is short with the
@@ -418,6 +424,11 @@ class CNNTask(Task):
     many samples were seen. Such an error is typically far above what the same parameters reach
     with a full epoch: a sparse, large corruption of the labels, the setting of [Ament2024rrp]_.
 
+    Divergence is no failure: a training whose loss overflows ends with non-finite weights, every
+    logit NaN and ``argmax`` taking class 0 for every image (NaN counts as the maximum), so ``y``
+    is 1 minus class 0's share of the held-out split (0.9 on digits, chance level) and
+    ``info["last_batch_loss"]`` is null, in :meth:`evaluate` and :meth:`evaluate_batch` alike.
+
     Randomness: everything comes from the evaluation's ``seed``, through keys of
     :func:`orthobench.seeding.derive_seed`: ``(seed, "init")`` the network's initialization (drawn
     on the CPU, so it is the same on every device), ``(seed, "order")`` the order of the training
@@ -463,8 +474,16 @@ class CNNTask(Task):
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError("batch_size", f"must be an integer >= 1, but got {batch_size!r}.")
-        if not 0.0 <= outlier_prob <= 1.0:
-            raise ConfigError("outlier_prob", f"must lie in [0, 1], but got {outlier_prob!r}.")
+        if (
+            isinstance(outlier_prob, bool)
+            or not isinstance(outlier_prob, numbers.Real)
+            or not 0.0 <= outlier_prob <= 1.0
+        ):
+            raise ConfigError(
+                "outlier_prob", f"must be a number in [0, 1], but got {show_value(outlier_prob)}."
+            )
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise ConfigError("path", f"must be a path or None, but got {show_value(path)}.")
         super().__init__(CNN_SPACE)
         self.dataset = dataset
         self.batch_size = batch_size
@@ -478,13 +497,14 @@ class CNNTask(Task):
 
     def outlier_samples(self, seed: int) -> int | None:
         """How many samples the evaluation with ``seed`` trains on if it is an outlier, else None."""
-        rng = np.random.default_rng(derive_seed(seed, "outlier"))
+        rng = np.random.default_rng(derive_seed(_seed(seed), "outlier"))
         low, high = OUTLIER_SAMPLES
         draw, n = rng.random(), int(rng.integers(low, high + 1))
         return n if draw < self.outlier_prob else None
 
     def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
         params = self.space.as_dict(x)
+        seed = _seed(seed)
         device = torch.device(device)
         data = _device_data(self.dataset, self.location, device)
         n_train = len(data.y_train)
@@ -546,18 +566,19 @@ class CNNTask(Task):
         xs = _check_batch(xs, seeds, self.dim)
         if not len(xs):
             return []
+        seeds = [_seed(s) for s in seeds]
         device = torch.device(device)
         data = _device_data(self.dataset, self.location, device)
         n_train, n_classes = len(data.y_train), self.data().n_classes
         params = [self.space.as_dict(x) for x in xs]
-        stops = [self.outlier_samples(int(s)) for s in seeds]
+        stops = [self.outlier_samples(s) for s in seeds]
         n_samples = [n_train if stop is None else min(stop, n_train) for stop in stops]
         nets = []
         for seed in seeds:
-            with torch_seed(derive_seed(int(seed), "init")):
+            with torch_seed(derive_seed(seed, "init")):
                 nets.append(SmallCNN(*data.x_train.shape[1:], n_classes=n_classes))
         orders = [
-            torch.randperm(n_train, generator=torch_generator(int(seed), "order"))[:n]
+            torch.randperm(n_train, generator=torch_generator(seed, "order"))[:n]
             for seed, n in zip(seeds, n_samples, strict=True)
         ]
         with _deterministic_cudnn():
@@ -571,6 +592,12 @@ class CNNTask(Task):
                 accuracies, trained, stops, n_samples, strict=True
             )
         ]
+
+
+def _seed(seed: int) -> int:
+    """``seed`` as a Python int: seeds are derived from their ``repr`` (:func:`derive_seed`), and
+    ``np.int64(3)``'s is not ``3``'s. A float or other non-integer raises ``TypeError``."""
+    return operator.index(seed)
 
 
 def _test_accuracy(model: nn.Module, data: _DeviceData) -> float:

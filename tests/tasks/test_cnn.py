@@ -117,6 +117,36 @@ def test_bad_parameters_name_their_field():
         CNNTask("svhn")
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "field", "shown"),
+    [
+        ({"dataset": "mnist", "path": 5}, "path", "int 5"),
+        ({"outlier_prob": "0.5"}, "outlier_prob", "str '0.5'"),
+        ({"outlier_prob": True}, "outlier_prob", "bool True"),
+    ],
+)
+def test_a_parameter_of_the_wrong_type_names_its_field_and_value(kwargs, field, shown):
+    """A non-path ``path`` was os.fspath's TypeError (no field, no value), a string
+    ``outlier_prob`` a comparison's, and True passed as probability 1."""
+    with pytest.raises(ConfigError) as err:
+        CNNTask(**kwargs)
+    assert err.value.field == field and shown in err.value.reason
+    assert "\n" not in str(err.value)
+
+
+def test_a_numpy_integer_seed_is_the_same_seed(device):
+    """Seeds are hashed by their ``repr`` (``derive_seed``), and ``np.int64(3)``'s is not ``3``'s:
+    the same seed as a numpy integer drew another outlier, image order and initialization."""
+    task = CNNTask("digits", batch_size=32, outlier_prob=0.5)
+    seeds = range(8)
+    assert [task.outlier_samples(np.int64(s)) for s in seeds] == [
+        task.outlier_samples(s) for s in seeds
+    ]
+    assert task.evaluate(GOOD, seed=np.int64(3), device=device) == task.evaluate(
+        GOOD, seed=3, device=device
+    )
+
+
 @pytest.mark.parametrize("dataset", ["mnist", "cifar10"])
 def test_trains_on_files_in_the_real_formats(tmp_path, dataset, device):
     if dataset == "mnist":

@@ -160,3 +160,42 @@ def test_the_padding_of_a_short_last_batch_never_reaches_the_network():
     poisoned, poisoned_loss = trained(float("nan"))
     assert math.isfinite(loss) and poisoned_loss == loss
     assert all(torch.equal(a, b) for a, b in zip(poisoned, weights, strict=True))
+
+
+def test_a_batch_size_above_the_training_set_pads_the_stack_to_the_set_only():
+    """Sequential training splits the images into one batch when ``batch_size`` exceeds the
+    training set; the stack padded every network's batches to ``batch_size`` and tried to allocate
+    ``k x batch_size`` indices (17.6 TB here) instead of training."""
+    task = CNNTask("digits", batch_size=2**40, outlier_prob=0.5)
+    seeds = _seeds_with_one_outlier(task, 2)
+    stacked = task.evaluate_batch(POINTS[:2], seeds=seeds, device=torch.device("cpu"))
+    for x, seed, evaluation in zip(POINTS[:2], seeds, stacked, strict=True):
+        _assert_same(evaluation, task.evaluate(x, seed=seed, device=torch.device("cpu")))
+
+
+def test_a_members_result_does_not_depend_on_the_rest_of_its_stack():
+    """Determinism holds per (point, seed, device, thread count, mode): a network's stacked
+    result is the same whichever networks train beside it (an outlier among them or not)."""
+    task = CNNTask("digits", batch_size=8, outlier_prob=0.2)
+    seeds = _seeds_with_one_outlier(task, len(POINTS))
+    cpu = torch.device("cpu")
+    together = task.evaluate_batch(POINTS, seeds=seeds, device=cpu)
+    for i in (0, 2):
+        (alone,) = task.evaluate_batch(POINTS[i : i + 1], seeds=seeds[i : i + 1], device=cpu)
+        assert alone == together[i]
+
+
+def test_a_diverging_training_is_a_finite_chance_level_error_in_both_modes():
+    """Learning rate 0.4 with momentum 1 and weight decay 1 overflows: the weights end non-finite,
+    every logit is NaN, ``argmax`` takes class 0 for every image (NaN counts as the maximum), and
+    ``y`` is 1 - class 0's share of the held-out split, with a null last loss: a recorded
+    evaluation, not a crash, and the same from the stack."""
+    task = CNNTask("digits", batch_size=8, outlier_prob=0.0)
+    diverging = np.array([[0.4, 1.0, 1.0, 100, 1.0]])
+    cpu = torch.device("cpu")
+    sequential = task.evaluate(diverging[0], seed=0, device=cpu)
+    (stacked,) = task.evaluate_batch(diverging, seeds=[0], device=cpu)
+    chance = 1.0 - float(np.mean(task.data().y_test == 0))
+    for evaluation in (sequential, stacked):
+        assert evaluation.y == pytest.approx(chance) and math.isfinite(evaluation.y)
+        assert evaluation.info["last_batch_loss"] is None and evaluation.info["final_lr"] == 0.4
