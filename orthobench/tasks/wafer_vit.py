@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +30,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from orthobench.exceptions import ConfigError
+from orthobench.exceptions import ConfigError, show_value
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
 from orthobench.space import Parameter, SearchSpace
 from orthobench.tasks.base import Evaluation, Task
@@ -79,6 +80,24 @@ def tiny_vit_config() -> ViTConfig:
         patch_size=16,
         num_channels=3,
     )
+
+
+def _patch_size(model: str) -> int | None:
+    """The patch side of ``model``'s ViT (16 for ViT-B/16 and ``tiny-random``), or None where its
+    config cannot be read without the network or ``transformers`` (the first evaluation's
+    :func:`load_backbone` then names the cause)."""
+    if model == TINY_RANDOM:
+        return tiny_vit_config().patch_size
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(
+            str(Path(model).expanduser()) if _is_path(model) else model, local_files_only=True
+        )
+    except (ImportError, OSError, ValueError):
+        return None
+    patch = getattr(config, "patch_size", None)
+    return patch if isinstance(patch, int) else None
 
 
 def _is_path(model: str) -> bool:
@@ -231,6 +250,7 @@ def train_head(
         The :class:`HeadFit`.
     """
     device = labels.device
+    seed = operator.index(seed)  # seeds are hashed by repr: np.int64(3) is not 3 there
     with torch_seed(derive_seed(seed, "init")):
         head = nn.Linear(in_features, num_classes)  # PyTorch's default init, drawn on the CPU
     head.to(device)
@@ -356,6 +376,7 @@ class WaferViTTask(Task):
             (a small random-weight ViT for tests; no download).
         path: The converted WM811K ``.npz``; default ``<data directory>/wm811k/wm811k.npz``.
         image_size: Side length the ViT sees; default (None) the model's own (224 for ViT-B/16).
+            At least the model's patch size (checked where its config is readable offline).
         epochs: Passes of head training over the training part.
         batch_size: Head training batch size.
         feature_batch_size: Maps per backbone forward pass during the one-off extraction.
@@ -397,9 +418,18 @@ class WaferViTTask(Task):
             )
         if not isinstance(model, str) or not model:
             raise ConfigError("model", f"must be a hub id or a directory, but got {model!r}.")
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise ConfigError("path", f"must be a path or None, but got {show_value(path)}.")
         self.path = check_wm811k(path)  # its array headers; the first evaluation reads it
         if model != TINY_RANDOM:
             self._check_model_available(model)
+        # A side below one patch fails in the patch embedding at every evaluation.
+        patch = None if image_size is None else _patch_size(model)
+        if patch is not None and image_size < patch:
+            raise ConfigError(
+                "image_size",
+                f"must be at least the model's patch size {patch}, but got {image_size}.",
+            )
         super().__init__(WAFER_VIT_SPACE)
         self.model = model
         self.image_size = image_size

@@ -329,6 +329,40 @@ def test_bad_settings_name_their_field(in_data_root, monkeypatch, tmp_path):
     assert err.value.field == "model"
 
 
+def test_a_non_path_path_names_its_field_and_value(in_data_root):
+    """A ``path`` of another type was os.fspath's TypeError, without the field or the value."""
+    with pytest.raises(ConfigError) as err:
+        WaferViTTask(model=TINY_RANDOM, path=5)
+    assert err.value.field == "path" and "int 5" in err.value.reason
+
+
+@pytest.mark.parametrize("image_size", [8, 15])
+def test_an_image_size_below_the_patch_size_is_refused_in_the_constructor(
+    in_data_root, tmp_path, image_size
+):
+    """A side below the ViT's 16-pixel patch built, and then every evaluation of every cell failed
+    in the patch embedding's convolution (kernel larger than the input)."""
+    saved = tmp_path / "vit"
+    load_backbone(TINY_RANDOM).save_pretrained(saved)
+    for model in (TINY_RANDOM, str(saved)):
+        with pytest.raises(ConfigError) as err:
+            WaferViTTask(model=model, image_size=image_size)
+        assert err.value.field == "image_size"
+        assert f"patch size 16, but got {image_size}" in err.value.reason
+    WaferViTTask(model=TINY_RANDOM, image_size=16)  # one patch: the smallest that runs
+
+
+def test_a_numpy_integer_seed_is_the_same_seed(in_data_root):
+    """Seeds are hashed by their ``repr`` (``derive_seed``), and ``np.int64(3)``'s is not ``3``'s:
+    the same seed as a numpy integer drew another head initialization and batch order."""
+    task = WaferViTTask(model=TINY_RANDOM, epochs=2, batch_size=16)
+    cpu = torch.device("cpu")
+    as_int = task.evaluate(GOOD, seed=3, device=cpu)
+    as_numpy = task.evaluate(GOOD, seed=np.int64(3), device=cpu)
+    assert as_numpy.y == as_int.y
+    assert as_numpy.info["last_epoch_loss"] == as_int.info["last_epoch_loss"]
+
+
 @pytest.mark.slow
 def test_a_suite_cell_runs_end_to_end_and_repeats_exactly(in_data_root):
     from orthobench.loop import run_cell
