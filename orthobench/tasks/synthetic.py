@@ -6,6 +6,8 @@ the wrapped BoTorch function, so noise has one owner and is seeded per evaluatio
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 from typing import Literal
 
@@ -32,8 +34,8 @@ class SyntheticTask(Task):
     """
 
     def __init__(self, function: SyntheticTestFunction, *, noise_std: float = 0.0) -> None:
-        if noise_std < 0:
-            raise ValueError(f"`noise_std` must be >= 0, but got {noise_std=}.")
+        if not (math.isfinite(noise_std) and noise_std >= 0):  # NaN passes `noise_std < 0`
+            raise ValueError(f"`noise_std` must be finite and >= 0, but got {noise_std=}.")
         if function.noise_std is not None or function.negate:
             raise ValueError(
                 "Wrap a noise-free, non-negated function: the task owns noise and sign."
@@ -102,9 +104,19 @@ class DelayedTask(SyntheticTask):
 
     With ``jitter`` the wait is ``seconds * u``, ``u`` uniform on ``[1 - jitter, 1 + jitter]``
     and drawn from the evaluation's seed (a generator of its own, so the values do not change):
-    evaluations of unequal length, as training runs are."""
+    evaluations of unequal length, as training runs are. The longest wait,
+    ``seconds * (1 + jitter)``, must be within ``time.sleep``'s range
+    (``threading.TIMEOUT_MAX``, about 292 years)."""
 
     def __init__(self, inner: SyntheticTask, seconds: float, jitter: float = 0.0) -> None:
+        if not 0.0 <= jitter <= 1.0:
+            raise ValueError(f"`jitter` must lie in [0, 1], but got {jitter=}.")
+        # Checked here, when the suite is loaded: time.sleep raises OverflowError past its range.
+        if not 0.0 <= seconds * (1 + jitter) <= threading.TIMEOUT_MAX:
+            raise ValueError(
+                f"`seconds * (1 + jitter)` must lie in [0, {threading.TIMEOUT_MAX:g}] (time.sleep's "
+                f"range), but got ({seconds=}, {jitter=})."
+            )
         super().__init__(inner.function, noise_std=inner.noise_std)
         self.optimal_value = inner.optimal_value
         self.seconds = float(seconds)

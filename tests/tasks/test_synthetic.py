@@ -104,3 +104,47 @@ def test_michalewicz10_regret_is_not_negative_at_its_minimizer(name):
     y = task.evaluate(_michalewicz10_minimizer(), seed=0, device=torch.device("cpu")).y
     assert y == pytest.approx(-9.6601517156413, abs=1e-12)
     assert 0.0 <= task.regret(y) < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"seconds": 1e10}, "seconds"),  # past time.sleep's range (threading.TIMEOUT_MAX)
+        ({"seconds": 6e9, "jitter": 0.9}, "seconds"),  # the longest wait is 1.9 x 6e9
+    ],
+)
+def test_delayed_refuses_a_wait_time_sleep_cannot_take_when_built(params, fragment):
+    """A wait past ``time.sleep``'s range built (suite load passed), and then every evaluation
+    raised OverflowError."""
+    with pytest.raises(ValueError, match=fragment) as err:
+        TASKS.create("delayed", **params)
+    assert "\n" not in str(err.value)
+    TASKS.create("delayed", seconds=6e9)  # within range: built, not waited for
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"seconds": -1.0}, "seconds"),
+        ({"seconds": float("nan")}, "seconds"),
+        ({"jitter": 1.5}, "jitter"),
+    ],
+)
+def test_delayed_task_checks_its_arguments(kwargs, fragment):
+    """DelayedTask built directly (not through the factory's annotated types) took a negative
+    wait (time.sleep's ValueError at every evaluation) and a jitter above 1."""
+    from orthobench.tasks.synthetic import DelayedTask, hartmann6
+
+    with pytest.raises(ValueError, match=fragment):
+        DelayedTask(hartmann6(), **{"seconds": 0.0, **kwargs})
+
+
+@pytest.mark.parametrize("noise_std", [float("nan"), float("inf")])
+def test_a_non_finite_noise_std_is_refused(noise_std):
+    """``nan < 0`` is False: a NaN noise_std was accepted and made every y NaN."""
+    from botorch.test_functions import Hartmann
+
+    from orthobench.tasks.synthetic import SyntheticTask
+
+    with pytest.raises(ValueError, match="noise_std"):
+        SyntheticTask(Hartmann(dim=6), noise_std=noise_std)
