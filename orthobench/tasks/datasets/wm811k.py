@@ -241,6 +241,17 @@ def wafer_label(value: Any) -> str | None:
     return str(flat[0])
 
 
+#: scikit-learn's ``random_state`` is a NumPy seed: an integer in ``[0, 2**32 - 1]``.
+_MAX_SEED = 2**32 - 1
+
+
+def _check_split(test_fraction: float, seed: int) -> None:
+    if not 0.0 < test_fraction < 1.0:
+        raise OrthobenchError(f"`test_fraction` must be in (0, 1), but got {test_fraction=}.")
+    if not 0 <= seed <= _MAX_SEED:
+        raise OrthobenchError(f"`seed` must be in [0, 2**32 - 1], but got {seed=}.")
+
+
 def split_indices(
     labels: np.ndarray, test_fraction: float = HELD_OUT_FRACTION, seed: int = SPLIT_SEED
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -259,20 +270,21 @@ def split_indices(
         ``0 .. N-1``.
 
     Raises:
-        OrthobenchError: when a class has fewer than 2 maps or the test part cannot hold one map
-            per class (scikit-learn's conditions for a stratified split).
+        OrthobenchError: for a ``test_fraction`` outside ``(0, 1)`` or a ``seed`` outside
+            ``[0, 2**32 - 1]``, or when a class has fewer than 2 maps or the test part cannot hold
+            one map per class (scikit-learn's conditions for a stratified split).
     """
     from sklearn.model_selection import train_test_split
 
-    if not 0.0 < test_fraction < 1.0:
-        raise OrthobenchError(f"`test_fraction` must be in (0, 1), but got {test_fraction=}.")
+    _check_split(test_fraction, seed)
     labels = np.asarray(labels)
     try:
         train, test = train_test_split(
             np.arange(labels.size), test_size=test_fraction, stratify=labels, random_state=seed
         )
     except ValueError as err:
-        counts = dict(zip(*np.unique(labels, return_counts=True), strict=True))
+        values, n = np.unique(labels, return_counts=True)
+        counts = {v.item(): int(c) for v, c in zip(values, n, strict=True)}
         raise OrthobenchError(
             f"cannot split {labels.size} maps with class counts {counts} stratified "
             f"({test_fraction=}): {err}"
@@ -312,6 +324,32 @@ class _LegacyUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
+def _lswmd_source(path: Path) -> int:
+    """The size of the file to unpickle; refuses a missing or empty one without reading it."""
+    if not path.is_file():
+        raise DatasetMissingError(
+            f"{path} does not exist; download LSWMD.pkl (http://mirlab.org/dataset/public/) and "
+            f"run `{CONVERT_COMMAND}` with its path."
+        )
+    size = path.stat().st_size
+    if size == 0:
+        raise OrthobenchError(
+            f"{path} is empty (0 bytes), not LSWMD.pkl; download it again "
+            "(http://mirlab.org/dataset/public/)."
+        )
+    return size
+
+
+def _unpickle(path: Path) -> Any:
+    import pandas as pd
+
+    try:
+        return pd.read_pickle(path)
+    except (ImportError, AttributeError, TypeError, ValueError, UnicodeDecodeError):
+        with open(path, "rb") as fh:
+            return _LegacyUnpickler(fh, encoding="latin1").load()
+
+
 def read_lswmd(path: str | Path) -> pd.DataFrame:
     """Unpickle an ``LSWMD.pkl`` DataFrame. This runs code from the file: use trusted files only.
 
@@ -320,21 +358,23 @@ def read_lswmd(path: str | Path) -> pd.DataFrame:
 
     Raises:
         DatasetMissingError: when ``path`` is not a file.
-        OrthobenchError: when the file is not a DataFrame with the LSWMD columns.
+        OrthobenchError: when the file is empty, cannot be unpickled (not a pickle, truncated, or
+            naming a class that is not there: the message names the error), or is not a
+            DataFrame with the LSWMD columns.
     """
     import pandas as pd
 
     path = Path(path)
-    if not path.is_file():
-        raise DatasetMissingError(
-            f"{path} does not exist; download LSWMD.pkl (http://mirlab.org/dataset/public/) and "
-            f"run `{CONVERT_COMMAND}` with its path."
-        )
+    size = _lswmd_source(path)
     try:
-        frame = pd.read_pickle(path)
-    except (ImportError, AttributeError, TypeError, ValueError, UnicodeDecodeError):
-        with open(path, "rb") as fh:
-            frame = _LegacyUnpickler(fh, encoding="latin1").load()
+        frame = _unpickle(path)
+    except Exception as err:
+        # Unpickling imports and calls what the file names, so a damaged file can raise any
+        # error; each is the file's fault, and the user needs its name, not a traceback.
+        raise OrthobenchError(
+            f"{path} ({size} bytes) cannot be unpickled: {type(err).__name__}: {err}; is it a "
+            "complete copy of LSWMD.pkl (http://mirlab.org/dataset/public/)?"
+        ) from err
     if not isinstance(frame, pd.DataFrame):
         raise OrthobenchError(
             f"{path}: expected a pandas DataFrame (LSWMD.pkl), but got {type(frame).__name__}."
@@ -423,10 +463,16 @@ def convert_lswmd(
         test_fraction: Share of each class in the test part.
 
     Raises:
-        OrthobenchError: for a file that is not an LSWMD DataFrame, an unknown class name, a map
-            that is not 2-D or has values outside ``{0, 1, 2}``, or no labelled map at all.
+        DatasetMissingError: when ``source`` is not a file.
+        OrthobenchError: for split settings :func:`split_indices` refuses, an empty file or one
+            that is not an LSWMD DataFrame (these before the warning and any unpickling), an
+            unknown class name, a map that is not 2-D or has values outside ``{0, 1, 2}``, or no
+            labelled map at all.
     """
     source = Path(source)
+    # Refuse what needs no unpickling first: the warning is for a file that will be unpickled.
+    _lswmd_source(source)
+    _check_split(test_fraction, seed)
     warnings.warn(
         f"Unpickling {source} runs code from the file: convert only a copy of LSWMD.pkl from a "
         "source you trust (http://mirlab.org/dataset/public/).",
@@ -617,21 +663,28 @@ def _read_wm811k(resolved: Path) -> WM811K:
     help="Output .npz (default: <data dir>/wm811k/wm811k.npz; data dir: ORTHOBENCH_DATA_DIR, else data/).",
 )
 @click.option(
-    "--seed", type=int, default=SPLIT_SEED, show_default=True, help="Seed of the 80/20 split."
+    "--seed",
+    type=click.IntRange(0, _MAX_SEED),
+    default=SPLIT_SEED,
+    show_default=True,
+    help="Seed of the stratified train/test split.",
 )
 @click.option(
     "--test-fraction",
     type=float,
     default=HELD_OUT_FRACTION,
     show_default=True,
-    help="Share of each class held out.",
+    help="Share of each class held out, in (0, 1).",
 )
 def convert_wm811k(source: Path, out: Path | None, seed: int, test_fraction: float) -> None:
     """Convert the public WM811K LSWMD.pkl (a pandas pickle) into a safe .npz.
 
     Unpickling runs code from the file: convert only a copy from a source you trust. Keeps the
-    labelled maps, resized to 48x48, with a stratified train/test split.
+    labelled maps, resized to 48x48, with a stratified train/test split. An existing output file
+    is replaced.
     """
+    _lswmd_source(source)  # before the warning: a missing or empty file is not unpickled
+    _check_split(test_fraction, seed)
     click.echo(
         f"warning: {source} is a pickle, and unpickling runs code from it; convert only a copy "
         "of LSWMD.pkl from a source you trust.",

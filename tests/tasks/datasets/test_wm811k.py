@@ -277,3 +277,42 @@ def test_convert_command_prints_the_warning_and_the_counts(converted, tmp_path):
     assert "unpickling runs code" in result.output
     assert f"labelled maps: {9 * N_PER_CLASS} of {9 * N_PER_CLASS + N_UNLABELLED}" in result.output
     assert load_wm811k(tmp_path / "c.npz").seed == 2
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        pytest.param(b"hello\n", "UnpicklingError", id="text"),
+        pytest.param(pickle.dumps(list(range(50)))[:40], "truncated", id="truncated"),
+        pytest.param(b"", "is empty", id="empty"),
+        # Unpickling imports what the file names and calls what it says: any error can come out.
+        pytest.param(b"cno_such_module_xyz\nThing\n.", "no_such_module_xyz", id="no-module"),
+        pytest.param(b"cbuiltins\ndivmod\n(I1\nI0\ntR.", "ZeroDivisionError", id="call-fails"),
+    ],
+)
+def test_a_damaged_pickle_is_one_line_naming_the_file(raw, reason, tmp_path):
+    source = tmp_path / "LSWMD.pkl"
+    source.write_bytes(raw)
+    with pytest.raises(OrthobenchError, match=reason) as err:
+        read_lswmd(source)
+    assert str(source) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_source_and_split_are_checked_before_the_unpickling_warning(converted, tmp_path):
+    calls = [
+        (tmp_path / "absent.pkl", {}, "does not exist"),
+        (converted[0], {"seed": -1}, r"seed=-1"),
+        (converted[0], {"seed": 2**32}, r"seed=4294967296"),
+        (converted[0], {"test_fraction": 1.0}, r"test_fraction=1.0"),
+    ]
+    for source, kwargs, message in calls:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(OrthobenchError, match=message):
+                convert_lswmd(source, tmp_path / "out.npz", **kwargs)
+        assert not [w for w in caught if issubclass(w.category, OrthobenchWarning)], message
+
+
+def test_split_errors_show_plain_class_counts():
+    with pytest.raises(OrthobenchError, match=r"class counts \{0: 1, 1: 3\}"):
+        split_indices(np.array([0, 1, 1, 1]), 0.5)
