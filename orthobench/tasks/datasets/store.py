@@ -393,20 +393,22 @@ def _fetch_file(file: DataFile, target: Path, log: Callable[[str], None]) -> Non
     then move it to ``target`` (a partial or mismatched download never takes its place)."""
     partial = target.with_name(target.name + ".part")
     failures = []
-    for url in file.urls:
-        log(f"downloading {url} ({file.size / 1e6:.1f} MB)")
-        try:
-            sha = _download(url, partial)
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
-            failures.append(f"{url}: {err}")
-            continue
-        if sha == file.sha256:
-            os.replace(partial, target)
-            record_verified(target, sha)
-            log(f"{target}: sha256 ok")
-            return
-        failures.append(f"{url}: SHA-256 {sha} does not match the published {file.sha256}")
-    partial.unlink(missing_ok=True)
+    try:
+        for url in file.urls:
+            log(f"downloading {url} ({file.size / 1e6:.1f} MB)")
+            try:
+                sha = _download(url, partial)
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+                failures.append(f"{url}: {err}")
+                continue
+            if sha == file.sha256:
+                os.replace(partial, target)
+                record_verified(target, sha)
+                log(f"{target}: sha256 ok")
+                return
+            failures.append(f"{url}: SHA-256 {sha} does not match the published {file.sha256}")
+    finally:  # also on Ctrl-C: a partial download is never kept
+        partial.unlink(missing_ok=True)
     raise OrthobenchError(f"could not fetch {file.name}, nothing was kept: {'; '.join(failures)}.")
 
 
@@ -420,7 +422,8 @@ def fetch(
     """Download the files of dataset ``name`` into ``<data directory>/<name>/``, verified.
 
     A file already there with the published SHA-256 is kept (unless ``force``); one with another
-    checksum is downloaded again. Bundled datasets have nothing to fetch.
+    checksum is downloaded again. Bundled datasets have nothing to fetch. When a file cannot be
+    fetched, the folders this call created are removed unless a file was kept in them.
 
     Args:
         name: A catalogued dataset.
@@ -440,14 +443,34 @@ def fetch(
         log(f"{name} ships with the package {dataset.bundled[0]!r}; nothing to fetch.")
         return locate(name)
     directory = data_dir(root) / name
-    directory.mkdir(parents=True, exist_ok=True)
-    for file in dataset.files:
-        target = directory / file.name
-        if target.is_file() and not force and file_matches(target, file.sha256):
-            log(f"{target}: present, sha256 ok")
-            continue
-        _fetch_file(file, target, log)
+    created = _make_directory(directory)
+    try:
+        for file in dataset.files:
+            target = directory / file.name
+            if target.is_file() and not force and file_matches(target, file.sha256):
+                log(f"{target}: present, sha256 ok")
+                continue
+            _fetch_file(file, target, log)
+    except BaseException:
+        # "Nothing was kept" includes the folders: remove those this call made while empty.
+        for folder in created:
+            try:
+                folder.rmdir()
+            except OSError:  # it holds a file (fetched, or put there meanwhile): keep it
+                break
+        raise
     return locate(name, root=root)
+
+
+def _make_directory(directory: Path) -> list[Path]:
+    """Create ``directory`` and its missing parents; return those it created, deepest first."""
+    missing = []
+    for folder in (directory, *directory.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    directory.mkdir(parents=True, exist_ok=True)
+    return missing
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -125,7 +125,46 @@ def test_a_checksum_mismatch_keeps_nothing(tmp_path, monkeypatch):
     with pytest.raises(OrthobenchError, match=r"does not match the published 0{64}") as err:
         store.fetch("mnist", root=tmp_path / "data")
     assert "\n" not in str(err.value)
-    assert os.listdir(tmp_path / "data" / "mnist") == []  # neither the file nor a .part
+    assert not (tmp_path / "data").exists()  # neither the file, a .part nor the folders
+
+
+def _unreachable_mnist(tmp_path) -> store.Dataset:
+    dataset = served_mnist(tmp_path / "served")
+    absent = (tmp_path / "absent").as_uri()
+    return dataclasses.replace(
+        dataset, files=tuple(dataclasses.replace(f, urls=(absent,)) for f in dataset.files)
+    )
+
+
+def test_a_failed_fetch_removes_only_the_folders_it_created(tmp_path, monkeypatch):
+    monkeypatch.setitem(store.CATALOGUE, "mnist", _unreachable_mnist(tmp_path))
+    with pytest.raises(OrthobenchError, match="nothing was kept"):
+        store.fetch("mnist", root=tmp_path / "a" / "b")
+    assert not (tmp_path / "a").exists()
+    existing = tmp_path / "existing"
+    (existing / "mnist").mkdir(parents=True)
+    with pytest.raises(OrthobenchError, match="nothing was kept"):
+        store.fetch("mnist", root=existing)
+    assert (existing / "mnist").is_dir()  # it was there before
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.setattr(store, "data_dir", lambda root=None: other)
+    with pytest.raises(OrthobenchError):
+        store.fetch("mnist")
+    assert other.is_dir()
+
+
+def test_an_interrupted_fetch_keeps_no_part_file_nor_folder(tmp_path, monkeypatch):
+    monkeypatch.setitem(store.CATALOGUE, "mnist", served_mnist(tmp_path / "served"))
+
+    def interrupted(url, target):
+        target.write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store, "_download", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.fetch("mnist", root=tmp_path / "data")
+    assert not (tmp_path / "data").exists()
 
 
 def test_status_lists_every_dataset(tmp_path):
