@@ -240,10 +240,22 @@ def log_qcei(
 
 
 def canonical_order(X: torch.Tensor) -> torch.Tensor:
-    """``b x q x d`` batches with each batch's points sorted by their first coordinate: batch
-    acquisitions on fixed base samples then do not depend on the order of a batch's rows (the
-    Cholesky factor does)."""
-    order = X[..., 0].argsort(dim=-1)
+    """``b x q x d`` batches with each batch's points sorted lexicographically (by their first
+    coordinate, ties by the next): batch acquisitions on fixed base samples then do not depend on
+    the order of a batch's rows (the Cholesky factor does). Ties are common: ``optimize_acqf``
+    clamps candidates to the box, so points share a bound (a sort by the first coordinate alone
+    left them in their given order, and the value moved by up to 36 nats with it)."""
+    if X.shape[-2] == 1:
+        return X
+    # cmp[..., i, j]: the sign of x_j - x_i at their first differing coordinate (0: equal).
+    key = X.detach()
+    sign = torch.sign(key.unsqueeze(-3) - key.unsqueeze(-2))  # b x q x q x d
+    first = (sign != 0).to(torch.uint8).argmax(dim=-1, keepdim=True)
+    cmp = sign.gather(-1, first).squeeze(-1)
+    index = torch.arange(X.shape[-2], device=X.device)
+    # Point i's rank: the points before it, equal ones by their position (a stable sort).
+    before = (cmp < 0) | ((cmp == 0) & (index < index.unsqueeze(-1)))
+    order = before.sum(dim=-1).argsort(dim=-1)
     return X.gather(-2, order.unsqueeze(-1).expand_as(X))
 
 
