@@ -176,9 +176,10 @@ class MarginalLogAcquisition(AcquisitionFunction):
         weights = torch.as_tensor(
             weights, dtype=members[0].theta.dtype, device=members[0].theta.device
         )
-        if weights.shape != (len(members),) or not bool((weights > 0).all()):
+        if weights.shape != (len(members),) or not bool(((weights > 0) & weights.isfinite()).all()):
             raise ValueError(
-                f"`weights` must be {len(members)} positive numbers, but got {weights.tolist()}."
+                f"`weights` must be {len(members)} finite positive numbers, "
+                f"but got {weights.tolist()}."
             )
         if not 0 < alpha <= 1:
             raise ValueError(
@@ -230,7 +231,7 @@ class MarginalLogAcquisition(AcquisitionFunction):
         r"""The ensemble estimates in factored form: ``EI_ens = exp(log_scale) * value``.
 
         Args:
-            X: ``batch x 1 x d`` candidates.
+            X: ``batch x q x d`` candidates (``q = 1`` but for the batch acquisitions).
             estimator: Estimator name for members with equal-weight draws; None: this
                 acquisition's.
 
@@ -368,10 +369,11 @@ class MarginalLogQEI(MarginalLogAcquisition):
     @contextlib.contextmanager
     def in_given_order(self) -> Iterator[None]:
         """Within the block each batch's rows are taken in their given order, not sorted first
-        (``canonical=False`` of :func:`~orthobench.surrogates.batch_ei.log_qei`): a smooth function of
-        ``X``, equal to the acquisition wherever a batch's first coordinates increase down its
-        rows. For a local climb from a sorted batch: the sort is a jump where two points' first
-        coordinates cross, and L-BFGS-B's line searches stop at it."""
+        (``canonical=False`` of :func:`~orthobench.surrogates.batch_ei.log_qei`): a smooth
+        function of ``X``, equal to the acquisition wherever a batch's rows are in canonical order
+        (:func:`~orthobench.surrogates.batch_ei.canonical_order`). For a local climb from a sorted
+        batch: the sort is a jump where two points' first coordinates cross, and L-BFGS-B's line
+        searches stop at it."""
         self._canonical = False
         try:
             yield
