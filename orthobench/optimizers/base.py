@@ -29,6 +29,7 @@ and the next ``ask`` returns what the uninterrupted optimizer would have returne
 
 from __future__ import annotations
 
+import numbers
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
+from orthobench.exceptions import one_line
 from orthobench.seeding import derive_seed
 
 #: The surrogate models an optimizer may declare it fits (:attr:`Optimizer.surrogate`).
@@ -153,13 +155,19 @@ class Optimizer(ABC):
                 told); None or ``0 x d``: none. :meth:`_ask` finds them in :attr:`pending`.
 
         Raises:
-            ValueError: if ``n`` is outside ``[1, max_batch]``, the pending points are not
-                finite ``p x d`` unit-cube points or are given to an optimizer that does not
-                accept them (:attr:`accepts_pending`), or the history holds fewer than
+            ValueError: if ``n`` is not an integer in ``[1, max_batch]``, the pending points
+                are not finite ``p x d`` unit-cube points or are given to an optimizer that does
+                not accept them (:attr:`accepts_pending`), or the history holds fewer than
                 :attr:`min_observations` points.
         """
         pending_t = self._check_pending(pending)
         limit = self.max_batch
+        # Checked before the ask is counted: a float or bool would fail inside `_ask`, after it.
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+            raise ValueError(
+                f"{type(self).__name__}.ask() needs an integer number of points, but got {n=}."
+            )
+        n = int(n)
         if n < 1 or (limit is not None and n > limit):
             raise ValueError(
                 f"{type(self).__name__} proposes between 1 and {limit or 'any number of'} points "
@@ -237,13 +245,30 @@ class Optimizer(ABC):
     def tell(self, x: np.ndarray, y: np.ndarray, constraints: np.ndarray | None = None) -> None:
         """Add evaluated points (``n x d`` unit cube) with their objective values (``n``) and, on
         a constrained task, their constraint values (``n x m``, feasible where every one is
-        ``<= 0``; kept in :attr:`train_c`, which has ``m = 0`` columns on other tasks)."""
-        x_t = torch.as_tensor(np.atleast_2d(x), device=self.device, dtype=self.dtype)
+        ``<= 0``; kept in :attr:`train_c`, which has ``m = 0`` columns on other tasks).
+
+        Points beyond the cube by float round-off are clipped; telling no points (``n = 0``)
+        changes nothing.
+
+        Raises:
+            ValueError: on one line, for other shapes, a point that is not finite or leaves the
+                unit cube, or a non-finite objective or constraint value; nothing is added.
+        """
+        x_a = np.atleast_2d(np.asarray(x, dtype=np.float64))
         y_t = torch.as_tensor(np.atleast_1d(y), device=self.device, dtype=self.dtype)
-        if x_t.shape[-1] != self.dim or x_t.shape[0] != y_t.shape[0]:
+        if x_a.ndim != 2 or x_a.shape[-1] != self.dim or y_t.ndim != 1 or len(x_a) != len(y_t):
             raise ValueError(
-                f"tell() needs x of shape n x {self.dim} and y of shape n, got {tuple(x_t.shape)} and {tuple(y_t.shape)}."
+                f"tell() needs x of shape n x {self.dim} and y of shape n, got {x_a.shape} and "
+                f"{tuple(y_t.shape)}."
             )
+        # As the pending points: a NaN point would reach the history (MC-TPE proposed from it).
+        bad = (~np.isfinite(x_a) | (x_a < -_BOUNDS_ATOL) | (x_a > 1 + _BOUNDS_ATOL)).any(axis=-1)
+        if bad.any():
+            raise ValueError(
+                f"tell() needs finite points in the unit cube, but rows "
+                f"{np.flatnonzero(bad).tolist()} are not: {one_line(str(x_a[bad].tolist()))}."
+            )
+        x_t = torch.as_tensor(np.clip(x_a, 0.0, 1.0), device=self.device, dtype=self.dtype)
         if not torch.isfinite(y_t).all():
             raise ValueError(f"tell() needs finite objective values, but got {y_t.tolist()}.")
         m = self.train_c.shape[-1] if self.train_y.shape[0] else None
@@ -259,6 +284,8 @@ class Optimizer(ABC):
             )
         if not torch.isfinite(c_t).all():
             raise ValueError(f"tell() needs finite constraint values, but got {c_t.tolist()}.")
+        if not len(y_t):
+            return  # no observation: no hook (TuRBO would count an empty batch as a failure)
         self._on_tell(x_t, y_t)
         self.train_x = torch.cat([self.train_x, x_t])
         self.train_y = torch.cat([self.train_y, y_t])
@@ -288,7 +315,8 @@ class Optimizer(ABC):
         """Restore :meth:`state_dict` after the same history has been told again.
 
         Raises:
-            ValueError: if the history told so far is not the one the state was saved with.
+            ValueError: if the history told so far holds another number of observations than
+                the one the state was saved with (only the count is compared).
         """
         if state["n_observations"] != self.train_y.shape[0]:
             raise ValueError(

@@ -14,7 +14,8 @@ On a constrained task (``train_c`` has ``m > 0`` columns) :class:`QLogEI` fits o
 outcome -- the objective on ``-y``, each constraint on its values as observed -- into a
 ``ModelListGP`` and weights the improvement over the best feasible value by each constraint
 sample's feasibility (``c_i <= 0``), as BoTorch's constrained ``qLogExpectedImprovement``
-[Gardner2014constrained]_; :class:`QUCB` stays unconstrained.
+[Gardner2014constrained]_; :class:`QUCB` stays unconstrained: it models the objective alone,
+also where it is told constraint values (the loop refuses it a constrained task).
 
 References:
     .. [Ament2023logei] S. Ament, S. Daulton, D. Eriksson, M. Balandat, E. Bakshy. Unexpected
@@ -25,6 +26,7 @@ References:
 
 from __future__ import annotations
 
+import math
 import time
 from abc import abstractmethod
 from typing import Any, ClassVar, Literal
@@ -93,15 +95,19 @@ class _GPAcquisitionOptimizer(GPOptimizer):
         self, model: SingleTaskGP | ModelListGP, sampler: SobolQMCNormalSampler
     ) -> AcquisitionFunction:
         """The acquisition to maximize on the fitted model: a ``SingleTaskGP`` of ``-y``, or on a
-        constrained history a ``ModelListGP`` of ``-y`` and the ``m`` constraints, in that order."""
+        constrained history of an optimizer that :attr:`handles_constraints` a ``ModelListGP``
+        of ``-y`` and the ``m`` constraints, in that order."""
 
     def _fit(self, where: torch.device) -> tuple[SingleTaskGP | ModelListGP, dict[str, Any]]:
         """Fit the GP of ``-y`` and, on a constrained history, one GP per constraint column.
 
-        Returns the model (a ``ModelListGP`` of ``1 + m`` outputs when ``m > 0``) and the fit info
+        Returns the model (a ``ModelListGP`` of ``1 + m`` outputs when ``m > 0`` and the
+        optimizer :attr:`handles_constraints`, else the objective's GP) and the fit info
         (the largest gradient norm, stationary only if every fit is, fallbacks joined).
         """
-        targets = [-self.train_y] + list(self.train_c.T)  # each t
+        # An optimizer that does not handle constraints (QUCB) searches the objective alone.
+        constraints = list(self.train_c.T) if self.handles_constraints else []
+        targets = [-self.train_y, *constraints]  # each t
         models, infos = [], []
         for i, target in enumerate(targets):
             model, info = fit_model(
@@ -211,31 +217,37 @@ class QLogEI(_GPAcquisitionOptimizer):
         if not isinstance(model, ModelListGP):
             best_f = (-self.train_y).max().to(model.train_targets.device)
             return qLogExpectedImprovement(model, best_f=best_f, sampler=sampler)
-        device = model.models[0].train_targets.device
-        m = self.train_c.shape[-1]
-        feasible = self.feasible
-        if feasible.any():
-            best_f = (-self.train_y[feasible]).max()
-        else:
-            objective_model = model.models[0]
-            with torch.no_grad():
-                lower = -get_infeasible_cost(self.train_x.to(device), objective_model).squeeze()
-            best_f = torch.minimum(lower.to(self.train_y), (-self.train_y).min())
-        # Each constraint in units of its observed spread: BoTorch's eta (1e-3) is a width in
-        # the constraint's units, so on the pressure vessel's (values up to 1e5) the smoothed
-        # indicator is a step with no gradient and L-BFGS fails; scaling keeps feasibility.
-        scales = (
-            self.train_c.std(dim=0).clamp_min(1e-9).tolist() if len(self.train_c) > 1 else [1.0] * m
-        )
-        return qLogExpectedImprovement(
-            model,
-            best_f=best_f.to(device),
-            sampler=sampler,
-            objective=GenericMCObjective(lambda Z, X=None: Z[..., 0]),
-            constraints=[
-                lambda Z, i=i, scale=scales[i - 1]: Z[..., i] / scale for i in range(1, m + 1)
-            ],
-        )
+        return constrained_log_ei(model, self.train_x, self.train_y, self.train_c, sampler)
+
+
+def constrained_log_ei(
+    model: ModelListGP, x: Tensor, y: Tensor, c: Tensor, sampler: SobolQMCNormalSampler
+) -> qLogExpectedImprovement:
+    """BoTorch's constrained qLogEI of :class:`QLogEI` (its docstring has the formula) on
+    ``model``, a ``ModelListGP`` of ``-y`` and the ``m`` constraints fitted on ``x`` (``t x d``),
+    ``y`` (``t``) and ``c`` (``t x m``); TuRBO's ``acquisition="qlogei"`` takes it on its run."""
+    device = model.models[0].train_targets.device
+    m = c.shape[-1]
+    feasible = (c <= 0).all(dim=-1)  # t
+    if feasible.any():
+        best_f = (-y[feasible]).max()
+    else:
+        with torch.no_grad():
+            lower = -get_infeasible_cost(x.to(device), model.models[0]).squeeze()
+        best_f = torch.minimum(lower.to(y), (-y).min())
+    # Each constraint in units of its observed spread: BoTorch's eta (1e-3) is a width in
+    # the constraint's units, so on the pressure vessel's (values up to 1e5) the smoothed
+    # indicator is a step with no gradient and L-BFGS fails; scaling keeps feasibility.
+    scales = c.std(dim=0).clamp_min(1e-9).tolist() if len(c) > 1 else [1.0] * m
+    return qLogExpectedImprovement(
+        model,
+        best_f=best_f.to(device),
+        sampler=sampler,
+        objective=GenericMCObjective(lambda Z, X=None: Z[..., 0]),
+        constraints=[
+            lambda Z, i=i, scale=scales[i - 1]: Z[..., i] / scale for i in range(1, m + 1)
+        ],
+    )
 
 
 class QUCB(_GPAcquisitionOptimizer):
@@ -273,8 +285,8 @@ class QUCB(_GPAcquisitionOptimizer):
         acq_device: Literal[ACQ_DEVICES] = "auto",
         **kwargs,
     ) -> None:
-        if beta < 0:
-            raise ValueError(f"`beta` must be >= 0, but got {beta=}.")
+        if not 0.0 <= beta < math.inf:  # NaN too: every acquisition value would be NaN
+            raise ValueError(f"`beta` must be a finite float >= 0, but got {beta=}.")
         super().__init__(
             dim,
             kernel=kernel,

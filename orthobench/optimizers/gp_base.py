@@ -64,12 +64,25 @@ class GPOptimizer(Optimizer):
     ) -> None:
         super().__init__(dim, **kwargs)
         check_at_least(1, raw_samples=raw_samples, num_restarts=num_restarts)
+        GPOptimizer.check_params(raw_samples=raw_samples, num_restarts=num_restarts)
         self.raw_samples = raw_samples
         self.num_restarts = num_restarts
         # Validates the rule before any data arrives.
         devices.fit_device(fit_device, self.device, 0)
         self.fit_device = fit_device
         self._acq_fallbacks: list[str] = []  # of the current ask (see `_maximize`)
+
+    @staticmethod
+    def check_params(*, raw_samples: int, num_restarts: int, **_: Any) -> None:
+        """The multistart's rule (:meth:`~orthobench.optimizers.base.Optimizer.check_params`):
+        ``optimize_acqf`` starts its ``num_restarts`` climbs from as many distinct points of the
+        ``raw_samples``; with fewer it raises at every step, and each step fell back to a Sobol'
+        point."""
+        if raw_samples < num_restarts:
+            raise ValueError(
+                f"`raw_samples >= num_restarts` must hold, but got ({raw_samples=}, "
+                f"{num_restarts=})."
+            )
 
     def _unit_bounds(self) -> Tensor:
         """``2 x d`` bounds of the unit cube on the optimizer's device and dtype."""

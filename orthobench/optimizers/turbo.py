@@ -58,8 +58,6 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 from botorch.acquisition import qLogExpectedImprovement
-from botorch.acquisition.objective import GenericMCObjective
-from botorch.acquisition.utils import get_infeasible_cost
 from botorch.generation import MaxPosteriorSampling
 from botorch.generation.sampling import ConstrainedMaxPosteriorSampling
 from botorch.models import ModelListGP, SingleTaskGP
@@ -69,6 +67,7 @@ from torch.quasirandom import SobolEngine
 from orthobench.config.params import Count, NonNegativeCount, NonNegativeFloat, PositiveFloat
 from orthobench.devices import FIT_DEVICES
 from orthobench.optimizers.base import Suggestion, check_at_least
+from orthobench.optimizers.botorch_baselines import constrained_log_ei
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
 from orthobench.surrogates.fit import FITS, WarmStarts, fit_model
@@ -259,12 +258,11 @@ class TuRBO(GPOptimizer):
             success_tolerance=success_tolerance,
             function_samples=function_samples,
         )
-        check_at_least(
-            0,
-            failure_tolerance=failure_tolerance,
-            n_candidates=n_candidates,
-            min_improvement=min_improvement,
-        )
+        check_at_least(0, failure_tolerance=failure_tolerance, n_candidates=n_candidates)
+        if not 0.0 <= min_improvement < math.inf:  # NaN too: every batch would be a failure
+            raise ValueError(
+                f"`min_improvement` must be a finite float >= 0, but got {min_improvement=}."
+            )
         self.acquisition = acquisition
         self.kernel = kernel
         self.length_init = length_init
@@ -285,10 +283,16 @@ class TuRBO(GPOptimizer):
         self._told_c: np.ndarray | None = None  # the constraints of the tell in progress
 
     @staticmethod
-    def check_params(*, length_init: float, length_min: float, length_max: float, **_: Any) -> None:
+    def check_params(
+        *, length_init: float, length_min: float, length_max: float, **params: Any
+    ) -> None:
         """TuRBO's rule over several parameters
         (:meth:`~orthobench.optimizers.base.Optimizer.check_params`): a run's region starts
-        above the length that collapses it and within the largest length."""
+        above the length that collapses it and within the largest length; and the multistart's
+        rule (:meth:`GPOptimizer.check_params`) where ``raw_samples`` and ``num_restarts`` are
+        given."""
+        if {"raw_samples", "num_restarts"} <= params.keys():
+            GPOptimizer.check_params(**params)
         if not 0.0 < length_min < length_init <= length_max:
             raise ValueError(
                 f"`0 < length_min < length_init <= length_max` must hold, but got ({length_min=}, "
@@ -499,24 +503,15 @@ class TuRBO(GPOptimizer):
         constraint_models: list[SingleTaskGP] | None = None,
         c_run: Tensor | None = None,
     ) -> Tensor:
-        """qLogEI of ``-f`` over the run's best (with constraints: the constrained qLogEI over
-        the best feasible ``-y``), maximized inside the region -> ``n x d``."""
+        """qLogEI of ``-f`` over the run's best (with constraints: the constrained qLogEI of
+        :class:`~orthobench.optimizers.botorch_baselines.QLogEI` on the run's points,
+        :func:`~orthobench.optimizers.botorch_baselines.constrained_log_ei`), maximized inside
+        the region -> ``n x d``."""
         sampler = self._sampler(self.function_samples)
         if not constraint_models:
             acqf = qLogExpectedImprovement(model, best_f=(-y_run).max(), sampler=sampler)
             return self._maximize(acqf, q=n, bounds=torch.stack([lower, upper]))
-        feasible = (c_run <= 0).all(dim=-1)  # t_run
-        if feasible.any():
-            best_f = (-y_run[feasible]).max()
-        else:
-            with torch.no_grad():
-                lower_bound = -get_infeasible_cost(model.train_inputs[0], model).squeeze()
-            best_f = torch.minimum(lower_bound.to(y_run), (-y_run).min())
-        acqf = qLogExpectedImprovement(
-            ModelListGP(model, *constraint_models),
-            best_f=best_f,
-            sampler=sampler,
-            objective=GenericMCObjective(lambda Z, X=None: Z[..., 0]),
-            constraints=[lambda Z, i=i: Z[..., i] for i in range(1, len(constraint_models) + 1)],
+        acqf = constrained_log_ei(
+            ModelListGP(model, *constraint_models), model.train_inputs[0], y_run, c_run, sampler
         )
         return self._maximize(acqf, q=n, bounds=torch.stack([lower, upper]))

@@ -9,7 +9,9 @@ from click.testing import CliRunner
 
 from orthobench.cli import cli
 from orthobench.exceptions import ConfigError, RegistryError, SuiteError
+from orthobench.optimizers.botorch_baselines import QUCB, QLogEI
 from orthobench.optimizers.orthobo import MCEI, OrthoBO
+from orthobench.optimizers.rpr import RPR
 from orthobench.optimizers.tpe import MCTPE, OrthoBOTPE
 from orthobench.optimizers.turbo import TuRBO
 from orthobench.registry import OPTIMIZERS
@@ -118,6 +120,19 @@ RULES = [
         "got (n_good_candidates=0, n_sobol_candidates=0).",
         id="orthobo-tpe-no-candidates",
     ),
+    # GPOptimizer's multistart rule, which qLogEI, qUCB, RPR inherit and TuRBO's includes.
+    *(
+        pytest.param(
+            name,
+            cls,
+            {"raw_samples": 4, "num_restarts": 8},
+            "params",
+            f"optimizer '{name}': `raw_samples >= num_restarts` must hold, but got "
+            "(raw_samples=4, num_restarts=8).",
+            id=f"{name}-fewer-raw-samples-than-restarts",
+        )
+        for name, cls in [("qlogei", QLogEI), ("ucb", QUCB), ("turbo", TuRBO), ("rpr", RPR)]
+    ),
 ]
 
 # A user's optimizer with a rule over two parameters and one that blames one of them.
@@ -190,6 +205,7 @@ def test_the_constructor_refuses_the_same_combination_by_the_same_rule(
         ("mc-ei", {"kernel": ["linear", "rbf-iso"], "delta": 0.499}),
         ("turbo", {"length_min": 0.5, "length_init": 1.6}),
         ("mc-tpe", {"n_good_candidates": 0, "n_sobol_candidates": 1}),
+        ("qlogei", {"raw_samples": 8, "num_restarts": 8}),
     ],
 )
 def test_combinations_on_the_edge_of_a_rule_load_and_build(name, params):
