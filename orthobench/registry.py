@@ -55,7 +55,15 @@ from typing import Any
 from orthobench.config import names
 from orthobench.config.params import check_value, is_constrained
 from orthobench.config.schema import float_text_hint
-from orthobench.exceptions import ConfigError, RegistryError, UnknownNameError, show_value
+from orthobench.exceptions import (
+    ConfigError,
+    RegistryError,
+    UnknownNameError,
+    describe_error,
+    error_message,
+    one_line,
+    show_value,
+)
 
 # Keyword arguments the loop passes to every optimizer factory itself.
 _OPTIMIZER_RESERVED = ("dim", "seed", "device", "dtype")
@@ -140,8 +148,9 @@ def _attribute(module: Any, attr: str, path: str) -> Any:
 
 
 def _import_failure(module_name: str, path: str, err: BaseException) -> RegistryError:
+    # describe_error: the module's own message may span lines (or fail to print).
     return RegistryError(
-        "name", f"Cannot import module {module_name!r} of {path!r}: {type(err).__name__}: {err}."
+        "name", f"Cannot import module {module_name!r} of {path!r}: {describe_error(err)}."
     )
 
 
@@ -224,10 +233,11 @@ class Registry:
         base_name = self._base.rpartition(":")[2]
         if inspect.isclass(obj) and issubclass(obj, _import_path(self._base)):
             return obj
+        article = "an" if base_name[:1].lower() in "aeiou" else "a"
         raise RegistryError(
             "name",
-            f"{name!r} is {_describe(obj)}, not a {base_name} subclass or a function marked "
-            f"with @orthobench.{self.kind}_factory; a suite may only name those.",
+            f"{name!r} is {_describe(obj)}, not {article} {base_name} subclass or a function "
+            f"marked with @orthobench.{self.kind}_factory; a suite may only name those.",
         )
 
     def register(self, name: str, factory: Callable[..., Any] | None = None) -> Any:
@@ -295,12 +305,20 @@ class Registry:
         factory's ``check_params`` refuses.
 
         Raises:
-            RegistryError: as :meth:`resolve`, or for a parameter (field ``params.<key>``, or
+            RegistryError: as :meth:`resolve`, for an abstract class (field ``name``: it cannot
+                be built), or for a parameter (field ``params.<key>``, or
                 ``params.<key>[i]`` for an item of a list), missing required parameters (field
                 ``params``) or a combination (field ``params``, or ``params.<key>`` where the
                 rule blames one parameter).
         """
         entry = self.resolve(name)
+        if inspect.isabstract(entry.factory):  # the base class too: refused at load, not built
+            cls = entry.factory
+            raise RegistryError(
+                "name",
+                f"{name!r} is the abstract class {cls.__module__}.{cls.__qualname__}: implement "
+                f"{', '.join(sorted(cls.__abstractmethods__))}.",
+            )
         for key, value in params.items():
             if key not in entry.params:
                 if entry.accepts_any:
@@ -349,8 +367,10 @@ class Registry:
                 f"params.{err.field}",
                 f"{self.kind} {entry.name!r} parameter {err.field!r}: {err.reason}",
             ) from None
-        except ValueError as err:
-            raise RegistryError("params", f"{self.kind} {entry.name!r}: {err}") from None
+        except ValueError as err:  # a plugin's message may span lines
+            raise RegistryError(
+                "params", f"{self.kind} {entry.name!r}: {one_line(error_message(err))}"
+            ) from None
 
     def create(self, name: str, *args: Any, **params: Any) -> Any:
         return self.resolve(name).factory(*args, **params)

@@ -192,7 +192,7 @@ def test_marked_factories_and_subclasses_load_by_import_path(plugin):
     assert TASKS.resolve(f"{plugin}:make_sphere").params["dim"] == 2
     assert TASKS.resolve(f"{plugin}:Mixed").factory.__name__ == "Mixed"
     assert OPTIMIZERS.resolve(f"{plugin}:CenterOptimizer").params["jitter"] == 0.1
-    with pytest.raises(RegistryError, match="not a Optimizer subclass"):
+    with pytest.raises(RegistryError, match="not an Optimizer subclass"):
         OPTIMIZERS.resolve(f"{plugin}:make_sphere")  # a task factory is no optimizer
 
 
@@ -369,3 +369,70 @@ def test_a_module_that_fails_to_import_is_one_registry_error(tmp_path, monkeypat
     with pytest.raises(RegistryError, match="RuntimeError: no licence server") as info:
         TASKS.resolve("brokenplugin:Task")
     assert info.value.field == "name"
+
+
+ABSTRACT_PLUGIN = """
+from orthobench import Optimizer
+
+
+class HalfDone(Optimizer):
+    \"\"\"Forgot to implement _ask.\"\"\"
+"""
+
+
+@pytest.mark.parametrize(
+    ("registry", "name", "missing"),
+    [
+        (OPTIMIZERS, "orthobench.optimizers.base:Optimizer", "_ask"),
+        (OPTIMIZERS, "orthobench.optimizers.gp_base:GPOptimizer", "_ask"),
+        (OPTIMIZERS, "orthobench.optimizers.sobol:SobolSearch.__base__", "_ask"),
+        (OPTIMIZERS, "halfdoneplugin:HalfDone", "_ask"),
+        (TASKS, "orthobench.tasks.base:Task", "evaluate"),
+    ],
+)
+def test_an_abstract_class_is_refused_when_the_suite_loads(
+    registry, name, missing, tmp_path, monkeypatch
+):
+    """An abstract class passed the check (it is a subclass of the base: the base itself) and
+    failed only when the run built it."""
+    (tmp_path / "halfdoneplugin.py").write_text(ABSTRACT_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RegistryError, match=f"abstract class .*: implement {missing}") as info:
+        registry.check_params(name, {})
+    assert info.value.field == "name" and name in info.value.reason
+
+
+def test_what_a_module_raised_at_import_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "multilineimport.py").write_text("raise RuntimeError('first line\\nsecond line')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RegistryError) as info:
+        OPTIMIZERS.resolve("multilineimport:X")
+    assert "\n" not in str(info.value)
+    assert "RuntimeError: first line\\nsecond line" in info.value.reason
+
+
+RULE_PLUGIN = """
+from orthobench import Optimizer, Suggestion
+
+
+class Ruled(Optimizer):
+    @staticmethod
+    def check_params(*, width: float, **_):
+        if width > 1:
+            raise ValueError(f"width={width} is too wide;\\nsee the docs")
+
+    def __init__(self, dim, *, width: float = 0.5, **kwargs):
+        super().__init__(dim, **kwargs)
+
+    def _ask(self, n):
+        return Suggestion(x=[[0.5] * self.dim] * n)
+"""
+
+
+def test_a_rule_of_a_plugin_is_reported_on_one_line(tmp_path, monkeypatch):
+    (tmp_path / "multilinerule.py").write_text(RULE_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RegistryError) as info:
+        OPTIMIZERS.check_params("multilinerule:Ruled", {"width": 2.0})
+    assert info.value.field == "params" and "\n" not in str(info.value)
+    assert "width=2.0 is too wide" in info.value.reason
