@@ -226,6 +226,8 @@ class OrthoBO(GPOptimizer):
             screen_theta_samples=screen_theta_samples,
             coarse_theta_samples=coarse_theta_samples,
             batch_theta_samples=batch_theta_samples,
+            raw_samples=raw_samples,
+            num_restarts=num_restarts,
         )
         spec = _resolve_estimator(estimator, theta_sampling)
         self.theta_estimator = spec._replace(rb=spec.rb or rb)
@@ -261,10 +263,12 @@ class OrthoBO(GPOptimizer):
         screen_theta_samples: int | None,
         coarse_theta_samples: int | None,
         batch_theta_samples: int | None = None,
-        **_: Any,
+        **rest: Any,
     ) -> None:
         """OrthoBO's rules over several parameters
-        (:meth:`~orthobench.optimizers.base.Optimizer.check_params`): ``estimator`` and
+        (:meth:`~orthobench.optimizers.base.Optimizer.check_params`): the multistart's
+        (:meth:`GPOptimizer.check_params <orthobench.optimizers.gp_base.GPOptimizer.check_params>`);
+        ``estimator`` and
         ``theta_sampling`` name one sampling (:func:`_resolve_estimator`); with antithetic draws
         every budget that draws is even, checked here rather than when the screen or coarse
         stage first draws (:func:`~orthobench.config.params.check_even_budgets`); the weight
@@ -276,6 +280,7 @@ class OrthoBO(GPOptimizer):
             "coarse_theta_samples": coarse_theta_samples,
             "batch_theta_samples": batch_theta_samples,
         }
+        GPOptimizer.check_params(**rest)
         check_even_budgets(_resolve_estimator(estimator, theta_sampling), budgets)
         check_weight_floor(delta, len(_kernels(kernel)))
 

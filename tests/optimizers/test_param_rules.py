@@ -131,7 +131,14 @@ RULES = [
             "(raw_samples=4, num_restarts=8).",
             id=f"{name}-fewer-raw-samples-than-restarts",
         )
-        for name, cls in [("qlogei", QLogEI), ("ucb", QUCB), ("turbo", TuRBO), ("rpr", RPR)]
+        for name, cls in [
+            ("qlogei", QLogEI),
+            ("ucb", QUCB),
+            ("turbo", TuRBO),
+            ("rpr", RPR),
+            ("orthobo", OrthoBO),
+            ("mc-ei", MCEI),
+        ]
     ),
 ]
 
