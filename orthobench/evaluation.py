@@ -88,12 +88,15 @@ class EvaluationRequest:
             index (its record is numbered in the order it finished).
         x: ``d`` values in native units.
         seed: The evaluation's seed.
+        batch: Of an asynchronous cell's BO point, the ask that proposed it (its record's
+            ``batch``); None otherwise.
     """
 
     position: int
     iteration: int
     x: np.ndarray
     seed: int
+    batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ def evaluate_point(
     )
     if timed_out:
         return timeout_outcome(task, seconds)
-    return outcome_of(task, evaluation, seconds, request.iteration, label)
+    return outcome_of(task, evaluation, seconds, request.iteration, label, request.batch)
 
 
 def call_within(
@@ -164,20 +167,28 @@ def timeout_outcome(task: Task, seconds: float) -> Outcome:
 
 
 def outcome_of(
-    task: Task, evaluation: object, seconds: float, iteration: int, label: str
+    task: Task,
+    evaluation: object,
+    seconds: float,
+    iteration: int,
+    label: str,
+    batch: int | None = None,
 ) -> Outcome:
     """The :class:`Outcome` of what ``task``'s evaluation at ``iteration`` returned, checked as
-    :func:`evaluate_point` says."""
+    :func:`evaluate_point` says. ``batch``: of an asynchronous cell's point, the ask that
+    proposed it (:attr:`EvaluationRequest.batch`), ``iteration`` being its proposal's index."""
+    # An asynchronous cell numbers its records as evaluations finish: a proposal's index is not
+    # the iteration of its record, so the messages name the proposal and its batch.
+    where = f"iteration {iteration}" if batch is None else f"proposal {iteration}, batch {batch}"
     if not isinstance(evaluation, Evaluation):
         raise TypeError(
             f"`evaluate` of task {label!r} must return an Evaluation, but returned "
-            f"{show_value(evaluation)} (at iteration {iteration})."
+            f"{show_value(evaluation)} (at {where})."
         )
     if len(evaluation.constraints) != task.n_constraints:
         raise TypeError(
             f"`evaluate` of task {label!r} must return {task.n_constraints} constraint value(s) "
-            f"(its `n_constraints`), but returned {len(evaluation.constraints)} (at iteration "
-            f"{iteration})."
+            f"(its `n_constraints`), but returned {len(evaluation.constraints)} (at {where})."
         )
     y = float(evaluation.y)
     # A non-finite constraint value (a failed simulation) is infeasible and, like a non-finite

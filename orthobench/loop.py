@@ -269,18 +269,26 @@ def _check_reasked(
 ) -> None:
     """Raise :class:`~orthobench.exceptions.ResultsError` unless each journaled evaluation of
     an unfinished step is at the point asked again (``len(iterations) x d``, unit cube),
-    compared in the unit cube as evaluated (ints rounded, bounds clipped)."""
+    compared in the unit cube as evaluated (ints rounded, bounds clipped). The initial design
+    (``iterations`` from 0) is made again, not asked of the optimizer: its message says so."""
     for i, journaled in done.items():
         j = i - iterations.start
         asked = space.to_unit(space.from_unit(units[j : j + 1]))[0]
         found = space.to_unit(np.array([journaled.x]))[0]
-        if not np.allclose(asked, found, rtol=0.0, atol=_REASK_ATOL):
+        if np.allclose(asked, found, rtol=0.0, atol=_REASK_ATOL):
+            continue
+        differ = f"({asked.tolist()} vs {found.tolist()} in the unit cube)"
+        if iterations.start == 0:
             raise ResultsError(
-                f"cell {cell.id}: the point asked again at iteration {i} is not the journaled "
-                f"one ({asked.tolist()} vs {found.tolist()} in the unit cube): optimizer "
-                f"{cell.optimizer.label!r} does not ask reproducibly from its state; rerun with "
-                "--force to start the cell over."
+                f"cell {cell.id}: the initial design point of iteration {i} is not the "
+                f"journaled one {differ}: the task's search space or torch's Sobol' sequence "
+                "changed since it was journaled; rerun with --force to start the cell over."
             )
+        raise ResultsError(
+            f"cell {cell.id}: the point asked again at iteration {i} is not the journaled "
+            f"one {differ}: optimizer {cell.optimizer.label!r} does not ask reproducibly from "
+            "its state; rerun with --force to start the cell over."
+        )
 
 
 def run_cell(
@@ -467,7 +475,7 @@ def run_cell(
         def submit(proposal: dict[str, Any]) -> None:
             running[proposal["proposal"]] = proposal
             i, x = proposal["proposal"], space.from_unit(np.array([proposal["x"]]))[0]
-            queue.append(EvaluationRequest(i, i, x, _eval_seed(cell, i)))
+            queue.append(EvaluationRequest(i, i, x, _eval_seed(cell, i), proposal["batch"]))
 
         def fill() -> None:
             """Ask for the free places, the running points pending."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from pathlib import Path
 
@@ -21,7 +22,9 @@ from orthobench.loop import _eval_seed, check_buildable, run_cell
 from orthobench.optimizers.base import Suggestion
 from orthobench.optimizers.sobol import SobolSearch
 from orthobench.results import EvaluationJournal, ResultStore, load_runs
+from orthobench.space import SearchSpace
 from orthobench.suite import Cell, load_suite, parse_suite
+from orthobench.tasks.base import Evaluation, Task
 from tests.test_batch_loop import batch_tasks  # noqa: F401 -- autouse: its tasks importable
 from tests.test_loop import cell, comparable
 
@@ -84,6 +87,18 @@ class PendingSpy(SobolSearch):
 
 class NoPending(SobolSearch):
     accepts_pending = False
+
+
+class WrongAt(Task):
+    """A sphere on [-1, 1]^2 whose evaluation of seed ``wrong`` returns a bare float."""
+
+    def __init__(self, wrong: int = -1):
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+        self.wrong = wrong
+
+    def evaluate(self, x, *, seed, device):
+        y = float(np.sum(np.asarray(x) ** 2))
+        return y if seed == self.wrong else Evaluation(y=y)
 
 
 def async_cell(q=3, n_init=3, budget=3, optimizer=f"{__name__}:PendingSpy", **task_params):
@@ -161,6 +176,27 @@ def test_an_optimizer_without_pending_points_is_refused_for_an_asynchronous_cell
     with pytest.raises(ConfigError, match=r"^optimizers\.NoPending: .*pending points"):
         check_buildable([dataclasses.replace(spec, asynchronous=False), spec])
     check_buildable([dataclasses.replace(spec, asynchronous=False)])
+
+
+def test_an_evaluation_of_the_wrong_type_names_its_proposal_and_batch_not_an_iteration():
+    """An asynchronous cell numbers its records as evaluations finish, so a failed evaluation's
+    proposal index is no record's iteration (on workers, the record of that number is another
+    point): the message names the proposal and the ``batch`` (the ask) that proposed it. Inline,
+    proposal 7 is the one asked after proposal 4 finished: batch 3."""
+    spec = cell(task=f"{__name__}:WrongAt", n_init=3, budget=3)
+    spec = dataclasses.replace(
+        spec,
+        task=dataclasses.replace(spec.task, params={"wrong": _eval_seed(spec, 7)}),
+        q=3,
+        asynchronous=True,
+    )
+    with pytest.raises(TypeError) as info:
+        run_cell(spec)
+    assert re.fullmatch(
+        r"`evaluate` of task 'WrongAt' must return an Evaluation, but returned float "
+        r"[0-9.e-]+ \(at proposal 7, batch 3\)\.",
+        str(info.value),
+    ), info.value
 
 
 # ----------------------------------------------------------------------------------------------

@@ -250,6 +250,27 @@ def test_a_resume_whose_reasked_points_differ_from_the_journal_fails_in_one_line
         run_cell(spec, journal=journal)
 
 
+def test_an_initial_design_point_unlike_the_journaled_one_is_not_blamed_on_the_optimizer(
+    tmp_path,
+):
+    """The initial design is not asked of the optimizer: a journaled initial point that differs
+    from the one the cell makes again (a task whose search space changed in its code, another
+    torch's Sobol' sequence) is named as such, with --force as the way out."""
+    spec = batch_cell(q=2, n_init=3, budget=2)
+    _, lines = _journal_lines(spec, tmp_path / "full.jsonl")
+    entry = json.loads(lines[1])
+    entry["record"]["x"] = [0.123, 0.456]
+    journal = EvaluationJournal(tmp_path / "bad.jsonl", spec.config_hash)
+    journal.path.write_text(lines[0] + json.dumps(entry) + "\n")
+    with pytest.raises(ResultsError) as info:
+        run_cell(spec, journal=journal)
+    message = str(info.value)
+    assert message.startswith(
+        f"cell {spec.id}: the initial design point of iteration 1 is not the journaled one ("
+    )
+    assert "optimizer" not in message and message.endswith("--force to start the cell over.")
+
+
 def test_a_journal_written_before_the_batch_columns_resumes(tmp_path):
     """Journal lines without ``q``, ``batch`` and ``wall_seconds`` (written before they existed)
     read with them filled in and resume as before."""
