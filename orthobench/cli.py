@@ -31,11 +31,20 @@ class _Group(click.Group):
     """Turns :class:`OrthobenchError` and ``OSError`` into exit code 2 and one line on stderr,
     whatever the message holds: line breaks escaped, cut to twice
     :data:`~orthobench.exceptions.MESSAGE_LIMIT` characters (room for a file path and a field
-    before the reason); an ``OSError`` as ``<path>: <reason>``."""
+    before the reason); an ``OSError`` as ``<path>: <reason>``. A Ctrl-C that no command
+    reports itself (before the cells run, while the report is written) exits 130 with one line,
+    not click's ``Aborted!`` and 1, the code of failed cells."""
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo(
+                "orthobench: interrupted; what is stored stays stored: rerun the same command "
+                "to resume.",
+                err=True,
+            )
+            ctx.exit(EXIT_INTERRUPTED)
         except (OrthobenchError, OSError) as err:
             # OSError: the runner's own file I/O (a full disk, a path too long), which no
             # command has a better message for; a cell's I/O errors fail only that cell.

@@ -339,3 +339,44 @@ def test_an_output_path_beyond_path_max_is_one_line_for_run_and_report(sphere_su
     report = CliRunner().invoke(cli, ["report", str(stored), "-o", str(long / "r.html")])
     assert report.exit_code == 2
     assert _one_error_line(report).endswith(": File name too long.")
+
+
+# ----------------------------------------------------------------------------------------------
+# Ctrl-C outside the cells
+
+
+INTERRUPTED = (
+    "orthobench: interrupted; what is stored stays stored: rerun the same command to resume."
+)
+
+
+def _interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_the_suite_loads_exits_130_with_one_line(sphere_suite, tmp_path, monkeypatch):
+    """Ctrl-C before any cell ran (loading the suite, reading the store) printed click's
+    'Aborted!' and exited 1, the code of failed cells; it is the interrupted run's 130, with
+    one line."""
+    import orthobench.api as api
+
+    monkeypatch.setattr(api, "_prepare_run", _interrupted)
+    result = CliRunner().invoke(cli, ["run", str(sphere_suite(delay=0.0)), "-o", str(tmp_path)])
+    assert result.exit_code == 130
+    assert result.output.splitlines() == [INTERRUPTED]
+
+
+def test_ctrl_c_while_run_writes_its_report_exits_130_and_keeps_the_cells(
+    sphere_suite, tmp_path, monkeypatch
+):
+    """Ctrl-C after the cells are stored, while the report is written: 130 and one line, not
+    'Aborted!' and 1 (which says cells failed)."""
+    import orthobench.api as api
+
+    monkeypatch.setattr(api, "_write_report", _interrupted)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["run", str(sphere_suite(delay=0.0)), "-o", str(out), "-q"])
+    assert result.exit_code == 130
+    assert "Aborted!" not in result.output
+    assert result.stderr.splitlines()[-1] == INTERRUPTED
+    assert len(list((out / "runs").glob("*.parquet"))) == 4
