@@ -1,9 +1,10 @@
 """The JSON-lines journals of the store: one of finished and failed units, one per cell in progress.
 
-Entries are appended and fsynced; a torn last line from a crash is skipped on read. A unit counts
-as stored when its last :class:`Journal` entry says ``ok`` at the current schema version and its
-Parquet footer agrees with it. An :class:`EvaluationJournal` holds a running cell's evaluations
-with the optimizer's state, so a cell killed mid-way resumes from them.
+Entries are appended and fsynced; a line that is not an entry (torn by a crash, or damaged: not
+UTF-8, not a JSON object, an entry without its fields) is skipped on read. A unit counts as
+stored when its last :class:`Journal` entry says ``ok`` at the current schema version and its
+Parquet file reads and agrees with it. An :class:`EvaluationJournal` holds a running cell's
+evaluations with the optimizer's state, so a cell killed mid-way resumes from them.
 """
 
 from __future__ import annotations
@@ -49,23 +50,48 @@ def _append_line(path: Path, entry: dict[str, Any]) -> None:
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON entries of a JSON-lines file in order, torn (unparseable) lines skipped."""
+    """The JSON objects of a JSON-lines file in order; a line that is not one (torn by a crash,
+    bytes that are not UTF-8 or a value of another type after a disk fault) is skipped."""
     if not path.exists():
         return []
     entries = []
-    for line in path.read_text().splitlines():
+    for line in path.read_bytes().splitlines():
         try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError:
+            entry = json.loads(line.decode())
+        except (UnicodeDecodeError, json.JSONDecodeError):
             continue
+        if isinstance(entry, dict):
+            entries.append(entry)
     return entries
+
+
+#: Verdicts of :func:`_pages_problem` in this process, by file and its stat stamp (a file
+#: replaced or rewritten has another): each stored file's pages are read once per process.
+_PAGES: dict[tuple[str, int, int, int], str | None] = {}
+
+
+def _pages_problem(path: Path) -> str | None:
+    """Why the pages of the Parquet file ``path``, whose footer reads, do not (None when they
+    do): a damaged block leaves the footer whole, and the report reads the pages."""
+    try:
+        stat = path.stat()
+    except OSError as err:  # removed meanwhile
+        return one_line(str(err), 200)
+    key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _PAGES:
+        try:
+            pq.read_table(path)
+            _PAGES[key] = None
+        except _ARROW_ERRORS as err:
+            _PAGES[key] = one_line(str(err), 200)
+    return _PAGES[key]
 
 
 def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
     """Why ``path`` is not the unit its journal ``entry`` records (None when it is).
 
-    Reads the Parquet footer only: it must parse and hold the entry's row count, config hash and
-    schema version.
+    Its Parquet footer must parse and hold the entry's row count, config hash and schema
+    version, and then its pages must read (:func:`_pages_problem`).
     """
     if not path.exists():
         return f"missing ({path})"
@@ -81,7 +107,8 @@ def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
     ):
         if found != journaled:
             return f"corrupt ({path}: {what} {found}, but the journal says {journaled})"
-    return None
+    pages = _pages_problem(path)
+    return None if pages is None else f"corrupt ({path}: {pages})"
 
 
 class Journal:
@@ -106,8 +133,9 @@ class Journal:
         _append_line(self.path, entry)
 
     def entries(self) -> list[dict[str, Any]]:
-        """Entries in order, torn lines skipped."""
-        return _read_lines(self.path)
+        """Entries in order; a line that is not an entry (torn, damaged: its unit id missing or
+        not a string) is skipped."""
+        return [e for e in _read_lines(self.path) if isinstance(e.get(self.key), str)]
 
     def stored_entries(self) -> dict[str, dict[str, Any]]:
         """``id -> last ok entry`` of the stored units: the entry is at the current schema version
@@ -119,13 +147,22 @@ class Journal:
         :class:`~orthobench.exceptions.OrthobenchWarning`:
         ``cell <id>: stored file is corrupt (<path>: <why>); recomputing``.
         """
-        last = {e[self.key]: e for e in self.entries() if e.get("status") == "ok"}
+        last = {e[self.key]: e for e in self._ok_entries()}
         return {uid: entry for uid, entry in last.items() if self._agrees(uid, entry)}
 
     def stored_entry(self, uid: str) -> dict[str, Any] | None:
         """The entry of unit ``uid`` in :meth:`stored_entries` (None: not stored), read alone."""
-        ok = [e for e in self.entries() if e.get(self.key) == uid and e.get("status") == "ok"]
+        ok = [e for e in self._ok_entries() if e[self.key] == uid]
         return ok[-1] if ok and self._agrees(uid, ok[-1]) else None
+
+    def _ok_entries(self) -> list[dict[str, Any]]:
+        """The ``ok`` entries in order; one without a config hash (damaged) is skipped as a torn
+        line is."""
+        return [
+            e
+            for e in self.entries()
+            if e.get("status") == "ok" and isinstance(e.get("config_hash"), str)
+        ]
 
     def _agrees(self, uid: str, entry: dict[str, Any]) -> bool:
         """Whether the ok ``entry`` is at the current schema version and the unit's file agrees
@@ -178,7 +215,8 @@ class EvaluationJournal:
 
     def read(self) -> list[tuple[RunRecord, dict[str, Any] | None]]:
         """The stored evaluations of this configuration by ``iteration``, each once (its last
-        line), torn lines skipped.
+        line); a line that is not an evaluation (torn, damaged: no record, a record without its
+        fields or with others, a state that is not a mapping) is skipped, as if it were lost.
 
         Evaluations may be missing in between (those of a BO step in flight finish in any
         order); which of them can be replayed is the loop's to decide. A line written before
@@ -194,10 +232,18 @@ class EvaluationJournal:
                 or entry.get("config_hash") != self.config_hash
             ):
                 continue
-            fields = entry["record"]
-            n_init += fields["phase"] == "init" and "batch" not in fields
-            record = RunRecord(**fill_added_run_fields(fields, n_init))
-            evaluations[record.iteration] = (record, entry["state"])
+            fields, state = entry.get("record"), entry.get("state")
+            if not isinstance(fields, dict) or not isinstance(state, (dict, type(None))):
+                continue
+            added = fields.get("phase") == "init" and "batch" not in fields
+            try:
+                record = RunRecord(**fill_added_run_fields(fields, n_init + added))
+            except (TypeError, ValueError, KeyError):
+                continue
+            if not isinstance(record.iteration, int):
+                continue
+            n_init += added
+            evaluations[record.iteration] = (record, state)
         return [evaluations[i] for i in sorted(evaluations)]
 
     def discard(self) -> None:

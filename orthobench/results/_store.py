@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import json
 import os
@@ -77,9 +78,10 @@ class ResultStore(BaseStore):
         """Hold the directory for this process while the block writes to it.
 
         Creates the directory, checks that it and what the store writes into (``runs/``,
-        ``probe/``, ``partial/``, the journals) are writable, and takes an exclusive ``flock`` on
-        ``DIR/.lock``, which then holds this process's PID. The kernel releases the lock when the
-        process ends, however it ends, so a killed run never leaves the directory locked.
+        ``probe/``, ``partial/``, the journals) are writable (and folders, where they exist),
+        and takes an exclusive ``flock`` on ``DIR/.lock``, which then holds this process's PID.
+        The kernel releases the lock when the process ends, however it ends, so a killed run
+        never leaves the directory locked.
 
         Raises:
             OrthobenchError: naming the directory when it cannot be created or written, or naming
@@ -91,6 +93,8 @@ class ResultStore(BaseStore):
             for target in (self.root, self.runs_dir, self.probe_dir, self.root / "partial"):
                 if target.is_dir():
                     tempfile.TemporaryFile(dir=target).close()
+                elif target.exists():  # a file in its place: every write under it would fail
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
             for target in (self.runs_journal.path, self.probe_journal.path):
                 if target.exists():
                     open(target, "ab").close()
