@@ -8,7 +8,7 @@ import pandas as pd
 
 from orthobench.formatting import ci
 from orthobench.report import figures, tables
-from orthobench.report.blocks import Figure, Section, Table, series
+from orthobench.report.blocks import Figure, Section, Table, mean_interval_text, series
 from orthobench.report.data import ResultSet
 from orthobench.report.stats import sig
 
@@ -40,10 +40,12 @@ def step_curves_section(results: ResultSet, colors: figures.Palette) -> Section 
         shown = " and ".join(
             {"batch": "per BO step", "wall_seconds": "against wall seconds"}[a] for a in panels
         )
+        drawn = pd.concat(panels.values())
+        seeds = mean_interval_text(drawn[np.isfinite(drawn["value"].to_numpy(dtype=float))])
         blocks.append(
             Figure(
                 figures.step_curves_svg(panels, colors, task),
-                f"{task}: best-so-far {shown}, mean over seeds with its 95% t interval.",
+                f"{task}: best-so-far {shown}, {seeds}.",
             )
         )
     for axis, name in (("batch", "step-curves"), ("wall_seconds", "wall-curves")):

@@ -54,6 +54,22 @@ class Section:
         return [b for b in self.blocks if isinstance(b, Table)]
 
 
+def mean_interval_text(trace: pd.DataFrame) -> str:
+    """What a figure of mean best-so-far curves shows, by the seeds of each ``series`` in
+    ``trace``: a mean with its 95% t interval, naming the series of one seed, which have none.
+
+    Example:
+        >>> mean_interval_text(pd.DataFrame({"series": ["a", "a", "b"], "seed": [0, 1, 0]}))
+        'mean over seeds with its 95% t interval (none for b: one seed)'
+    """
+    seeds = trace.groupby("series", sort=True)["seed"].nunique()
+    single = list(seeds[seeds < 2].index)
+    if len(single) == len(seeds):
+        return "one seed (no interval)"
+    text = "mean over seeds with its 95% t interval"
+    return f"{text} (none for {', '.join(single)}: one seed)" if single else text
+
+
 def series(runs: pd.DataFrame, prefixed: bool | None = None) -> pd.Series:
     """The legend label: the optimizer, prefixed by its run set when there are several.
 

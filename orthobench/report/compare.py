@@ -87,6 +87,17 @@ def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _only(row: pd.Series) -> str:
+    """The cells stored on one side only, as a clause (empty without any)."""
+    parts = [
+        f"{n} cells only in the {side}"
+        for n, side in ((row["cells_base"] - row["common"], "baseline"),
+                        (row["cells_new"] - row["common"], "new set"))
+        if n
+    ]  # fmt: skip
+    return "; " + ", ".join(parts) if parts else ""
+
+
 def _verdict(row: pd.Series) -> str:
     if row["cells_new"] == 0:
         return f"only in the baseline ({row['seeds_base']} seeds)"
@@ -94,6 +105,9 @@ def _verdict(row: pd.Series) -> str:
         return f"new: not in the baseline ({row['seeds_new']} seeds)"
     if row["identical"]:
         return f"identical: every y of the {row['common']} common cells is the same"
+    if row["common_identical"]:
+        # A subset of the seeds run again: what was run twice is unchanged.
+        return f"identical on the {row['common']} common cells (every y the same){_only(row)}"
     if row["seeds_new"] == 0:
         return (
             f"no finite final value in the new set ({row['cells_new']} cells; baseline: "
@@ -116,22 +130,27 @@ def _verdict(row: pd.Series) -> str:
             f"no seed with a final value in both (median {stats.sig(row['median_base'])} -> "
             f"{stats.sig(row['median_new'])} over different seeds)"
         )
-    differ = f"trajectories differ (max |dy| {stats.sig(row['max_abs_dy'])})"
+    # Some common cell differs here (else a branch above returned), unless none is common.
+    differ = (
+        f"; trajectories differ (max |dy| {stats.sig(row['max_abs_dy'])})" if row["common"] else ""
+    )
+    paired = f"{row['pairs']} paired seeds"
+    if row["differing"] != row["pairs"]:
+        paired += f", {row['differing']} differ{'s' if row['differing'] == 1 else ''}"
+    if row["pairs"] and not row["differing"]:
+        return f"equal final values on the {row['pairs']} paired seeds{differ}"
     if not row["testable"]:
         return (
-            f"too few seeds for a test: {moved} ({row['pairs']} paired seeds, smallest possible "
-            f"p {stats.sig(row['p_min'])}); {differ}"
+            f"too few seeds for a test: {moved} ({paired}, smallest possible "
+            f"p {stats.sig(row['p_min'])}){differ}"
         )
     if row["p_holm"] < stats.ALPHA:
         direction = "better" if row["direction"] < 0 else "worse"
         return (
-            f"{direction}: {moved} (Wilcoxon signed-rank over {row['pairs']} paired seeds, "
+            f"{direction}: {moved} (Wilcoxon signed-rank over {paired}, "
             f"Holm p = {stats.sig(row['p_holm'])})"
         )
-    return (
-        f"no detected change: {moved} (Holm p = {stats.sig(row['p_holm'])}, "
-        f"{row['pairs']} paired seeds); {differ}"
-    )
+    return f"no detected change: {moved} (Holm p = {stats.sig(row['p_holm'])}, {paired}){differ}"
 
 
 def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
@@ -146,13 +165,15 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     Columns: ``source``, :data:`PAIR`, ``metric``, ``cells_base``, ``cells_new`` (cells stored),
     ``seeds_base``, ``seeds_new`` (finite final values), ``common`` (cells stored in both),
     ``median_base``, ``median_new`` (over each side's finite final values), ``pairs`` (cells with
-    a finite final value in both), ``paired_median_base``, ``paired_median_new`` (over the
-    pairs), ``median_delta`` (median over the pairs of new - base), ``direction`` (-1: the
-    signed ranks say new is lower, +1 higher, 0 neither), ``p_min`` (the smallest p-value the
+    a finite final value in both), ``differing`` (pairs whose final values differ: the test
+    drops equal ones), ``paired_median_base``, ``paired_median_new`` (over the pairs),
+    ``median_delta`` (median over the pairs of new - base), ``direction`` (-1: the signed ranks
+    say new is lower, +1 higher, 0 neither), ``p_min`` (the smallest p-value the
     exact test can give with these pairs), ``testable`` (``p_min < 0.05``: False means too few
     seeds for a test), ``p_value`` (two-sided Wilcoxon signed-rank; NaN where not ``testable``),
     ``p_holm`` (Holm over the testable optimizers of the task), ``identical`` (every common
-    cell identical and the seeds the same), ``max_abs_dy``, ``verdict``.
+    cell identical and the seeds the same), ``common_identical`` (every common cell identical,
+    some seeds maybe on one side only), ``max_abs_dy``, ``verdict``.
     """
     cells = compare_cells(runs, baseline)
     rows = []
@@ -176,6 +197,7 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                 "median_base": float(np.nanmedian(base)) if np.isfinite(base).any() else np.nan,
                 "median_new": float(np.nanmedian(new)) if np.isfinite(new).any() else np.nan,
                 "pairs": test.pairs,
+                "differing": int((paired & (delta != 0.0)).sum()),
                 "paired_median_base": float(np.median(base[paired])) if test.pairs else np.nan,
                 "paired_median_new": float(np.median(new[paired])) if test.pairs else np.nan,
                 "median_delta": float(np.nanmedian(delta)) if test.pairs else np.nan,
@@ -184,14 +206,16 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                 "testable": test.p_min < stats.ALPHA,
                 "p_value": test.p_value,
                 "identical": bool(group["identical"].all()) and common == len(group),
+                "common_identical": common > 0
+                and bool(group.loc[group["in_base"] & group["in_new"], "identical"].all()),
                 "max_abs_dy": float(group["max_abs_dy"].max()),
             }
         )
     columns = [
         "source", *PAIR, "metric", "cells_base", "cells_new", "seeds_base", "seeds_new", "common",
-        "median_base", "median_new", "pairs", "paired_median_base", "paired_median_new",
-        "median_delta", "direction", "p_min", "testable", "p_value", "p_holm", "identical",
-        "max_abs_dy", "verdict",
+        "median_base", "median_new", "pairs", "differing", "paired_median_base",
+        "paired_median_new", "median_delta", "direction", "p_min", "testable", "p_value",
+        "p_holm", "identical", "common_identical", "max_abs_dy", "verdict",
     ]  # fmt: skip
     table = pd.DataFrame(rows)
     if table.empty:

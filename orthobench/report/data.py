@@ -15,6 +15,7 @@ asynchronous cells with synchronous ones.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orthobench.exceptions import RegistryError, ResultsError
+from orthobench.exceptions import OrthobenchWarning, RegistryError, ResultsError
 from orthobench.registry import OPTIMIZERS
 from orthobench.results import ResultStore, load_probe, load_runs, read_metadata
 from orthobench.suite import ID_SEPARATOR
@@ -200,6 +201,24 @@ def with_batch_columns(runs: pd.DataFrame) -> pd.DataFrame:
     return runs
 
 
+def unique_dirs(dirs: Iterable[str | Path]) -> list[str]:
+    """``dirs`` as given, each directory once: a later spelling of one already given (the same
+    path resolved, ``out/a`` and ``./out/a``) is left out with a warning. Read twice, its rows
+    would count twice: a cell of 7 evaluations would show 14."""
+    first: dict[Path, str] = {}
+    for d in dirs:
+        key = Path(d).resolve()
+        if key in first:
+            warnings.warn(
+                f"directory {str(d)!r} is {first[key]!r} given again; it is read once.",
+                OrthobenchWarning,
+                stacklevel=3,
+            )
+            continue
+        first[key] = str(d)
+    return list(first.values())
+
+
 def load_results(
     dirs: Iterable[str | Path],
     cell_ids: Collection[str] | None = None,
@@ -208,7 +227,7 @@ def load_results(
     """Read the runs, probe rows, failed cells and file metadata of each directory.
 
     Args:
-        dirs: Results directories.
+        dirs: Results directories, each read once (:func:`unique_dirs`).
         cell_ids: Read only these cells' rows, failures and files (the cells a suite has now,
             for the report ``orthobench run`` writes); None reads every stored cell.
         probe_rows: Read only these probe rows, keyed by :data:`PROBE_ROW_KEY` (the rows a
@@ -217,7 +236,7 @@ def load_results(
             every stored row.
     """
     runs, probe, failures, files = [], [], [], []
-    for rank, d in enumerate(dirs):
+    for rank, d in enumerate(unique_dirs(dirs)):
         directory, source = Path(d), str(d)
         store = ResultStore(directory)
         runs.append(load_runs([directory]).assign(source=source))

@@ -169,10 +169,14 @@ GLOSSARY: dict[str, str] = {
         "exp(mean log ratio)."
     ),
     "CI over states": (
-        "With several states, the 95% percentile bootstrap interval of the geometric mean over "
-        "states (scipy.stats.bootstrap, 2000 resamples, seeded): it covers the spread between "
-        "states, which the rebuild intervals of one state do not. With one state ('rebuilds'), "
-        "that state's 95% percentile bootstrap over paired rebuilds."
+        "Which interval a probe row shows ('CI over'). With several states ('states'): for the "
+        "geometric mean, the 95% Student-t interval of the mean log ratio over states, "
+        "exponentiated (exact for lognormal ratios); for the median, the distribution-free "
+        "order-statistic interval, whose exact coverage is in 'its level' (below 6 states it is "
+        "the range of the states: 0.5 with 2, 0.75 with 3, 0.9375 with 5). Both cover the "
+        "spread between states, which the rebuild intervals of one state do not. With one state "
+        "('rebuilds'): that state's 95% percentile bootstrap over paired rebuilds (2000 "
+        "resamples, seeded)."
     ),
     "worst state": "The smallest ratio of any single state.",
     "median point ratio": (

@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 
 from orthobench.exceptions import OrthobenchError
-from orthobench.report.data import load_results
+from orthobench.report.data import load_results, unique_dirs
 from orthobench.report.glossary import GLOSSARY
 from orthobench.report.sections import Figure, Table, build_sections
 from orthobench.results import os_error_text, write_atomic
@@ -44,7 +44,8 @@ def build_report(
     links a CSV that is not there.
 
     Args:
-        dirs: Results directories (``DIR/runs``, ``DIR/probe``, ``DIR/runs.jsonl``).
+        dirs: Results directories (``DIR/runs``, ``DIR/probe``, ``DIR/runs.jsonl``); one given
+            twice (``out/a ./out/a``) is read once, with a warning.
         out: The HTML file (made absolute at once); its folder is created if missing.
         title: Page title (default: the suites' names).
         reference: Optimizer label the final values are tested against (default: the first GP
@@ -60,12 +61,12 @@ def build_report(
 
     Raises:
         OrthobenchError: when ``dirs`` hold no stored cell, probe row or failed cell, when
-            ``reference`` names no stored optimizer, ``baseline`` is not one
-            of ``dirs``, ``out`` or one of its CSV paths exists and is not a regular file (a
+            ``reference`` names no stored optimizer, ``baseline`` is not one of ``dirs`` or is
+            the only one, ``out`` or one of its CSV paths exists and is not a regular file (a
             device such as ``/dev/full``, a folder), or a file cannot be written (a full disk, a
             read-only folder, a path too long): one line naming the path and the reason.
     """
-    dirs = [str(d) for d in dirs]
+    dirs = unique_dirs(dirs)
     out = Path(os.path.abspath(out))
     results = load_results(dirs, cell_ids, probe_rows)
     # A folder of failed cells alone still has a report: the failures and their errors.
@@ -82,6 +83,11 @@ def build_report(
                 f"{str(baseline)!r}."
             )
         baseline = same[0]
+        if len(dirs) < 2:
+            raise OrthobenchError(
+                f"--baseline {baseline!r} needs another directory to compare with, but the "
+                f"report reads only {dirs}."
+            )
     labels = results.optimizers
     if reference is not None and reference not in labels:
         raise OrthobenchError(

@@ -7,6 +7,8 @@ CSV file beside the HTML. Text is plain (the template escapes it); figures are S
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -16,143 +18,15 @@ from orthobench.formatting import ci
 from orthobench.probe.tables import ranking_table, summary_table
 from orthobench.report import aggregate, compare, diagnostics, figures, tables
 from orthobench.report.batch_sections import step_curves_section, step_time_section
-from orthobench.report.blocks import Figure, Section, Table, series
+from orthobench.report.blocks import Figure, Section, Table, mean_interval_text, series
 from orthobench.report.data import ResultSet, is_asynchronous
 from orthobench.report.feasibility_sections import feasibility_section
 from orthobench.report.stats import sig
+from orthobench.report.summary_sections import failures_section, summary_section, value_range
 
 
 def _percent(value: float) -> str:
     return f"{value:.1f}" if np.isfinite(value) else "-"
-
-
-def _join(values: Sequence, empty: str = "-") -> str:
-    distinct = [str(v) for v in dict.fromkeys(v for v in values if pd.notna(v) and v != "")]
-    return ", ".join(distinct) or empty
-
-
-def _range(values: pd.Series) -> str:
-    values = values.dropna()
-    if values.empty:
-        return "-"
-    low, high = int(values.min()), int(values.max())
-    return str(low) if low == high else f"{low}-{high}"
-
-
-def _seconds(seconds: float) -> str:
-    return f"{seconds:.1f} s" if seconds < 600 else f"{seconds / 60:.1f} min"
-
-
-# ---------------------------------------------------------------------------------------------
-# Summary and failures
-
-
-def summary_section(results: ResultSet) -> Section:
-    files = results.files
-    rows, records = [], []
-    for (kind, run_set), group in files.groupby(["kind", "run_set"], sort=True):
-        runs = results.runs[results.runs["run_set"] == run_set] if kind == "runs" else None
-        written = pd.to_datetime(group["written_at"], errors="coerce", utc=True).dropna()
-        span = (written.max() - written.min()).total_seconds() if len(written) else float("nan")
-        record = {
-            "kind": kind,
-            "run_set": run_set,
-            "sources": _join(group["source"]),
-            "tasks": _join(sorted(group["task"].dropna())),
-            "optimizers": _join(group.sort_values("order", kind="stable")["optimizer"]),
-            "seeds": _join(sorted(runs["seed"].unique())) if runs is not None else "-",
-            "n_init": _range(group["n_init"]),
-            "budget": _range(group["budget"]),
-            "files": len(group),
-            "evaluations": len(runs) if runs is not None else 0,
-            "devices": _join(group["device"]),
-            "threads": _join(group["threads"], "not recorded"),
-            "python": _join(group["python"]),
-            "versions": _join(group["versions"]),
-            "compute_seconds": float(group["seconds"].astype(float).sum()),
-            "written_span_seconds": span,
-        }
-        records.append(record)
-        rows.append(
-            [
-                "run" if kind == "runs" else "probe",
-                run_set,
-                record["sources"],
-                record["tasks"],
-                record["optimizers"],
-                record["seeds"],
-                record["n_init"],
-                record["budget"],
-                f"{len(group)} {'cells' if kind == 'runs' else 'states'}",
-                record["devices"],
-                record["threads"],
-                record["versions"] + f", python {record['python']}",
-                f"{_seconds(record['compute_seconds'])} "
-                f"(written over {_seconds(span) if np.isfinite(span) else '-'})",
-            ]
-        )
-    overview = Table(
-        "summary",
-        [
-            "kind",
-            "run set",
-            "from",
-            "tasks",
-            "optimizers",
-            "seeds",
-            "n_init",
-            "budget",
-            "stored",
-            "devices",
-            "threads",
-            "versions",
-            "wall time",
-        ],  # fmt: skip
-        rows,
-        pd.DataFrame(records),
-    )
-    shas = (
-        files.assign(git_sha=files["git_sha"].fillna("(none)"))
-        .groupby(["run_set", "kind", "optimizer"], dropna=False, sort=True)["git_sha"]
-        .agg(lambda s: ", ".join(f"{sha[:10]} ({n})" for sha, n in s.value_counts().items()))
-        .reset_index()
-    )
-    sha_table = Table(
-        "git-shas",
-        ["run set", "kind", "optimizer", "git SHAs (files)"],
-        [
-            [r.run_set, r.kind, r.optimizer if isinstance(r.optimizer, str) else "-", r.git_sha]
-            for r in shas.itertuples()
-        ],
-        shas,
-        caption="Every git SHA found in the files' metadata, with the number of files.",
-    )
-    return Section(
-        "summary",
-        "Summary",
-        "What was run, where and with which code. Wall time: the sum of the cells' (or probe "
-        "states') own seconds, and the span between the first and last file written.",
-        [overview, sha_table],
-    )
-
-
-def failures_section(results: ResultSet) -> Section | None:
-    failures = results.failures
-    if failures.empty:
-        return None
-    table = Table(
-        "failed-cells",
-        ["from", "cell", "error (first line)"],
-        [[r.source, r.cell_id, r.error] for r in failures.itertuples()],
-        failures,
-    )
-    return Section(
-        "failed",
-        "Failed cells",
-        f"{len(failures)} cell(s) whose last attempt failed; they are not in the tables below. "
-        "Full tracebacks are in runs.jsonl of their directory; a rerun retries them.",
-        [table],
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,7 +38,7 @@ def _budget_notes(results: ResultSet) -> list[str]:
     cells = results.files[results.files["kind"] == "runs"]
     notes = []
     for task, group in cells.groupby("task", sort=True):
-        budgets = group.groupby("run_set")[["n_init", "budget"]].agg(_range)
+        budgets = group.groupby("run_set")[["n_init", "budget"]].agg(value_range)
         if len(budgets) > 1 and len(budgets.drop_duplicates()) > 1:
             described = "; ".join(
                 f"{run_set}: n_init {b.n_init}, budget {b.budget}"
@@ -189,10 +63,11 @@ def curves_section(results: ResultSet, colors: figures.Palette) -> Section | Non
             blocks.append(f"{task}: no evaluation returned a finite value; nothing to plot.")
             continue
         metric = "regret" if data["metric"].iloc[0] == "regret" else "objective (no known optimum)"
+        shown = mean_interval_text(data[np.isfinite(data["value"].to_numpy(dtype=float))])
         blocks.append(
             Figure(
                 figures.task_curves_svg(data, colors, task),
-                f"{task}: best-so-far {metric}, mean over seeds with its 95% t interval.",
+                f"{task}: best-so-far {metric}, {shown}.",
             )
         )
     curve = tables.curves(trace)
@@ -234,22 +109,57 @@ def _evaluation_notes(final: pd.DataFrame, multi: bool) -> list[str]:
     return notes
 
 
+def _differing_pairs(runs: pd.DataFrame, reference: str | None) -> dict[tuple, int]:
+    """Per key: the paired seeds whose final value differs from ``reference``'s on the same seed.
+
+    Equal final values carry no sign, so the signed-rank test drops them
+    (:func:`orthobench.report.stats.signed_rank_test`): 6 pairs of which 2 tie are 4 for it.
+    """
+    finals = tables.final_values(runs)
+    ref = finals.loc[finals["optimizer"] == reference, ["run_set", "task", "seed", "final"]]
+    paired = finals.merge(ref, on=["run_set", "task", "seed"], suffixes=("", "_ref"))
+    delta = (paired["final"] - paired["final_ref"]).to_numpy(dtype=float)
+    paired = paired.assign(differ=np.isfinite(delta) & (delta != 0.0))
+    return paired.groupby(tables.KEY)["differ"].sum().to_dict()
+
+
+def _pairs(n: int, differ: int) -> str:
+    """``"3 pairs"``, with how many differ where some tie: ``"6 pairs, 4 differ"``."""
+    text = f"{n} pair{'' if n == 1 else 's'}"
+    return text if differ == n else f"{text}, {differ} differ{'s' if differ == 1 else ''}"
+
+
+def _final_mean(r) -> str:
+    """The final mean with its t interval, or saying why it has none."""
+    if r.seeds == 1:
+        return f"{sig(r.mean)} (one seed: no interval)"
+    return ci(r.mean, r.low, r.high, sig)
+
+
 def final_section(results: ResultSet, reference: str | None) -> Section | None:
     runs = results.runs
     if runs.empty:
         return None
     final = tables.final_table(runs, reference)
     multi = final["run_set"].nunique() > 1
+    differing = _differing_pairs(runs, reference)
+    with_reference = set(
+        final.loc[final["optimizer"] == reference, ["run_set", "task"]].itertuples(
+            index=False, name=None
+        )
+    )
     rows, bold = [], set()
     for i, r in enumerate(final.itertuples()):
+        pairs = _pairs(r.pairs, differing.get((r.run_set, r.task, r.optimizer), 0))
         if r.optimizer == reference:
             test = "reference"
         elif r.pairs == 0:
-            test = "-"  # no seed shared with the reference
+            shared = (r.run_set, r.task) in with_reference
+            test = "- (no seed shared)" if shared else f"- ({reference} not run here)"
         elif not r.testable:
-            test = f"too few seeds for a test ({r.pairs} pairs, min p {sig(r.p_min)})"
+            test = f"too few seeds for a test ({pairs}, min p {sig(r.p_min)})"
         else:
-            test = f"{sig(r.p_holm)}{' *' if r.significant else ''} ({r.pairs} pairs)"
+            test = f"{sig(r.p_holm)}{' *' if r.significant else ''} ({pairs})"
         rows.append(
             ([r.run_set] if multi else [])
             + [
@@ -257,7 +167,7 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
                 r.optimizer,
                 r.metric,
                 str(r.seeds),
-                ci(r.mean, r.low, r.high, sig),
+                _final_mean(r),
                 sig(r.median),
                 "-" if not np.isfinite(r.rank) else f"{r.rank:g}",
                 test,
@@ -282,9 +192,9 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
         f"The test compares each optimizer's final value with that of {reference} seed by seed "
         "(both start from the seed's initial design): Wilcoxon signed-rank, two-sided, "
         "Holm-corrected over the task's optimizers, on the seeds both have (the pairs); * marks "
-        "p < 0.05. With n paired seeds no "
-        "p-value can be below 2 / 2^n (0.25 for 3 seeds, 0.0625 for 5), so fewer than 6 are "
-        "too few seeds for a test.",
+        "p < 0.05. Pairs of equal final values carry no sign and are dropped: with n pairs that "
+        "differ no p-value can be below 2 / 2^n (0.25 for 3, 0.0625 for 5), so fewer than 6 "
+        "that differ are too few seeds for a test.",
         [
             *_budget_notes(results),
             *_evaluation_notes(final, multi),
@@ -325,6 +235,32 @@ def sobol_baselines(results: ResultSet) -> dict[str, str]:
     return baselines
 
 
+def _score_evaluation_notes(
+    finals: pd.DataFrame, scores: pd.DataFrame, sobol: dict[str, str], prefixed: bool
+) -> list[str]:
+    """A note per run set whose scored methods made another number of evaluations than its
+    Sobol baseline (a ``q`` sweep scored against Sobol at the smallest ``q``)."""
+    made = finals.groupby(["run_set", "optimizer"])["evaluations"].max()
+    notes = []
+    for run_set, group in scores.groupby("run_set", sort=True):
+        base = made.get((run_set, sobol[run_set]))
+        others = {o: made[(run_set, o)] for o in dict.fromkeys(group["optimizer"])}
+        others = {o: n for o, n in others.items() if n != base}
+        if not others:
+            continue
+        described = ", ".join(
+            f"{o} after {n}{' evaluations' if i == 0 else ''}"
+            for i, (o, n) in enumerate(others.items())
+        )
+        notes.append(
+            f"{f'{run_set}: ' if prefixed else ''}normalized scores at other evaluation counts "
+            f"than the Sobol baseline's: {described}, each against {sobol[run_set]}'s final "
+            f"regret after {base} (a final value is at the end of its method's budget of BO "
+            "steps, not at equal evaluations)."
+        )
+    return notes
+
+
 def across_section(results: ResultSet, colors: figures.Palette) -> Section | None:
     runs = results.runs
     if runs.empty or runs.groupby("run_set")["task"].nunique().max() < 2:
@@ -338,6 +274,7 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
     scores = aggregate.normalized_scores(finals, sobol)
     if not scores.empty:
         scores = scores.assign(series=series(scores, prefixed))
+        blocks += _score_evaluation_notes(finals, scores, sobol, prefixed)
         blocks.append(
             Figure(
                 figures.score_heatmap_svg(scores),
@@ -511,7 +448,8 @@ def probe_section(results: ResultSet) -> Section | None:
             Figure(
                 figures.probe_ratio_svg(table, "mse_ratio"),
                 f"{prefix}MSE ratio vs naive iid theta-MC at equal EI evaluations (> 1: better), "
-                "geometric mean over states with its 95% interval, one panel per (task, kernel).",
+                "geometric mean over states with its 95% Student-t interval of the log ratios "
+                "(one state: its rebuild interval), one panel per (task, kernel).",
             )
         )
         if table["mc_samples"].nunique() > 1:
@@ -588,6 +526,16 @@ def probe_section(results: ResultSet) -> Section | None:
 # Comparison
 
 
+def _comparison_p(r) -> str:
+    """The Holm p-value of a row of :func:`~orthobench.report.compare.compare_pairs`, or why
+    there is none."""
+    if r.testable:
+        return sig(r.p_holm)
+    if r.pairs and not r.differing:
+        return f"no difference ({r.pairs} pair{'' if r.pairs == 1 else 's'} equal)"
+    return "too few seeds for a test" if r.pairs else "-"
+
+
 def comparison_section(results: ResultSet, baseline: str) -> Section | None:
     runs = results.runs
     if runs.empty or runs["source"].nunique() < 2:
@@ -601,7 +549,7 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
         [
             [r.source, r.suite, r.task, r.optimizer, f"{r.seeds_base}, {r.seeds_new}",
              sig(r.median_base), sig(r.median_new), str(r.pairs),
-             sig(r.p_holm) if r.testable else "too few seeds for a test", r.verdict]
+             _comparison_p(r), r.verdict]
             for r in pairs.itertuples()
         ],
         pairs,
@@ -622,24 +570,50 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
         f"Comparison with the baseline {baseline}",
         "Cells matched by suite, task, optimizer and seed. The verdict tests whether the final "
         "values moved, on the seeds present in both (Wilcoxon signed-rank of new - base, "
-        "two-sided, Holm-corrected over the task's optimizers; fewer than 6 paired seeds are "
-        "too few for a test).",
+        "two-sided, Holm-corrected over the task's optimizers; pairs of equal final values "
+        "carry no sign and are dropped, and fewer than 6 pairs that differ are too few for a "
+        "test).",
         [verdicts, by_cell],
         ("final value", "Wilcoxon signed-rank, Holm", "identical y"),
     )
 
 
-def glossary_section(sections: Sequence[Section]) -> Section:
+def glossary_section(sections: Sequence[Section]) -> Section | None:
+    """The glossary of the terms ``sections`` use, in order of first use; None without any."""
     used = dict.fromkeys(t for s in sections for t in s.terms)
-    return Section("glossary", "Glossary", "", [], tuple(used))
+    return Section("glossary", "Glossary", "", [], tuple(used)) if used else None
+
+
+#: Hue stride of :func:`series_palette` over ``n`` labels: about ``n / golden ratio^2``.
+_GOLDEN = (3 - 5**0.5) / 2
+
+
+def series_palette(results: ResultSet) -> figures.Palette:
+    """One colour per legend label of ``results`` (:func:`~orthobench.report.blocks.series`),
+    the same in every figure.
+
+    Up to 10 labels take ``tab10`` in sorted order. Beyond, :func:`figures.palette` spreads
+    ``husl`` hues evenly in the order given, so the sorted labels, where a run set's series sit
+    side by side and share a figure, are placed with a stride of about 0.38 of the circle
+    (coprime with the count, so each hue is used once): neighbours are about 137 degrees
+    apart, not 360 / n (22.5 degrees for 16 labels, two lines of one figure alike).
+    """
+    labels = sorted(series(results.runs).unique()) if not results.runs.empty else []
+    n = len(labels)
+    if n <= 10:
+        return figures.palette(labels)
+    stride = next(k for k in itertools.count(round(n * _GOLDEN)) if math.gcd(k, n) == 1)
+    order = [""] * n
+    for i, label in enumerate(labels):
+        order[i * stride % n] = label
+    return figures.palette(order)
 
 
 def build_sections(
     results: ResultSet, reference: str | None, baseline: str | None
 ) -> list[Section]:
     """Every section whose data is present, in reading order, the glossary last."""
-    labels = series(results.runs) if not results.runs.empty else pd.Series([], dtype=str)
-    colors = figures.palette(sorted(labels.unique()))
+    colors = series_palette(results)
     builders: list[Callable[[], Section | None]] = [
         lambda: summary_section(results),
         lambda: failures_section(results),
@@ -655,4 +629,5 @@ def build_sections(
         lambda: probe_section(results),
     ]
     sections = [s for s in (build() for build in builders) if s is not None]
-    return [*sections, glossary_section(sections)]
+    glossary = glossary_section(sections)
+    return [*sections, glossary] if glossary else sections

@@ -84,3 +84,23 @@ def test_the_report_renders_in_chromium_without_errors_or_overflow(demo_dir, tmp
     _chromium(f"--screenshot={screenshot}", "--hide-scrollbars", report.as_uri())
     assert screenshot.stat().st_size > 10_000
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(
+    BROWSER is None, reason="headless Chromium not found (Debian: apt-get install -y chromium)"
+)
+def test_a_long_title_and_directory_name_wrap_instead_of_widening_the_page(tmp_path):
+    """A 300-character title without a space (and as long a results folder) made the page
+    about 5000 px wide: the heading and the "From" line did not wrap."""
+    from .conftest import cell, write_cell
+
+    root = tmp_path / ("r" * 200)
+    write_cell(root, cell("s", "t", "sobol", 0, 2, 2), [4.0, 3.0, 2.0, 1.0])
+    report = build_report([root], tmp_path / "report.html", "T" * 300)
+    instrumented = tmp_path / "instrumented.html"
+    instrumented.write_text(report.read_text().replace("</body>", MEASURE + "</body>"))
+    dom = _chromium("--virtual-time-budget=10000", "--dump-dom", instrumented.as_uri()).stdout
+    found = re.search(r'<pre id="measured">(.*?)</pre>', dom, re.S)
+    assert found, "the measuring script did not run"
+    measured = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert measured["scrollWidth"] <= measured["page"], measured
