@@ -14,7 +14,6 @@ and ``orthobench run`` calls them (:mod:`orthobench.cli`).
 
 from __future__ import annotations
 
-import numbers
 import os
 import sys
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orthobench.config.params import is_integer
 from orthobench.exceptions import OrthobenchError
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def run_suite(
         ("threads_per_cell", threads_per_cell),
         ("jobs_per_gpu", jobs_per_gpu),
     ):
-        if not isinstance(count, numbers.Integral) or isinstance(count, bool) or count < 1:
+        if not is_integer(count) or count < 1:
             raise ValueError(f"`{name}` must be an int >= 1, but got {name}={count!r}.")
     prepared = _prepare_run(
         suite,

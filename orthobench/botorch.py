@@ -16,7 +16,6 @@ BoTorch itself.
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from botorch.exceptions.errors import UnsupportedError
@@ -28,6 +27,7 @@ from gpytorch.means import ConstantMean
 from torch import Tensor
 
 from orthobench.acquisition import MarginalLogEI, MarginalLogQEI, draw_inner_base_samples
+from orthobench.config.params import is_integer
 from orthobench.seeding import derive_seed
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_algebra import get_theta, theta_layout
@@ -133,10 +133,6 @@ def _outcome_scale(model: SingleTaskGP) -> tuple[float, float]:
     return float(tf.means.squeeze()), float(tf.stdvs.squeeze())
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _check_arguments(
     model: SingleTaskGP,
     theta_samples: int,
@@ -151,13 +147,13 @@ def _check_arguments(
     Raises:
         ValueError: one line naming the argument and its value.
     """
-    if not _is_int(theta_samples) or theta_samples < 1:
+    if not is_integer(theta_samples) or theta_samples < 1:
         raise ValueError(f"`theta_samples` must be an int >= 1, but got {theta_samples=}.")
-    if not _is_int(q) or q < 1:
+    if not is_integer(q) or q < 1:
         raise ValueError(f"`q` must be an int >= 1, but got {q=}.")
     if not 0 < alpha <= 1:
         raise ValueError(f"`alpha` must be in (0, 1], but got {alpha=}.")
-    if seed is not None and not _is_int(seed):
+    if seed is not None and not is_integer(seed):
         raise ValueError(f"`seed` must be an int or None, but got {seed=}.")
     if best_f is not None:
         if torch.as_tensor(best_f).numel() != 1:

@@ -8,7 +8,6 @@ candidate, top-1 agreement and flip rate, with confidence intervals over rebuild
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ import torch
 from scipy import stats
 from torch import Tensor
 
+from orthobench.config.params import is_integer
 from orthobench.probe.metrics import flip_rate, pointwise_variance, probe_variance, top1_agreement
 
 __all__ = ["AcquisitionNoise", "acquisition_noise"]
@@ -95,10 +95,6 @@ def _clopper_pearson(successes: int, trials: int, confidence: float) -> tuple[fl
     return float(ci.low), float(ci.high)
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _check_arguments(
     X: Tensor,
     rebuilds: int,
@@ -123,16 +119,16 @@ def _check_arguments(
             f"`X` must be n x q x d (or n x d for q = 1) with n >= 1, but got shape "
             f"{tuple(X.shape)}."
         )
-    if not _is_int(rebuilds) or rebuilds < 2:
+    if not is_integer(rebuilds) or rebuilds < 2:
         raise ValueError(
             f"`rebuilds` must be an int >= 2 for an across-rebuild variance, but got {rebuilds=}."
         )
-    if not _is_int(top_k) or top_k < 2:
+    if not is_integer(top_k) or top_k < 2:
         raise ValueError(f"`top_k` must be an int >= 2, but got {top_k=}.")
     if not 0 < confidence < 1:
         raise ValueError(f"`confidence` must be in (0, 1), but got {confidence=}.")
     # The bootstrap's only randomness: None would seed it from the OS, unreproducibly.
-    if not _is_int(seed) or seed < 0:
+    if not is_integer(seed) or seed < 0:
         raise ValueError(f"`seed` must be an int >= 0, but got {seed=}.")
     if reference is None:
         return X, None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -102,3 +102,15 @@ def assert_device_matches_cpu(
     device agree with the CPU's to rounding."""
     torch.testing.assert_close(on_device[0], on_cpu[0], rtol=1e-8, atol=1e-8)
     torch.testing.assert_close(on_device[1], on_cpu[1], rtol=1e-6, atol=1e-8)
+
+
+class KeptResults:
+    """An executor :class:`~orthobench.executors.Session` that keeps each job's result by its
+    unit's id and ignores progress."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, Any] = {}
+        self.progress = SimpleNamespace(advance=lambda n: None)
+
+    def finish(self, job: Any, result: Any) -> None:
+        self.results[job.unit.id] = result

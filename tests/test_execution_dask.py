@@ -15,15 +15,15 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pandas as pd
 import pytest
 import torch
 
 from orthobench.executors import Job
+from tests.helpers import KeptResults
 
 pytest.importorskip("dask.distributed")
 
@@ -358,17 +358,6 @@ def _asked_resources(cell, device, threads, request) -> list:
     return [request, dict(worker.state.tasks[worker.get_current_task()].resource_restrictions)]
 
 
-class _Results:
-    """A :class:`Session` that keeps each job's result."""
-
-    def __init__(self) -> None:
-        self.results: dict[str, Any] = {}
-        self.progress = types.SimpleNamespace(advance=lambda n: None)
-
-    def finish(self, job, result) -> None:
-        self.results[job.unit.id] = result
-
-
 @pytest.fixture
 def one_gpu_worker():
     """An in-process Dask cluster of one worker with four threads and one GPU, as
@@ -394,7 +383,7 @@ def test_a_gpu_worker_runs_jobs_per_gpu_cuda_jobs_at_once(one_gpu_worker, jobs_p
 
     _AT_ONCE.update(now=0, most=0)
     jobs = [_GpuShareJob(_Unit(f"cell{i}"), "cuda:0", seconds=0.4) for i in range(4)]
-    session = _Results()
+    session = KeptResults()
     DaskExecutor(scheduler=one_gpu_worker, jobs_per_gpu=jobs_per_gpu).run(jobs, session)
     assert {r.error for r in session.results.values()} == {None}
     share = 1 / jobs_per_gpu
@@ -407,7 +396,7 @@ def test_cpu_jobs_ask_for_no_gpu_whatever_jobs_per_gpu(one_gpu_worker):
 
     _AT_ONCE.update(now=0, most=0)
     jobs = [_GpuShareJob(_Unit(f"cell{i}"), "cpu", seconds=0.4) for i in range(4)]
-    session = _Results()
+    session = KeptResults()
     DaskExecutor(scheduler=one_gpu_worker, jobs_per_gpu=2).run(jobs, session)
     assert [r.records for r in session.results.values()] == [[{}]] * 4
     assert _AT_ONCE["most"] == 4
@@ -421,7 +410,7 @@ def test_the_evaluations_of_a_cuda_cell_ask_for_its_share_of_the_gpu(one_gpu_wor
 
     monkeypatch.setattr(_evaluations, "_evaluate_on_dask", _asked_resources)
     job = _GpuShareJob(_Unit("cell"), "cuda:0", evaluations=2, jobs_per_gpu=2)
-    session = _Results()
+    session = KeptResults()
     DaskExecutor(scheduler=one_gpu_worker, jobs_per_gpu=2).run([job], session)
     (result,) = session.results.values()
     assert result.error is None, result.traceback
@@ -498,7 +487,7 @@ def test_two_runs_of_the_same_cell_on_one_scheduler_get_their_own_results(tmp_pa
             while not marker.exists() and other.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert marker.exists(), "the other run's cell did not start"
-            session = _Results()
+            session = KeptResults()
             job = _TagJob(_Unit("cell0"), "cpu", "this")
             DaskExecutor(scheduler=cluster.scheduler_address).run([job], session)
             out, _ = other.communicate(timeout=120)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-import types
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
 from orthobench.executors import Job
+from tests.helpers import KeptResults
 
 pytest.importorskip("dask.distributed")
 
@@ -28,17 +28,6 @@ class _Unit:
     id: str
     config_hash: str = "h"
     kind: str = "cell"
-
-
-class _Results:
-    """A :class:`Session` that keeps each job's result."""
-
-    def __init__(self) -> None:
-        self.results: dict[str, Any] = {}
-        self.progress = types.SimpleNamespace(advance=lambda n: None)
-
-    def finish(self, job, result) -> None:
-        self.results[job.unit.id] = result
 
 
 def _starts(folder: Path, unit_id: str) -> list[str]:
@@ -102,7 +91,7 @@ def test_a_cell_that_times_out_ends_no_cell_beside_it(tmp_path):
     waits = _SleepJob(_Unit("waits"), str(tmp_path), 60.0, secede=True)
     first = _SleepJob(_Unit("first"), str(tmp_path), 8.0, linger=1.0)
     beside = _SleepJob(_Unit("beside"), str(tmp_path), 8.5)
-    session = _Results()
+    session = KeptResults()
     DaskExecutor(workers=2, timeout=12.0).run([waits, first, beside], session)
     results = session.results
     assert results["waits"].error.startswith("timed out"), results["waits"]
@@ -299,7 +288,7 @@ def test_a_cuda_cell_of_one_job_per_gpu_evaluates_on_its_other_worker():
     for the GPU it holds)."""
     from orthobench.executors import DaskExecutor
 
-    session = _Results()
+    session = KeptResults()
     job = _CudaBatchJob(_Unit("cuda"), evaluations=4)
     DaskExecutor(workers=2, timeout=60.0).run([job], session)
     result = session.results["cuda"]

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from functools import partial
 from types import UnionType
@@ -51,6 +52,7 @@ __all__ = [
     "check_kernels",
     "check_value",
     "is_constrained",
+    "is_integer",
 ]
 
 #: The largest count a parameter takes (sample sizes, restarts, candidates): a bound that turns
@@ -97,6 +99,12 @@ KernelEnsemble = Annotated[str | list[str], AfterValidator(check_kernels)]
 
 #: An estimator name ``<base>[+rb][@sampling]`` (:func:`orthobench.config.names.parse_theta_estimator`).
 ThetaEstimatorName = Annotated[str, AfterValidator(partial(names.parse_theta_estimator, field=""))]
+
+
+def is_integer(value: Any) -> bool:
+    """Whether ``value`` is an integer (a numpy one too) and not a bool, which Python counts as
+    one: the check of a count passed from Python rather than validated from a suite."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def is_constrained(annotation: Any) -> bool:

@@ -29,7 +29,6 @@ and the next ``ask`` returns what the uninterrupted optimizer would have returne
 
 from __future__ import annotations
 
-import numbers
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
+from orthobench.config.params import is_integer
 from orthobench.exceptions import one_line
 from orthobench.seeding import derive_seed
 
@@ -163,7 +163,7 @@ class Optimizer(ABC):
         pending_t = self._check_pending(pending)
         limit = self.max_batch
         # Checked before the ask is counted: a float or bool would fail inside `_ask`, after it.
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        if not is_integer(n):
             raise ValueError(
                 f"{type(self).__name__}.ask() needs an integer number of points, but got {n=}."
             )
