@@ -114,3 +114,16 @@ class KeptResults:
 
     def finish(self, job: Any, result: Any) -> None:
         self.results[job.unit.id] = result
+
+
+def flip_eigenvector_signs(monkeypatch: Any) -> None:
+    """Make ``torch.linalg.eigh`` return every other eigenvector negated: another solver's
+    choice of signs (LAPACK and cuSOLVER differ), for tests that results do not follow it."""
+    eigh = torch.linalg.eigh
+
+    def other_signs(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        evals, evecs = eigh(matrix)
+        flip = torch.tensor([(-1.0) ** i for i in range(evecs.shape[-1])], dtype=evecs.dtype)
+        return evals, evecs * flip
+
+    monkeypatch.setattr(torch.linalg, "eigh", other_signs)

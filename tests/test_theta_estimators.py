@@ -28,6 +28,7 @@ from orthobench.theta_estimators import (
     estimate,
     parse_theta_estimator,
 )
+from tests.helpers import flip_eigenvector_signs
 
 DTYPE = torch.float64
 
@@ -233,13 +234,6 @@ def test_rb_draws_do_not_depend_on_the_eigensolvers_signs(monkeypatch) -> None:
     have no canonical sign, so another solver's choice gives other thetas from the same seed."""
     _, lap = _fitted("matern52-ard")
     reference = draw_thetas(lap, "mc+rb", 8, seed=1).theta
-    eigh = torch.linalg.eigh
-
-    def other_signs(matrix: torch.Tensor):
-        evals, evecs = eigh(matrix)
-        flip = torch.tensor([(-1.0) ** i for i in range(evecs.shape[-1])], dtype=evecs.dtype)
-        return evals, evecs * flip
-
-    monkeypatch.setattr(torch.linalg, "eigh", other_signs)
+    flip_eigenvector_signs(monkeypatch)
     flipped = draw_thetas(dataclasses.replace(lap), "mc+rb", 8, seed=1).theta
     torch.testing.assert_close(flipped, reference, rtol=1e-12, atol=1e-12)

@@ -17,6 +17,7 @@ from orthobench.exceptions import NumericsWarning
 from orthobench.surrogates.laplace import laplace_posterior, neg_log_posterior_hessian
 from orthobench.surrogates.theta_algebra import log_posterior, set_theta
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
+from tests.helpers import flip_eigenvector_signs
 from tests.surrogates.fitted import CASES, DTYPE, fitted, gpytorch_neg_log_posterior
 
 
@@ -196,14 +197,7 @@ def test_theta_draws_do_not_depend_on_the_eigensolvers_signs(monkeypatch) -> Non
     _, lap = fitted("matern52-ard")
     z = lap.sample_whitened(8, "iid", seed=2)
     reference = dataclasses.replace(lap).theta(z)  # a fresh copy decomposes H again
-    eigh = torch.linalg.eigh
-
-    def other_signs(matrix: torch.Tensor):
-        evals, evecs = eigh(matrix)
-        flip = torch.tensor([(-1.0) ** i for i in range(evecs.shape[-1])], dtype=evecs.dtype)
-        return evals, evecs * flip
-
-    monkeypatch.setattr(torch.linalg, "eigh", other_signs)
+    flip_eigenvector_signs(monkeypatch)
     flipped = dataclasses.replace(lap)
     torch.testing.assert_close(flipped.theta(z), reference, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(flipped.whiten(reference), z)
