@@ -10,7 +10,9 @@ colour in every figure. Intervals are the ones of the tables (:mod:`orthobench.r
 from __future__ import annotations
 
 import functools
+import hashlib
 import io
+import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from orthobench.report import stats, tables  # noqa: E402
@@ -50,7 +53,37 @@ def _svg(fig: plt.Figure) -> str:
     fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     text = buffer.getvalue()
-    return text[text.index("<svg") :]  # drop the XML prolog so the SVG can be inlined
+    return _unique_ids(text[text.index("<svg") :])  # no XML prolog, so the SVG can be inlined
+
+
+#: A start or end tag: matplotlib escapes ``<`` and ``>`` in attribute values and text.
+_TAG = re.compile(r"<[^<>]*>")
+_ID_ATTRIBUTE = re.compile(r'(\sid=")([^"]+)(")')
+#: A reference to an id: ``url(#id)`` (clip paths, hatches) or ``href="#id"`` (``xlink:href``).
+_REFERENCE = re.compile(r'(url\(#)([^)]+)(\))|(href="#)([^"]+)(")')
+
+
+def _unique_ids(svg: str) -> str:
+    """``svg`` with every id, and every reference to it, prefixed by a hash of ``svg``.
+
+    matplotlib numbers ids per figure (``axes_1``, ``line2d_1``), so the figures of one page
+    would repeat them, and HTML ids must be unique in a document. A hash keeps the same figure's
+    SVG the same (a counter would depend on what was drawn before); only two identical figures
+    in one page would still share ids.
+    """
+    prefix = f"f{hashlib.sha256(svg.encode()).hexdigest()[:10]}-"
+    ids = {m.group(2) for tag in _TAG.findall(svg) for m in _ID_ATTRIBUTE.finditer(tag)}
+
+    def reference(m: re.Match[str]) -> str:
+        start, name, end = m.group(1, 2, 3) if m.group(1) else m.group(4, 5, 6)
+        return f"{start}{prefix}{name}{end}" if name in ids else m.group(0)
+
+    def tag(m: re.Match[str]) -> str:
+        text = _ID_ATTRIBUTE.sub(lambda a: f"{a.group(1)}{prefix}{a.group(2)}{a.group(3)}",
+                                 m.group(0))  # fmt: skip
+        return _REFERENCE.sub(reference, text)
+
+    return _TAG.sub(tag, svg)
 
 
 def _needs_log(values: np.ndarray) -> bool:
@@ -96,9 +129,17 @@ def _mark_off_scale(ax: plt.Axes, value: float, position: float, limits, axis: s
     )  # fmt: skip
 
 
-def _legend_outside(ax: plt.Axes, title: str | None = None) -> None:
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, title=title)
+def _legend_outside(
+    ax: plt.Axes, title: str | None = None, handles: Mapping[str, Artist] | None = None
+) -> None:
+    """A legend right of ``ax``: of ``handles`` (label -> handle), else of ``ax``'s artists."""
+    if handles is None:
+        artists, labels = ax.get_legend_handles_labels()
+    else:
+        labels, artists = list(handles), list(handles.values())
+    if artists:
+        ax.legend(artists, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
+                  title=title)  # fmt: skip
 
 
 def _curve_label(metric: str) -> str:
@@ -284,12 +325,20 @@ def runtime_svg(runs: pd.DataFrame, colors: Palette) -> str:
                 palette=colors,
                 errorbar="sd",
                 ax=ax,
-                legend=ax is axes[0][-1],
             )
             ax.set_title(task, loc="left")
             ax.set_xlabel("")
+        # A panel's legend has only its own series (a task run by some run sets): one legend
+        # gathers every panel's, with the handles seaborn drew in the bars' colours.
+        handles: dict[str, Artist] = {}
+        for ax in axes[0]:
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                handles.setdefault(label, handle)
+            if ax.get_legend() is not None:
+                ax.get_legend().remove()
+        order = [s for s in long["series"].unique() if s in handles]
         axes[0][0].set_ylabel("seconds per BO step")
-        _legend_outside(axes[0][-1])
+        _legend_outside(axes[0][-1], handles={s: handles[s] for s in order})
         return _svg(fig)
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from colorsys import rgb_to_hls
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.colors import to_rgb
 
 from orthobench.report import figures
 from orthobench.report.tables import runtime_table
@@ -95,3 +98,53 @@ def test_the_runtime_figure_shows_the_tables_per_step_mean_and_sd(
     sds = np.array([table[f"{p}_sd"] for p in parts])
     np.testing.assert_allclose(heights, means)
     np.testing.assert_allclose(ends, np.stack([means - sds, means + sds], axis=-1))
+
+
+def _two_panel_runs() -> pd.DataFrame:
+    """Task ``a`` run by run set ``x`` (two optimizers), task ``b`` by run set ``y`` only: the
+    last panel draws one series of the three."""
+    frames = []
+    for run_set, task, optimizer in (("x", "a", "sobol"), ("x", "a", "qlogei"), ("y", "b", "ucb")):
+        frame = _q4_runs(one_row_step=False)
+        label = f"{run_set}: {optimizer}"
+        frames.append(frame.assign(run_set=run_set, task=task, optimizer=optimizer, series=label))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_the_runtime_legend_lists_the_series_of_every_panel_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A multi-folder report: the legend named only the last panel's series (``y: ucb``) while
+    the first panel drew bars of ``x: sobol`` and ``x: qlogei``. Each series is listed once, in
+    the colour of its bars, whose hue is the palette's."""
+    runs = _two_panel_runs()
+    labels = ["x: sobol", "x: qlogei", "y: ucb"]
+    colors = figures.palette(labels)
+    drawn: list[plt.Figure] = []
+    svg = figures._svg
+
+    def keep(fig: plt.Figure) -> str:
+        drawn.append(fig)
+        return svg(fig)
+
+    monkeypatch.setattr(figures, "_svg", keep)
+    text = figures.runtime_svg(runs, colors)
+    (fig,) = drawn
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + fig.legends
+    assert len(legends) == 1
+    legend = legends[0]
+    listed = [t.get_text() for t in legend.get_texts()]
+    assert sorted(listed) == sorted(labels)
+    for label in labels:
+        assert f"{label}</text>" in text  # drawn in the SVG, not just kept in the figure object
+    swatch = {
+        t.get_text(): to_rgb(h.get_facecolor())
+        for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)
+    }
+    for label, rgb in swatch.items():
+        assert rgb_to_hls(*rgb)[0] == pytest.approx(rgb_to_hls(*colors[label])[0], abs=1e-6)
+    assert len(set(swatch.values())) == len(labels)
+    bar_colors = {
+        to_rgb(p.get_facecolor()) for ax in fig.axes for p in ax.patches if p.get_width() > 0
+    }
+    assert bar_colors == set(swatch.values())  # every bar's colour is listed, and only those
