@@ -13,9 +13,11 @@ missing (docs/design.md, "Layers and data flow").
 Execution settings travel in each job, never in globals, and are the same for every executor:
 
 - ``threads_per_cell`` (a probe's ``threads``): torch's thread count while the unit runs (set
-  around it, restored after it), recorded in its metadata. BLAS reductions depend on it, so the
-  same unit and thread count give identical values inline, in the pool and on Dask
-  (docs/design.md, "Thread counts").
+  around it, restored after it), recorded in its metadata and on each line of a cell's
+  evaluation journal (:class:`~orthobench.results.EvaluationJournal`). BLAS reductions depend on it, so the same unit
+  and thread count give identical values inline, in the pool and on Dask (docs/design.md,
+  "Thread counts"). A cell is never stored as a mix of two counts: one resumed at another count
+  than its journal records is recomputed from the start, with a warning (:func:`_recount`).
 - the executor's ``timeout``: seconds a unit attempt may run before its process is stopped and
   the unit stored as failed (a resumed cell's clock starts again).
 - ``evaluation_timeout``: seconds one evaluation may run before it is stopped and recorded with
@@ -47,7 +49,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -99,13 +101,39 @@ class RunInterrupted(KeyboardInterrupt):
         self.summary = summary
 
 
+def _recount(cell: Cell, journal: EvaluationJournal) -> bool:
+    """Whether ``cell`` must be recomputed from the start, with a warning: its evaluation journal
+    records another thread count than the run's (``journal.threads``).
+
+    A resume would store evaluations and proposals computed at two counts, equal to neither
+    uninterrupted run. A journal of the run's count, or one written before the count was
+    recorded, is resumed; a stored cell is reused at any count, its metadata recording its own.
+    """
+    counts = sorted(journal.counts() - {journal.threads})
+    if not counts:
+        return False
+    stored = ", ".join(str(c) for c in counts)
+    warnings.warn(
+        f"cell {cell.id}: its evaluation journal ({len(journal.read())} evaluation(s)) was "
+        f"computed with {stored} thread(s), this run uses {journal.threads}: the cell is "
+        f"recomputed from the start with {journal.threads} (values depend on the count) and its "
+        f"journal discarded when it starts; run with --threads-per-cell {counts[0]} to resume "
+        "from the journal instead.",
+        OrthobenchWarning,
+        stacklevel=5,
+    )
+    return True
+
+
 @dataclass(frozen=True)
 class CellJob(Job):
     """A cell, run by :func:`orthobench.loop.run_cell` (its progress: evaluations).
 
     ``evaluation_workers`` of its evaluations run at once (:meth:`Executor.evaluation_workers`),
     where ``evaluations`` says (:func:`~orthobench.executors._evaluations.make_evaluations`);
-    the job counts as that many of its executor's workers (:attr:`slots`).
+    the job counts as that many of its executor's workers (:attr:`slots`). With ``restart``, the
+    journal is discarded as the cell starts (its evaluations ran at another thread count:
+    :func:`_recount`), so the cell runs from the start.
     """
 
     unit: Cell
@@ -117,6 +145,7 @@ class CellJob(Job):
     evaluation_workers: int = 1
     stack_evaluations: bool = False
     jobs_per_gpu: int = 1
+    restart: bool = False
 
     progress_unit: ClassVar[str] = "evaluations"
 
@@ -129,6 +158,8 @@ class CellJob(Job):
         return self.evaluation_workers
 
     def run(self, on_progress: ProgressCallback | None) -> list[RunRecord]:
+        if self.restart and self.journal is not None:
+            self.journal.discard()
         warm_up(self.unit, torch.device(self.device))  # before the first step's clock starts
         evaluations = make_evaluations(
             self.evaluations,
@@ -320,7 +351,9 @@ def run_suite(
         executor: Where the cells run (default: :class:`~orthobench.executors.InlineExecutor`);
             its ``timeout`` is the cell timeout.
         threads_per_cell: Torch threads while a cell runs, in every executor (recorded in the
-            cell's metadata).
+            cell's metadata and its evaluation journal). A cell whose journal records another
+            count is recomputed from the start at this one, with a warning, not resumed
+            (:func:`_recount`); a journal that records none is resumed.
         evaluation_timeout: Seconds after which a running evaluation is stopped and recorded with
             ``status="timeout"`` (None: no limit); not enforced on Dask (a warning says so).
 
@@ -348,10 +381,17 @@ def run_suite(
         # A task whose data or model is missing, or an optimizer whose parameters do not combine,
         # raises its one-line error here, not in every cell after the others ran.
         check_buildable(todo, timeout=executor.timeout)
-        journals = {cell.id: store.evaluation_journal(cell) for cell in todo}
-        if force:
-            for journal in journals.values():
+        # An external cluster's workers may not see this results directory: no journal there.
+        shared = executor.shares_files
+        journals: dict[str, EvaluationJournal] = {}
+        restart: set[str] = set()
+        for cell in todo:
+            journal = replace(store.evaluation_journal(cell), threads=threads_per_cell)
+            journals[cell.id] = journal
+            if force:
                 journal.discard()
+            elif shared and _recount(cell, journal):
+                restart.add(cell.id)
         limit = evaluation_timeout
         if limit is not None and todo and not executor.enforces_evaluation_timeout:
             warnings.warn(
@@ -367,13 +407,13 @@ def run_suite(
                 cell,
                 str(device),
                 threads_per_cell,
-                # An external cluster's workers may not see this results directory.
-                journals[cell.id] if executor.shares_files else None,
+                journals[cell.id] if shared else None,
                 limit,
                 executor.evaluation_kind,
                 executor.evaluation_workers(cell.q),
                 suite.stack_evaluations,
                 executor.jobs_per_gpu,
+                cell.id in restart,
             )
             for cell in todo
         ]

@@ -326,7 +326,9 @@ def run_cell(
     holds. The initial design and the whole steps are replayed (told, the last step's state
     loaded); the first unfinished step is asked again (an ask is deterministic given the seed,
     the history and the state) and only its missing points are evaluated. The finished cell
-    equals an uninterrupted one (up to the timings).
+    equals an uninterrupted one (up to the timings) at the thread count the journal was written
+    with: the runner discards a journal that records another count than its run's
+    (:func:`orthobench.execution.run_suite`).
 
     An asynchronous cell (``cell.asynchronous``) keeps ``q`` evaluations running instead: after
     a first ask of ``q`` points, each finished evaluation is told alone and one point is asked

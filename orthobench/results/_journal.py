@@ -197,21 +197,33 @@ class EvaluationJournal:
     Args:
         path: The journal file (``DIR/partial/<cell id>.jsonl``).
         config_hash: The cell's configuration hash: entries of another configuration are ignored.
+        threads: The torch thread count of the run that appends, recorded on each line
+            (``"threads"``; None: not recorded). Values depend on it, so the runner resumes a
+            cell only at the count its journal records (:meth:`counts`;
+            ``orthobench.execution._recount``).
     """
 
     path: Path
     config_hash: str
+    threads: int | None = None
 
     def append(self, record: RunRecord, state: dict[str, Any] | None) -> None:
-        _append_line(
-            self.path,
-            {
-                "schema_version": SCHEMA_VERSION,
-                "config_hash": self.config_hash,
-                "record": dataclasses.asdict(record),
-                "state": state,
-            },
-        )
+        entry = {"schema_version": SCHEMA_VERSION, "config_hash": self.config_hash}
+        if self.threads is not None:
+            entry["threads"] = self.threads
+        _append_line(self.path, {**entry, "record": dataclasses.asdict(record), "state": state})
+
+    def counts(self) -> set[int]:
+        """The thread counts recorded by this configuration's evaluations (a line written
+        before the count was recorded has none)."""
+        return {
+            entry["threads"]
+            for entry in _read_lines(self.path)
+            if entry.get("schema_version") == SCHEMA_VERSION
+            and entry.get("config_hash") == self.config_hash
+            and isinstance(entry.get("record"), dict)
+            and type(entry.get("threads")) is int
+        }
 
     def read(self) -> list[tuple[RunRecord, dict[str, Any] | None]]:
         """The stored evaluations of this configuration by ``iteration``, each once (its last
