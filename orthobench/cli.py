@@ -2,14 +2,22 @@
 
 Errors a user can cause (a bad suite, an unknown name, a missing device) and the runner's own
 file-system errors (a full disk, a folder it cannot write) print one line, ``orthobench: error:
-...``, and exit with code 2; ``--debug`` shows the traceback instead.
+...``, and exit with code 2; ``--debug`` prints the traceback before that line, same exit code.
+
+A reader that closes the pipe early (``orthobench list | head -1``) is no error: the rest of the
+output is discarded and the command runs to its end with the exit code it would have had, so a
+pipeline under ``set -o pipefail`` still reads ``check``'s verdict (0 passed, 1 failed) and
+``run``'s (1 when a cell failed). Its results, report and journal do not depend on who reads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import inspect
+import os
 import sys
+import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,15 +35,76 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 SCHEDULER_TIMEOUT_S = 5.0
 
 
+class _ClosedPipeTolerant:
+    """A standard stream whose reader may go (``| head``): from the first write or flush that
+    fails with ``EPIPE`` on, what is written is discarded and the stream's file descriptor points
+    to :data:`os.devnull` (Python's docs, "Note on SIGPIPE"), so Python's own flush at exit
+    writes nowhere instead of failing. Other errors are raised as they are."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: Any) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except OSError as err:
+                self._reader_gone(err)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except OSError as err:
+                self._reader_gone(err)
+
+    def _reader_gone(self, err: OSError) -> None:
+        if err.errno != errno.EPIPE:  # BrokenPipeError included
+            raise err
+        self._gone = True
+        # A stream without a descriptor (a test's capture) is only discarded from now on.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:  # isatty, encoding, fileno, ...
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _closed_pipes_tolerated() -> Iterator[None]:
+    """While the block runs, stdout and stderr are :class:`_ClosedPipeTolerant`; what they hold
+    is flushed through them before they are put back."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (None if s is None else _ClosedPipeTolerant(s) for s in saved)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        sys.stdout, sys.stderr = saved
+
+
 class _Group(click.Group):
     """Turns :class:`OrthobenchError` and ``OSError`` into exit code 2 and one line on stderr,
     whatever the message holds: line breaks escaped, cut to twice
     :data:`~orthobench.exceptions.MESSAGE_LIMIT` characters (room for a file path and a field
-    before the reason); an ``OSError`` as ``<path>: <reason>``. A Ctrl-C that no command
-    reports itself (before the cells run, while the report is written) exits 130 with one line,
-    not click's ``Aborted!`` and 1, the code of failed cells."""
+    before the reason); an ``OSError`` as ``<path>: <reason>``; under ``--debug`` the traceback
+    comes first. A Ctrl-C that no command reports itself (before the cells run, while the report
+    is written) exits 130 with one line, not click's ``Aborted!`` and 1, the code of failed
+    cells. A closed stdout or stderr pipe is no error (:class:`_ClosedPipeTolerant`)."""
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201
+        with _closed_pipes_tolerated():
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context):  # noqa: ANN202
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
@@ -48,8 +117,8 @@ class _Group(click.Group):
         except (OrthobenchError, OSError) as err:
             # OSError: the runner's own file I/O (a full disk, a path too long), which no
             # command has a better message for; a cell's I/O errors fail only that cell.
-            if ctx.obj and ctx.obj.get("debug"):
-                raise
+            if ctx.obj and ctx.obj.get("debug"):  # the traceback added, the exit code kept
+                click.echo(traceback.format_exc(), err=True, nl=False)
             from orthobench.exceptions import MESSAGE_LIMIT, one_line
             from orthobench.results import os_error_text
 
@@ -406,7 +475,8 @@ def probe(suite_file: str, **options: Any) -> None:
     Probe states run as cells do: on any executor, each stored as it finishes, a rerun computing
     only what is missing (a stored state's rows are kept when estimators or budgets are added).
     Exit code 0 when every state is stored, 1 when a state failed (the others are stored), 2 for a
-    bad suite or setting, 130 on Ctrl-C.
+    bad suite or setting, 130 on Ctrl-C. With no state of the suite stored (every one failed), no
+    report is written.
     """
     from orthobench.probe.tables import format_summary
     from orthobench.report import build_report
@@ -414,10 +484,16 @@ def probe(suite_file: str, **options: Any) -> None:
 
     frame, summary, store = _probe_suite(suite_file, **options)
     click.echo(format_summary(frame))
-    # The suite's rows only: a stored state keeps the rows of estimators the suite dropped.
-    rows = set(frame[list(PROBE_ROW_KEY)].itertuples(index=False, name=None))
-    report = build_report([store.root], store.root / "report.html", probe_rows=rows)
-    click.echo(f"probe rows (with raw per-rebuild values): {store.probe_dir}; report: {report}")
+    if frame.empty:  # every state failed: a report of no rows would only raise "no results"
+        click.echo(
+            f"probe rows: none in {store.probe_dir}; report: not written (no state of the "
+            "suite is stored)"
+        )
+    else:
+        # The suite's rows only: a stored state keeps the rows of estimators the suite dropped.
+        rows = set(frame[list(PROBE_ROW_KEY)].itertuples(index=False, name=None))
+        report = build_report([store.root], store.root / "report.html", probe_rows=rows)
+        click.echo(f"probe rows (with raw per-rebuild values): {store.probe_dir}; report: {report}")
     _exit_on_failures(summary, store.probe_journal.path)
 
 
@@ -433,7 +509,12 @@ def probe(suite_file: str, **options: Any) -> None:
 @_probe_options
 def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
     """Run the probe of SUITE_FILE and exit 1 when a threshold fails or a state could not be
-    probed (the CI regression gate)."""
+    probed (the CI regression gate).
+
+    Exit code 0 when every rule holds on every state, 1 when one fails or a state failed, 2 for a
+    bad suite, thresholds file or setting, 130 on Ctrl-C. A reader that closes the output early
+    (``| head``) does not change it.
+    """
     from orthobench.check import evaluate, format_results, load_thresholds
 
     path = (
