@@ -35,10 +35,11 @@ may import is restricted too, by its text, before anything is imported
    Task or Optimizer, and some of its modules act when imported (``this``, ``antigravity``).
 
 Then :func:`importlib.util.find_spec` must find the module (this imports its parent packages, as
-any import would), and only then is it imported, which runs its top-level code: an exception,
-``sys.exit`` or ``KeyboardInterrupt`` raised there is one :class:`RegistryError` naming the
-module. Entry points are named by installed distributions, not by suites: rules 1 to 3 do not
-apply to them, the import errors and the type check do.
+any import would), and only then is it imported, which runs its top-level code: an exception or
+``sys.exit`` raised there is one :class:`RegistryError` naming the module. A ``KeyboardInterrupt``
+is not caught: it is the user's Ctrl-C (a slow import interrupted), not the module's failure, and
+the command line exits 130 with it. Entry points are named by installed distributions, not by
+suites: rules 1 to 3 do not apply to them, the import errors and the type check do.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ from orthobench.exceptions import (
 _OPTIMIZER_RESERVED = ("dim", "seed", "device", "dtype")
 # The attribute that marks a function as a factory of one kind (see `task_factory`).
 _FACTORY_MARK = "__orthobench_factory__"
+# What a broken plugin module raises at import, reported as one RegistryError. Other
+# BaseExceptions propagate: a KeyboardInterrupt is the user's Ctrl-C, an EvaluationTimeout a
+# deadline's.
+_IMPORT_FAILURES = (Exception, SystemExit)
 
 
 def task_factory(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -189,7 +194,8 @@ class Registry:
 
         Raises:
             RegistryError: (field ``name``) naming the rule broken, a module that is not found,
-                or what its import raised (any exception, ``sys.exit``, ``KeyboardInterrupt``).
+                or what its import raised (any exception, ``sys.exit``); a ``KeyboardInterrupt``
+                propagates.
         """
         module_name, attr = _split_path(path)
         if any(part.startswith("_") for part in module_name.split(".")):
@@ -205,11 +211,11 @@ class Registry:
                 f"Import path {path!r} names {module_name!r} of Python's standard library, which "
                 f"holds no {self._base.rpartition(':')[2]}; a suite may not import it.",
             )
-        # BaseException: a module's top-level code may call sys.exit or raise KeyboardInterrupt,
-        # and a suite must not end the runner with it (find_spec imports the parent packages).
+        # SystemExit too: a module's top-level code may call sys.exit, and a suite must not end the
+        # runner with it (find_spec imports the parent packages). Not KeyboardInterrupt: Ctrl-C.
         try:
             spec = importlib.util.find_spec(module_name)
-        except BaseException as err:
+        except _IMPORT_FAILURES as err:
             raise _import_failure(module_name, path, err) from err
         if spec is None:
             raise RegistryError(
@@ -219,7 +225,7 @@ class Registry:
             )
         try:
             module = importlib.import_module(module_name)
-        except BaseException as err:
+        except _IMPORT_FAILURES as err:
             raise _import_failure(module_name, path, err) from err
         return _attribute(module, attr, path)
 
@@ -267,7 +273,7 @@ class Registry:
             if ep.name == name:
                 try:
                     loaded = ep.load()
-                except BaseException as err:  # as in _import_plugin: one error, not an exit
+                except _IMPORT_FAILURES as err:  # as in _import_plugin: one error, not an exit
                     raise _import_failure(ep.module, ep.value, err) from err
                 return self._checked(name, loaded)
         known = self.names()

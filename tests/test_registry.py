@@ -160,12 +160,12 @@ def test_modules_that_may_act_on_import_are_refused_before_any_import(
     ("files", "name", "raised"),
     [
         ({"exits.py": "import sys\nsys.exit(3)\n"}, "exits:Task", "SystemExit: 3"),
-        ({"stops.py": "raise KeyboardInterrupt\n"}, "stops:Task", "KeyboardInterrupt"),
+        ({"raises.py": "raise ImportError('needs libfoo')\n"}, "raises:Task", "ImportError"),
         # find_spec of a submodule imports its package first
         ({"exitpkg/__init__.py": "raise SystemExit('bye')\n"}, "exitpkg.sub:X", "SystemExit: bye"),
     ],
 )
-def test_a_module_that_exits_or_interrupts_at_import_is_one_registry_error(
+def test_a_module_that_raises_or_exits_at_import_is_one_registry_error(
     tmp_path, monkeypatch, files, name, raised
 ):
     for relative, text in files.items():
@@ -186,6 +186,31 @@ def test_a_suite_whose_plugin_calls_sys_exit_gets_one_line_and_exit_code_2(
     result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2 and result.output.count("\n") == 1
     assert "tasks[0].name" in result.output and "SystemExit: 0" in result.output
+
+
+def test_ctrl_c_while_a_plugin_module_imports_is_not_an_import_error(tmp_path, monkeypatch):
+    """The reported bug: a Ctrl-C while a suite's plugin module imported (a slow import of torch,
+    say) became 'Cannot import module ...: KeyboardInterrupt.', exit 2. It propagates, by an
+    import path and by an entry point alike."""
+    (tmp_path / "stops.py").write_text("raise KeyboardInterrupt\n")  # as the signal handler does
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(KeyboardInterrupt):
+        TASKS.resolve("stops:Task")
+    ep = EntryPoint(name="stops", value="stops:Task", group="orthobench.tasks")
+    monkeypatch.setattr(registry_module, "entry_points", lambda group: [ep])
+    with pytest.raises(KeyboardInterrupt):
+        TASKS.resolve("stops")
+
+
+def test_ctrl_c_while_a_suites_plugin_imports_exits_130(tmp_path, write_suite, monkeypatch):
+    (tmp_path / "stops.py").write_text("raise KeyboardInterrupt\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    suite = write_suite("name: x\nbudget: 1\ntasks: [stops:Task]\noptimizers: [sobol]\n")
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 130
+    assert result.output.splitlines() == [
+        "orthobench: interrupted; what is stored stays stored: rerun the same command to resume."
+    ]
 
 
 def test_marked_factories_and_subclasses_load_by_import_path(plugin):
