@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import importlib
+import signal
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing import resource_tracker
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 import torch
@@ -41,6 +45,92 @@ def thread_limits(threads: int) -> Iterator[None]:
             yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """Run the block with SIGINT blocked in this thread, so the processes it starts begin with
+    SIGINT blocked (the mask is inherited through ``spawn``); each unblocks it once it ignores
+    SIGINT (:func:`ignore_sigint`). A Ctrl-C while a child imports is thus never a
+    ``KeyboardInterrupt`` traceback there; here it is delivered when the block ends.
+
+    multiprocessing's resource tracker unblocks SIGINT when it starts, so it is started first.
+    """
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def ignore_sigint() -> None:
+    """Ignore SIGINT in this worker process (the runner handles Ctrl-C and stops its workers),
+    then unblock it (:func:`sigint_blocked`): a Ctrl-C pending since the process started is
+    discarded."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+class Warned(NamedTuple):
+    """A warning shown in a worker process, to be shown again in the process that runs it
+    (:meth:`show`): there the runner's filters and format apply (the CLI's ``orthobench:
+    warning: ...`` line), as to a warning of an inline cell. The category travels by name (the
+    runner may not have it), with the nearest built-in category as the fallback."""
+
+    message: str
+    category: str  # "module:qualname"
+    builtin: type[Warning]
+    filename: str
+    lineno: int
+
+    @classmethod
+    def of(cls, message: Warning | str, category: type[Warning], filename: str, lineno: int):
+        builtin = next(c for c in category.__mro__ if c.__module__ == "builtins")
+        name = f"{category.__module__}:{category.__qualname__}"
+        return cls(str(message), name, builtin, filename, lineno)
+
+    def warning(self) -> Warning:
+        """The warning, of its category where this process can import it and make one."""
+        module, _, qualname = self.category.partition(":")
+        try:
+            category = importlib.import_module(module)
+            for name in qualname.split("."):
+                category = getattr(category, name)
+            return category(self.message)
+        except Exception:  # noqa: BLE001 -- not importable here, or a constructor of its own
+            return self.builtin(f"{qualname.rsplit('.', 1)[-1]}: {self.message}")
+
+    def show(self, registries: dict[str, dict]) -> None:
+        """Warn here as the worker did; ``registries`` keeps which were shown, by file (the
+        ``default`` action shows a warning once per place, whichever worker warned)."""
+        registry = registries.setdefault(self.filename, {})
+        warnings.warn_explicit(self.warning(), None, self.filename, self.lineno, registry=registry)
+
+
+def forward_warnings(send: Callable[[Warned], None]) -> None:
+    """Hand each warning this process shows to ``send`` as a :class:`Warned` (a worker process's
+    warnings, shown again by the runner), instead of printing it; one that cannot be sent, or
+    that is written to a file of its own, is printed as before."""
+    show = warnings.showwarning
+
+    def forward(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        if file is None:
+            try:
+                send(Warned.of(message, category, filename, lineno))
+                return
+            except Exception:  # noqa: BLE001 -- the runner is gone: print it here
+                pass
+        show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = forward
 
 
 class Job(abc.ABC):

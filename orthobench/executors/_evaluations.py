@@ -14,7 +14,6 @@ import collections
 import contextlib
 import multiprocessing
 import os
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -36,7 +35,13 @@ from orthobench.evaluation import (
     timeout_outcome,
 )
 from orthobench.exceptions import OrthobenchError, show_value
-from orthobench.executors._base import thread_limits
+from orthobench.executors._base import (
+    Warned,
+    forward_warnings,
+    ignore_sigint,
+    sigint_blocked,
+    thread_limits,
+)
 from orthobench.executors._dask import CELL_WORKERS, _gpu_resources
 from orthobench.loop import make_task
 from orthobench.suite import Cell
@@ -116,6 +121,9 @@ class StackedEvaluations(Evaluations):
 # The cell of this evaluation process and, once built, its task: an evaluation process serves
 # one cell (set by the pool's initializer, read by each evaluation).
 _WORKER: dict[str, Any] = {}
+# The warnings this evaluation process showed since it last returned (with an outcome); the
+# cell's process shows them.
+_WARNED: list[Warned] = []
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -129,26 +137,46 @@ def _exit_with_parent(parent: int) -> None:
 
 def _start_worker(cell: Cell, device: str, threads: int, timeout: float | None) -> None:
     """Initializer of an evaluation process: remember the cell and build its task, ignore Ctrl-C
-    (the runner handles it and the cell stops its evaluation processes) and exit with the cell's
-    process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    (the runner handles it and the cell stops its evaluation processes), keep its warnings for
+    the cell's process and exit with the cell's process."""
+    ignore_sigint()
+    forward_warnings(_WARNED.append)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     _WORKER.update(cell=cell, device=torch.device(device), threads=threads, timeout=timeout)
     _WORKER["task"] = make_task(cell)
 
 
-def _started() -> int:
-    """A no-op job that returns once its process has started (and built the cell's task)."""
-    return os.getpid()
+def _point(request: EvaluationRequest) -> str:
+    """``"iteration 5"``, or of an asynchronous cell's point ``"proposal 5, batch 3"``: its
+    ``iteration`` is its proposal's index, no record's (as
+    :func:`~orthobench.evaluation.outcome_of` says)."""
+    if request.batch is None:
+        return f"iteration {request.iteration}"
+    return f"proposal {request.iteration}, batch {request.batch}"
 
 
-def _evaluate_in_worker(request: EvaluationRequest) -> Outcome:
-    """One evaluation in an evaluation process, with the cell's time limit and thread count."""
+def _taken_warnings() -> list[Warned]:
+    """The warnings shown since the last call (:data:`_WARNED`), which it clears."""
+    warned = list(_WARNED)
+    _WARNED.clear()
+    return warned
+
+
+def _started() -> tuple[int, list[Warned]]:
+    """A no-op job that returns once its process has started (and built the cell's task), with
+    the warnings shown meanwhile."""
+    return os.getpid(), _taken_warnings()
+
+
+def _evaluate_in_worker(request: EvaluationRequest) -> tuple[Outcome, list[Warned]]:
+    """One evaluation in an evaluation process, with the cell's time limit and thread count, and
+    the warnings it showed."""
     cell: Cell = _WORKER["cell"]
     with thread_limits(_WORKER["threads"]):
-        return evaluate_point(
+        outcome = evaluate_point(
             _WORKER["task"], request, _WORKER["device"], _WORKER["timeout"], cell.task.label
         )
+    return outcome, _taken_warnings()
 
 
 class ProcessEvaluations(Evaluations):
@@ -157,12 +185,13 @@ class ProcessEvaluations(Evaluations):
 
     All ``workers`` processes are started, and each builds the cell's task, when the cell opens
     them (a process started at its first evaluation would add its start, seconds of imports, to
-    a step's time); each keeps the task, runs evaluations
-    with ``threads`` torch threads and the evaluation time limit (its main thread sets the
-    timer), ignores Ctrl-C and exits when the cell's process dies. An exception of an evaluation
-    fails the cell, as inline; so does an evaluation process that dies (one line naming the
-    iteration), never hanging it. :meth:`close` kills the processes and what their evaluations
-    started; the cell's timeout kills them with the cell's process group.
+    a step's time); each keeps the task, runs evaluations with ``threads`` torch threads and the
+    evaluation time limit (its main thread sets the timer), ignores Ctrl-C from its start and
+    exits when the cell's process dies; the warnings an evaluation shows are shown by the cell's
+    process (as inline). An exception of an evaluation fails the cell, as inline; so does an
+    evaluation process that dies (one line naming the iteration, or an asynchronous cell's
+    proposal and batch), never hanging it. :meth:`close` kills the processes and what their
+    evaluations started; the cell's timeout kills them with the cell's process group.
 
     Args:
         workers: Evaluation processes.
@@ -179,6 +208,7 @@ class ProcessEvaluations(Evaluations):
     def open(self, cell: Cell, task: Task, device: torch.device, timeout: float | None) -> None:
         super().open(cell, task, device, timeout)
         self._cell = cell
+        self._warned: dict[str, dict] = {}  # which of the processes' warnings were shown, by file
         self._pool = ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=multiprocessing.get_context("spawn"),
@@ -186,17 +216,21 @@ class ProcessEvaluations(Evaluations):
             initargs=(cell, str(device), self.threads, timeout),
         )
         # The pool starts a process per job while none is idle: as many no-op jobs at once
-        # start them all.
-        started = [self._pool.submit(_started) for _ in range(self.workers)]
+        # start them all, with SIGINT blocked until they ignore it (after their imports).
         try:
+            with sigint_blocked():
+                started = [self._pool.submit(_started) for _ in range(self.workers)]
             for future in started:
-                future.result()
+                self._show(future.result()[1])
         except BrokenProcessPool:
             self.close()
             raise OrthobenchError(
                 f"cell {cell.id}: an evaluation process could not start (building the task "
                 "in a new process failed or the process died)."
             ) from None
+        except BaseException:  # the runner stopped the cell meanwhile; run_cell closes no pool
+            self.close()
+            raise
 
     def stream(
         self, queue: collections.deque[EvaluationRequest]
@@ -226,18 +260,24 @@ class ProcessEvaluations(Evaluations):
                 for future in sorted(done, key=lambda f: (f in failed, futures[f].position)):
                     request = futures.pop(future)
                     try:
-                        outcome = future.result()
+                        outcome, warned = future.result()
                     except BrokenProcessPool:
                         raise OrthobenchError(
-                            f"cell {self._cell.id}: the process evaluating iteration "
-                            f"{request.iteration} died (a crash, a kill, os._exit); the "
-                            "evaluations finished before it are journaled."
+                            f"cell {self._cell.id}: the process evaluating {_point(request)} "
+                            "died (a crash, a kill, os._exit); the evaluations finished before "
+                            "it are journaled."
                         ) from None
+                    self._show(warned)
                     yield request, outcome
                     submit_queued()
         finally:
             for future in futures:
                 future.cancel()
+
+    def _show(self, warned: list[Warned]) -> None:
+        """Show here the warnings that an evaluation process showed."""
+        for warning in warned:
+            warning.show(self._warned)
 
     def close(self) -> None:
         if self._pool is None:

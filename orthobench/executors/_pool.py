@@ -14,10 +14,24 @@ from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
 
 from orthobench.deadlines import kill_descendants
-from orthobench.executors._base import Executor, Job, JobResult, Session, execute, failed
+from orthobench.executors._base import (
+    Executor,
+    Job,
+    JobResult,
+    Session,
+    Warned,
+    execute,
+    failed,
+    forward_warnings,
+    ignore_sigint,
+    sigint_blocked,
+)
 
 #: Seconds between a pool worker's checks that the runner is still alive.
 _PARENT_POLL_S = 0.5
+#: Seconds that the workers running jobs get to end them after the runner's Ctrl-C (SIGTERM)
+#: before they are killed.
+_STOP_GRACE_S = 3.0
 #: What a pool worker sends when it starts running a job (its result follows).
 _STARTED = "started"
 
@@ -41,25 +55,44 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _worker_main(conn: Connection, parent: int) -> None:
-    """A pool worker: run the jobs received on ``conn`` and send back each :class:`JobResult`.
+    """A pool worker: run the jobs received on ``conn`` and send back each :class:`JobResult`,
+    and each warning shown meanwhile (a :class:`~orthobench.executors._base.Warned`: the runner
+    shows it).
 
-    Ends when the runner sends None, closes its end of the pipe, or dies. The worker leads its
-    own session and process group, which the processes its jobs start join, so the runner can
-    end them with it (:meth:`_Worker.kill_group`; those that leave the group are found as the
-    worker's descendants).
+    Ends when the runner sends None, closes its end of the pipe, or dies, and on SIGTERM (the
+    runner's Ctrl-C: :meth:`_Worker.terminate`). The worker leads its own session and process
+    group, which the processes its jobs start join, so the runner can end them with it
+    (:meth:`_Worker.kill_group`; those that leave the group are found as the worker's
+    descendants).
     """
     os.setsid()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner handles Ctrl-C and ends its workers
+    ignore_sigint()  # the runner handles Ctrl-C and ends its workers
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:
+        # The job unwinds, closing what it opened (a batch cell's evaluation pool, whose
+        # semaphores would otherwise be left to the resource tracker), and the worker exits.
+        stopping.set()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    lock = threading.RLock()  # a warning of another thread must not cut into a message
+
+    def send(message: object) -> None:
+        with lock:
+            conn.send(message)
+
+    forward_warnings(send)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
-    while True:
+    while not stopping.is_set():
         try:
             job = conn.recv()
         except EOFError:
             return
         if job is None:
             return
-        conn.send(_STARTED)  # the job's clock starts now, not while the worker imported torch
-        conn.send(execute(job))
+        send(_STARTED)  # the job's clock starts now, not while the worker imported torch
+        send(execute(job))  # a SIGTERM fails the job: execute catches its SystemExit
 
 
 def _exit_reason(code: int | None) -> str:
@@ -78,11 +111,22 @@ class _Worker:
     timeout fails that job only.
     """
 
-    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
+    def __init__(
+        self, context: multiprocessing.context.SpawnContext, warned: dict[str, dict]
+    ) -> None:
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_worker_main, args=(child, os.getpid()))
-        self.process.start()
-        child.close()
+        try:
+            with sigint_blocked():  # until the worker ignores it, after its imports
+                self.process.start()
+        except BaseException:  # a Ctrl-C delivered as the block ends: no worker left behind
+            if self.process.pid is not None:
+                self.process.kill()
+                self.process.join()
+            raise
+        finally:
+            child.close()
+        self.warned = warned  # which of the workers' warnings were shown, by file
         self.job: Job | None = None
         self.running_since: float | None = None  # when the worker started the job
 
@@ -105,9 +149,12 @@ class _Worker:
         with contextlib.suppress(EOFError, OSError):
             while self.conn.poll():
                 message = self.conn.recv()
-                if message != _STARTED:
+                if isinstance(message, Warned):
+                    message.show(self.warned)
+                elif message == _STARTED:
+                    self.running_since = time.monotonic()
+                else:
                     return message
-                self.running_since = time.monotonic()
             if self.process.is_alive():
                 return None
         self.process.join()
@@ -121,6 +168,13 @@ class _Worker:
         ``sleep``, its data loaders), which would outlive it otherwise (:func:`_kill_tree`): its
         process group, and while it lives its descendants outside the group (``setsid``)."""
         _kill_tree(self.process.pid)
+
+    def terminate(self) -> None:
+        """Kill what the job started (:func:`kill_descendants`) and ask the worker to end the job
+        and exit (SIGTERM); :meth:`stop` it if it has not in time."""
+        if self.process.is_alive():  # else its pid may be another process's by now
+            kill_descendants(self.process.pid)
+            self.process.terminate()
 
     def stop(self) -> None:
         """Kill the process and its group at once (its job is abandoned; a cell's journal keeps
@@ -144,6 +198,21 @@ class _Worker:
         self.conn.close()
 
 
+def _stop_all(workers: Sequence[_Worker]) -> None:
+    """Stop ``workers`` (the runner's Ctrl-C, a timeout): the processes their jobs started are
+    killed at once, the workers get :data:`_STOP_GRACE_S` seconds to end their jobs and exit
+    (:meth:`_Worker.terminate`), and are then killed with their process groups."""
+    try:
+        for worker in workers:
+            worker.terminate()
+        deadline = time.monotonic() + _STOP_GRACE_S
+        for worker in workers:
+            worker.process.join(max(deadline - time.monotonic(), 0.0))
+    finally:  # a second Ctrl-C kills them at once
+        for worker in workers:
+            worker.stop()
+
+
 class ProcessExecutor(Executor):
     """Runs jobs on up to ``workers`` spawned processes, replacing any that dies or times out.
 
@@ -156,9 +225,13 @@ class ProcessExecutor(Executor):
 
     ``spawn``, not ``fork``: forking a process that already initialized torch/OpenMP (or CUDA)
     can hang. A worker's process is reused for the next job, so tasks keep their per-process
-    caches. Progress counts a whole job as it finishes. Pool workers ignore SIGINT (the runner
-    handles Ctrl-C and kills them), so a ``KeyboardInterrupt`` there always comes from the job's
-    own code and fails it; they exit within a second when the runner dies (``kill -9``). Each
+    caches. Progress counts a whole job as it finishes, and the warnings a job shows are shown
+    by the runner, as an inline job's are (:func:`~orthobench.executors._base.forward_warnings`).
+    Pool workers ignore SIGINT from their start (their imports included), so a
+    ``KeyboardInterrupt`` there always comes from the job's own code and fails it. On Ctrl-C the
+    runner kills what their jobs started, gives them :data:`_STOP_GRACE_S` seconds to end their
+    jobs (SIGTERM: a batch cell closes its evaluation pool) and kills them, as it does a worker
+    whose job timed out; they exit within a second when the runner dies (``kill -9``). Each
     worker leads its own process group, which the processes a job starts join: a worker stopped
     at the timeout, one that dies and one that the runner closes take them along, and a worker
     stopped or closed also its descendants that left the group (``setsid``). A job that ends its
@@ -170,6 +243,7 @@ class ProcessExecutor(Executor):
 
     def run(self, jobs: Sequence[Job], session: Session) -> None:
         context = multiprocessing.get_context("spawn")
+        warned: dict[str, dict] = {}
         queue = deque(jobs)
         idle: list[_Worker] = []
         busy: list[_Worker] = []
@@ -178,7 +252,7 @@ class ProcessExecutor(Executor):
                 while queue and (
                     not busy or sum(w.job.slots for w in busy) + queue[0].slots <= self.workers
                 ):
-                    worker = idle.pop() if idle else _Worker(context)
+                    worker = idle.pop() if idle else _Worker(context, warned)
                     worker.submit(queue.popleft())
                     busy.append(worker)
                 running = [w.seconds() for w in busy if w.running_since is not None]
@@ -196,7 +270,7 @@ class ProcessExecutor(Executor):
                         and worker.seconds() >= self.timeout
                     ):
                         seconds = worker.seconds()
-                        worker.stop()
+                        _stop_all([worker])
                         result = failed(
                             f"timed out: still running after the {worker.job.unit.kind} timeout "
                             f"of {self.timeout:g} s; its process was stopped",
@@ -210,8 +284,7 @@ class ProcessExecutor(Executor):
                     session.progress.advance(worker.job.size)
                     session.finish(worker.job, result)
         except BaseException:
-            for worker in busy:
-                worker.stop()
+            _stop_all(busy)
             raise
         finally:
             for worker in idle:
