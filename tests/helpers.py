@@ -127,3 +127,13 @@ def flip_eigenvector_signs(monkeypatch: Any) -> None:
         return evals, evecs * flip
 
     monkeypatch.setattr(torch.linalg, "eigh", other_signs)
+
+
+def process_running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not); Linux
+    (``/proc``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -22,6 +22,7 @@ from orthobench.optimizers.sobol import SobolSearch
 from orthobench.progress import Progress
 from orthobench.results import ResultStore, load_runs, read_metadata
 from orthobench.suite import load_suite
+from tests.helpers import process_running
 
 # `crashy` raises at its first point with x_0 > 0, which a 3-point scrambled Sobol' design has.
 SUITE = """
@@ -277,15 +278,6 @@ def _wait_for_evaluations(log, n: int, runner: subprocess.Popen) -> list[tuple[s
     raise AssertionError(f"{n} evaluations did not start (runner exit code {runner.poll()})")
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.slow
 def test_a_dying_worker_fails_its_cell_the_others_finish_and_run_exits_1(faulty, tmp_path) -> None:
     suite = faulty("abort", "none", seeds=2)
@@ -313,9 +305,9 @@ def test_pool_workers_exit_when_the_runner_is_killed(faulty, tmp_path) -> None:
         runner.kill()
         runner.wait()
     deadline = time.monotonic() + 10
-    while any(map(_alive, workers)) and time.monotonic() < deadline:
+    while any(map(process_running, workers)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(map(_alive, workers))
+    assert not any(map(process_running, workers))
 
 
 @pytest.mark.slow
@@ -338,7 +330,7 @@ def test_ctrl_c_exits_130_saying_what_is_stored_and_that_a_rerun_resumes(
         "orthobench: interrupted: 1 of 2 cells stored (1 by this run); rerun the same command "
         "to resume."
     ]
-    assert not _alive(pid)
+    assert not process_running(pid)
 
 
 @pytest.mark.slow

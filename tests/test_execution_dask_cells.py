@@ -18,7 +18,7 @@ from typing import ClassVar
 import pytest
 
 from orthobench.executors import Job
-from tests.helpers import KeptResults
+from tests.helpers import KeptResults, process_running
 
 pytest.importorskip("dask.distributed")
 
@@ -135,15 +135,6 @@ def make_stuck(folder: str) -> Stuck:
 """
 
 
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, killed but not yet reaped, does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to find the processes")
 def test_a_batch_cell_that_times_out_ends_its_evaluations_on_its_other_workers(
@@ -186,10 +177,10 @@ def test_a_batch_cell_that_times_out_ends_its_evaluations_on_its_other_workers(
         assert failed.error.startswith("timed out"), failed.error
         started = [int(path.name) for path in pids.iterdir()]
         assert len(started) == 2  # the initial design's two evaluations, at once
-        assert [pid for pid in started if _running(pid)] == []
+        assert [pid for pid in started if process_running(pid)] == []
     finally:
         for path in pids.iterdir():  # the test's own `sleep` processes, if any outlived the run
-            if _running(int(path.name)):
+            if process_running(int(path.name)):
                 os.kill(int(path.name), 9)
 
 

@@ -26,6 +26,7 @@ from orthobench.executors._evaluations import ProcessEvaluations
 from orthobench.loop import run_cell
 from orthobench.results import ResultStore
 from orthobench.suite import load_suite
+from tests.helpers import process_running
 from tests.test_loop import cell
 
 # A sphere whose evaluations append their process id to `log`, warn `warn` and wait `hang`
@@ -39,6 +40,7 @@ import numpy as np
 
 from orthobench import Evaluation, SearchSpace, Task
 from orthobench.exceptions import NumericsWarning
+from tests.helpers import process_running
 
 
 class Plugin(Task):
@@ -185,15 +187,6 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _importing_torch(pid: int) -> bool:
     """Whether process ``pid`` is a spawned worker that has begun loading torch's library."""
     try:
@@ -246,9 +239,9 @@ def test_a_ctrl_c_with_a_batch_cell_on_the_pool_leaves_no_leaked_semaphores(
         "to resume."
     ], stderr
     deadline = time.monotonic() + 10
-    while any(map(_alive, evaluators)) and time.monotonic() < deadline:
+    while any(map(process_running, evaluators)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(map(_alive, evaluators))
+    assert not any(map(process_running, evaluators))
 
 
 @pytest.mark.slow
