@@ -62,7 +62,7 @@ from orthobench.progress import Progress
 from orthobench.results import BaseStore, EvaluationJournal, RunRecord, run_metadata
 from orthobench.suite import Cell, Suite
 from orthobench.warmup import warm_up
-from orthobench.work import CELL, ID_FIELDS, WorkUnit
+from orthobench.work import CELL, ID_FIELDS, WorkUnit, warn_thread_counts
 
 #: The file in a results directory that names the unit an inline run is running (removed when
 #: the unit ends, however it ends, unless its process ends with it: :meth:`Run.running`).
@@ -109,20 +109,20 @@ def _recount(cell: Cell, journal: EvaluationJournal) -> bool:
     uninterrupted run. A journal of the run's count, or one written before the count was
     recorded, is resumed; a stored cell is reused at any count, its metadata recording its own.
     """
-    counts = sorted(journal.counts() - {journal.threads})
-    if not counts:
-        return False
-    stored = ", ".join(str(c) for c in counts)
-    warnings.warn(
-        f"cell {cell.id}: its evaluation journal ({len(journal.read())} evaluation(s)) was "
-        f"computed with {stored} thread(s), this run uses {journal.threads}: the cell is "
-        f"recomputed from the start with {journal.threads} (values depend on the count) and its "
-        f"journal discarded when it starts; run with --threads-per-cell {counts[0]} to resume "
-        "from the journal instead.",
-        OrthobenchWarning,
-        stacklevel=5,
-    )
-    return True
+    others = sorted(journal.counts() - {journal.threads})
+    if others:
+        warn_thread_counts(
+            cell,
+            others,
+            journal.threads,
+            stored=f"evaluation journal ({len(journal.read())} evaluation(s)) was",
+            redo=f"the cell is recomputed from the start with {journal.threads} (values depend "
+            "on the count) and its journal discarded when it starts",
+            option="--threads-per-cell",
+            keep="resume from the journal instead",
+            stacklevel=5,
+        )
+    return bool(others)
 
 
 @dataclass(frozen=True)

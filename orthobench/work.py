@@ -10,7 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
+from collections.abc import Sequence
 from typing import Any, Protocol
+
+from orthobench.exceptions import OrthobenchWarning
 
 #: The kinds of units, as messages and the store name them.
 CELL = "cell"
@@ -84,3 +88,26 @@ def _leaves(value: Any, path: tuple[str, ...] = ()) -> dict[str, str]:
     if isinstance(value, dict) and value:
         return {k: v for key, item in value.items() for k, v in _leaves(item, (*path, key)).items()}
     return {".".join(path): canonical(value)}
+
+
+def warn_thread_counts(
+    unit: WorkUnit,
+    others: Sequence[int],
+    threads: int,
+    *,
+    stored: str,
+    redo: str,
+    option: str,
+    keep: str,
+    stacklevel: int,
+) -> None:
+    """Warn that ``unit``'s ``stored`` work ran with the thread counts ``others``, not the run's
+    ``threads``, so it is recomputed (``redo``), and which ``option`` keeps it (``keep``): values
+    depend on the count, so a unit's stored work never mixes two (docs/design.md, "Thread
+    counts"; cells and probe states alike)."""
+    warnings.warn(
+        f"{unit.kind} {unit.id}: its {stored} computed with {', '.join(map(str, others))} "
+        f"thread(s), this run uses {threads}: {redo}; run with {option} {others[0]} to {keep}.",
+        OrthobenchWarning,
+        stacklevel=stacklevel + 1,
+    )

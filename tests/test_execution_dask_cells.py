@@ -13,21 +13,13 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
-from orthobench.executors import Job
 from tests.helpers import KeptResults, process_running
+from tests.test_execution_dask import _OneUnitJob, _Unit
 
 pytest.importorskip("dask.distributed")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Unit:
-    id: str
-    config_hash: str = "h"
-    kind: str = "cell"
 
 
 def _starts(folder: Path, unit_id: str) -> list[str]:
@@ -37,7 +29,7 @@ def _starts(folder: Path, unit_id: str) -> list[str]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _SleepJob(Job):
+class _SleepJob(_OneUnitJob):
     """Sleeps ``seconds``; with ``secede``, outside its worker's thread pool, as a batch cell
     waits for its evaluations; with ``linger``, a task of its own sleeps ``linger`` seconds on
     its worker after it (its worker is busy when the executor sees it done). It appends its
@@ -50,15 +42,6 @@ class _SleepJob(Job):
     linger: float = 0.0
     device: str = "cpu"
     threads: int = 1
-
-    progress_unit: ClassVar[str] = "evaluations"
-
-    @property
-    def size(self) -> int:
-        return 1
-
-    def metadata(self) -> dict:
-        return {}
 
     def run(self, on_progress) -> list:
         from distributed import fire_and_forget, get_worker, secede, worker_client
@@ -229,7 +212,7 @@ def _where_evaluated(cell, device, threads, request) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class _CudaBatchJob(Job):
+class _CudaBatchJob(_OneUnitJob):
     """A CUDA batch cell of ``slots`` evaluations at once (it never touches CUDA: only its Dask
     resources count); returns its worker and those of its ``evaluations``."""
 
@@ -240,8 +223,6 @@ class _CudaBatchJob(Job):
     device: str = "cuda:0"
     threads: int = 1
 
-    progress_unit: ClassVar[str] = "evaluations"
-
     @property
     def size(self) -> int:
         return self.evaluations
@@ -249,9 +230,6 @@ class _CudaBatchJob(Job):
     @property
     def slots(self) -> int:
         return self.at_once
-
-    def metadata(self) -> dict:
-        return {}
 
     def run(self, on_progress) -> list:
         import torch

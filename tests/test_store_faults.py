@@ -17,6 +17,7 @@ from orthobench.exceptions import OrthobenchError, OrthobenchWarning
 from orthobench.loop import run_cell
 from orthobench.results import EvaluationJournal, ResultStore, load_runs
 from tests.test_loop import cell, comparable
+from tests.test_results import _two_stored_cells
 
 #: Lines a journal may hold after a crash, a disk fault or a hand edit, none of them an entry.
 NOT_ENTRIES = [b"[1, 2]", b"null", b"42", b'"text"', b"{}", b"\xff\xfe not UTF-8", b"\x00" * 40]
@@ -78,10 +79,7 @@ def test_evaluation_journal_lines_that_are_not_evaluations_are_skipped_and_the_c
 def test_a_cell_file_whose_pages_do_not_read_is_not_stored(tmp_path):
     """Its footer agreed with the journal, so `run` counted it stored and never recomputed it,
     while the report skipped it ('not a readable results file')."""
-    store = ResultStore(tmp_path)
-    good, bad = cell(seed=0, n_init=3, budget=2), cell(seed=1, n_init=3, budget=2)
-    for spec in (good, bad):
-        store.write_cell(spec, run_cell(spec), {}, 0.1)
+    store, (good, bad) = _two_stored_cells(tmp_path)
     path = store.cell_path(bad)
     _damage_pages(path)
     with pytest.warns(OrthobenchWarning) as caught:

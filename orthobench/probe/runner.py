@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,7 +61,7 @@ import pandas as pd
 import torch
 
 from orthobench.config.names import TPE_ESTIMATORS, parse_estimator
-from orthobench.exceptions import ConfigError, OrthobenchWarning
+from orthobench.exceptions import ConfigError
 from orthobench.execution import RunSummary, run_units
 from orthobench.executors import Executor, InlineExecutor, Job
 from orthobench.loop import ProgressCallback, check_buildable
@@ -81,7 +80,7 @@ from orthobench.probe.tpe_probe import tpe_values
 from orthobench.results import PROBE_SCHEMA, ProbeRecord, ResultStore, code_version, read_metadata
 from orthobench.seeding import derive_seed
 from orthobench.suite import ProbeSpec
-from orthobench.work import PROBE_STATE, WorkUnit
+from orthobench.work import PROBE_STATE, WorkUnit, warn_thread_counts
 
 
 def _pointwise_mse(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -397,19 +396,20 @@ def _recount(unit: ProbeUnit, frame: pd.DataFrame, threads: int) -> bool:
     """
     rows = set(unit.rows())
     asked = frame[[key in rows for key in _row_keys(frame)]]
-    counts = sorted({int(t) for t in asked["threads"].dropna()} - {threads})
-    if not counts:
-        return False
-    stored = ", ".join(str(c) for c in counts)
-    warnings.warn(
-        f"probe state {unit.id}: its stored rows were computed with {stored} thread(s), this run "
-        f"uses {threads}: all {len(unit.rows())} of its rows are recomputed with {threads} "
-        f"(values depend on the count); run with --threads {counts[0]} to add only the missing "
-        "rows.",
-        OrthobenchWarning,
-        stacklevel=5,
-    )
-    return True
+    others = sorted({int(t) for t in asked["threads"].dropna()} - {threads})
+    if others:
+        warn_thread_counts(
+            unit,
+            others,
+            threads,
+            stored="stored rows were",
+            redo=f"all {len(unit.rows())} of its rows are recomputed with {threads} (values "
+            "depend on the count)",
+            option="--threads",
+            keep="add only the missing rows",
+            stacklevel=5,
+        )
+    return bool(others)
 
 
 def _row_keys(frame: pd.DataFrame) -> list[tuple[str, int]]:
