@@ -24,7 +24,7 @@ from orthobench.config.names import (
 )
 from orthobench.estimators import get_estimator, weighted_mean
 from orthobench.pointsets import point_set
-from orthobench.surrogates.laplace import LaplacePosterior
+from orthobench.surrogates.laplace import LaplacePosterior, canonical_eigh
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 __all__ = [
@@ -90,7 +90,8 @@ def constant_mean_conditional(laplace: LaplacePosterior) -> tuple[Tensor, float]
     variance: a different target).
 
     Draws: with ``z' ~ N(0, I_{p-1})`` and ``B = V Lambda^{-1/2}`` from ``S_phi = V Lambda V^T``
-    (eigenvalues ascending, so column 0 is the widest direction of ``phi``),
+    (eigenvalues ascending, so column 0 is the widest direction of ``phi``; signs canonical,
+    :func:`~orthobench.surrogates.laplace.canonical_eigh`, so every solver gives the same draws),
     ``phi = phi_hat + B z'`` and ``m = bar m(phi)``, i.e. ``theta = theta_hat + A_rb z'`` with the
     rows ``A_rb[phi] = B`` and ``A_rb[m] = -H_mphi B / H_mm``; ``A_rb A_rb^T + v_c e_m e_m^T =
     H^{-1}``. :class:`~orthobench.surrogates.theta_sampled_gp.ThetaSampledGP` with
@@ -109,7 +110,7 @@ def constant_mean_conditional(laplace: LaplacePosterior) -> tuple[Tensor, float]
     hess = laplace.hessian
     h_mm, h_rm = hess[i, i], hess[rest, i]  # scalar, p - 1
     schur = hess[rest][:, rest] - torch.outer(h_rm, h_rm) / h_mm
-    evals, evecs = torch.linalg.eigh(0.5 * (schur + schur.T))
+    evals, evecs = canonical_eigh(0.5 * (schur + schur.T))
     b = evecs * evals.rsqrt()  # (p-1) x (p-1), B B^T = S_phi^{-1}
     factor = torch.empty(laplace.p, laplace.p - 1, dtype=hess.dtype, device=hess.device)
     factor[rest] = b

@@ -222,16 +222,11 @@ def test_constant_mean_variance_must_be_non_negative(fitted) -> None:
         ThetaSampledGP.from_model(model, lap.theta_hat[None], constant_mean_variance=-1.0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="+rb draws follow the eigensolver's eigenvector signs (LAPACK vs cuSOLVER); the "
-    "canonical signs LaplacePosterior uses would move the golden values of the default "
-    "qmc-owen+rb estimator, so the fix is left to a change that regenerates them",
-)
 def test_rb_draws_do_not_depend_on_the_eigensolvers_signs(monkeypatch) -> None:
     """What ``test_theta_draws_do_not_depend_on_the_eigensolvers_signs`` (test_laplace.py) checks
     for plain draws: the Schur complement's eigenvectors in :func:`constant_mean_conditional`
-    have no canonical sign, so another solver's choice gives other thetas from the same seed."""
+    get canonical signs, so another solver's choice (cuSOLVER, another LAPACK) gives the same
+    thetas from the same seed."""
     _, lap = _fitted("matern52-ard")
     reference = draw_thetas(lap, "mc+rb", 8, seed=1).theta
     flip_eigenvector_signs(monkeypatch)

@@ -30,6 +30,23 @@ from orthobench.surrogates.theta_algebra import (
 THETA_SAMPLING = names.THETA_SAMPLING
 
 
+def canonical_eigh(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.eigh`` of a symmetric ``k x k`` matrix with canonical eigenvector signs.
+
+    An eigenvector's sign is arbitrary, and LAPACK builds (CPU) and cuSOLVER (CUDA) choose
+    differently: the same whitened draws ``z`` would become different thetas on each. Each
+    eigenvector's largest-magnitude entry is made positive (scikit-learn's ``svd_flip``
+    convention), so the factors built from the result, and the thetas drawn through them, agree
+    across solvers to rounding.
+
+    Returns:
+        Eigenvalues ascending (``k``) and the eigenvectors as columns (``k x k``).
+    """
+    evals, evecs = torch.linalg.eigh(matrix)
+    largest = evecs.abs().argmax(dim=0, keepdim=True)
+    return evals, evecs * evecs.gather(0, largest).sign()
+
+
 @dataclass(frozen=True)
 class LaplacePosterior:
     r"""``q(theta) = N(theta_hat, H^{-1})`` over a GP's unconstrained hyperparameters.
@@ -87,13 +104,7 @@ class LaplacePosterior:
     @functools.cached_property
     def _eigh(self) -> tuple[torch.Tensor, torch.Tensor]:
         # H is fixed once built: decompose it once, not on every theta() / whiten() call.
-        evals, evecs = torch.linalg.eigh(self.hessian)
-        # An eigenvector's sign is arbitrary, and LAPACK (CPU) and cuSOLVER (CUDA) choose
-        # differently: the same whitened draws z would become different thetas on each device.
-        # Each eigenvector's largest-magnitude entry is made positive (scikit-learn's svd_flip
-        # convention), so a posterior moved to another device draws the same thetas to rounding.
-        largest = evecs.abs().argmax(dim=0, keepdim=True)
-        return evals, evecs * evecs.gather(0, largest).sign()
+        return canonical_eigh(self.hessian)
 
     @property
     def cov_factor(self) -> torch.Tensor:
