@@ -192,6 +192,27 @@ def test_cache_key_and_reuse(tmp_path):
     assert stale.extracted and stale.features.shape == (5, 3) and len(calls) == 2
 
 
+def test_a_failed_cache_write_leaves_no_file_and_no_temporary(tmp_path, monkeypatch):
+    """A cache write that fails half-way leaves no ``.tmp`` beside the cache, and the next call
+    extracts again instead of reading a partial file."""
+    key = FeatureKey(
+        model="m", dataset_sha256="0" * 64, image_size=224, device="cpu", dtype="float32"
+    )
+
+    def write_half_then_fail(fh, **arrays):
+        fh.write(b"\x93NUMPY half")
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(np, "savez", write_half_then_fail)
+        with pytest.raises(OSError, match="No space left"):
+            load_or_extract(key, lambda: np.ones((4, 3), np.float32), n=4, directory=tmp_path)
+    left = [p.name for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".lock"]
+    assert left == []  # the extraction lock stays, as after a successful write
+    again = load_or_extract(key, lambda: np.ones((4, 3), np.float32), n=4, directory=tmp_path)
+    assert again.extracted
+
+
 def _extract_slowly_and_log(log: str) -> np.ndarray:
     """An extraction that takes a while and leaves a line in ``log`` (a worker's)."""
     with open(log, "a") as fh:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from orthobench.results import write_atomic
 from orthobench.tasks.datasets.store import data_dir
 
 if TYPE_CHECKING:
@@ -207,10 +208,7 @@ def _load_or_extract(
     if features.ndim != 2 or features.shape[0] != n:
         raise ValueError(f"`extract` must return {n} x h features, but got {features.shape}.")
     meta = {"format_version": _FORMAT_VERSION, "key": asdict(key), "extraction_seconds": seconds}
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, features=features, meta=np.str_(json.dumps(meta)))
-    os.replace(tmp, path)
+    write_atomic(path, lambda fh: np.savez(fh, features=features, meta=np.str_(json.dumps(meta))))
     return CachedFeatures(
         features=features, key=key, path=path, extraction_seconds=seconds, extracted=True
     )

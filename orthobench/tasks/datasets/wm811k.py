@@ -17,7 +17,6 @@ References:
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
 import warnings
 import zipfile
@@ -31,6 +30,7 @@ import click
 import numpy as np
 
 from orthobench.exceptions import DatasetMissingError, OrthobenchError, OrthobenchWarning
+from orthobench.results import write_atomic
 from orthobench.tasks.datasets.checksums import sha256_of
 from orthobench.tasks.datasets.readers import HELD_OUT_FRACTION, SPLIT_SEED
 from orthobench.tasks.datasets.store import data_dir
@@ -516,10 +516,9 @@ def convert_lswmd(
     checksum = _content_sha256(maps_array, labels_array, train, test)
     source_sha256 = sha256_of(source)
     out = Path(out) if out is not None else wm811k_path()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez_compressed(
+    write_atomic(  # a failed or interrupted write leaves neither a partial file nor a .tmp
+        out,
+        lambda fh: np.savez_compressed(
             fh,
             maps=maps_array,
             labels=labels_array,
@@ -536,8 +535,8 @@ def convert_lswmd(
             sha256=np.str_(checksum),
             source_sha256=np.str_(source_sha256),
             format_version=np.int64(_FORMAT_VERSION),
-        )
-    os.replace(tmp, out)
+        ),
+    )
     counts = np.bincount(labels_array, minlength=len(WAFER_CLASSES))
     return ConversionSummary(
         path=out,

@@ -192,6 +192,19 @@ def test_converting_twice_gives_the_same_dataset_checksum(converted, tmp_path):
     assert other_split.sha256 != summary.sha256
 
 
+def test_a_failed_write_leaves_no_file_and_no_temporary(converted, tmp_path, monkeypatch):
+    """A write that fails half-way (a full disk, Ctrl-C) leaves neither ``out`` nor its ``.tmp``."""
+
+    def write_half_then_fail(fh, **arrays):
+        fh.write(b"PK\x03\x04 half a zip")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez_compressed", write_half_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        _convert(converted[0], tmp_path / "w.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_converter_warns_that_unpickling_runs_code(converted, tmp_path):
     with pytest.warns(OrthobenchWarning, match="runs code"):
         convert_lswmd(converted[0], tmp_path / "w.npz")
