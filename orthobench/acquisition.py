@@ -29,7 +29,7 @@ from torch import Tensor
 
 from orthobench.estimators import DEFAULT_CONTROL_VARIATE, estimator_weights, get_estimator
 from orthobench.seeding import derive_seed
-from orthobench.surrogates.batch_ei import PendingSamples, log_qcei, log_qei
+from orthobench.surrogates.batch_ei import PendingSamples, canonical_order, log_qcei, log_qei
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 
 #: Inner base samples per theta draw of the batch acquisitions (``q > 1``): the marginal averages
@@ -338,7 +338,12 @@ class MarginalLogQEI(MarginalLogAcquisition):
 
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
         """Set the pending points (BoTorch's hook; a sequential-greedy maximization sets each
-        stage's); their samples are made at the next evaluation."""
+        stage's); their samples are made at the next evaluation. They are kept in canonical order
+        (:func:`~orthobench.surrogates.batch_ei.canonical_order`), as a batch's points are: the
+        pending points take the first base-sample columns, so in their given order the value
+        would depend on the order in which the same points were proposed."""
+        if X_pending is not None and X_pending.ndim == 2:
+            X_pending = canonical_order(X_pending.unsqueeze(0)).squeeze(0)
         super().set_X_pending(X_pending)
         self._pending: list[PendingSamples | None] | None = None
 

@@ -177,6 +177,26 @@ def test_pending_points_join_every_batch(matern) -> None:
     torch.testing.assert_close(acqf(X.flip(-2)), acqf(X))  # exchangeable in the candidates
 
 
+def test_the_order_of_pending_points_does_not_change_the_value(matern) -> None:
+    """The pending points are a set: proposed in another order (an asynchronous run's points
+    finishing in another order, a greedy batch's stages), the same points give the same value.
+    They take the first base-sample columns, so in their given order the value moved."""
+    model, _ = matern
+    gp, z = _gp(matern, 8)
+    eps = draw_sobol_normal_samples(d=4, n=32, seed=5).to(DTYPE)
+    X = _near_best(matern, 4, 1)
+    pending = torch.tensor([[0.9, 0.5], [0.1, 0.7], [0.5, 0.2]], dtype=DTYPE)
+    values = [
+        MarginalLogQEI(model, [gp], [z], [1.0], base_samples=eps, X_pending=pending[order])(X)
+        for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0])
+    ]
+    for value in values[1:]:
+        torch.testing.assert_close(value, values[0], rtol=1e-12, atol=1e-12)
+    acqf = MarginalLogQEI(model, [gp], [z], [1.0], base_samples=eps)
+    acqf.set_X_pending(pending.flip(0))  # BoTorch's hook, as a greedy stage sets it
+    torch.testing.assert_close(acqf(X), values[0], rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("rb", [0.0, 0.3])
 @pytest.mark.parametrize("per_draw", [True, False])
 @pytest.mark.parametrize("q", [1, 2])
