@@ -119,12 +119,14 @@ def test_conditional_mean_keeps_part_of_the_variance_and_the_mean(state):
         ("ls", None),
     ):
         result = screen_conditional(
-            model, laplace, points, direction, n_nodes=8, n_draws=256, seed=2
+            model, laplace, points, direction, n_nodes=8, n_draws=1024, seed=2
         )
-        # g = E[EI | z_perp]: rho^2 = Var(g) / Var(EI) = corr^2, in [0, 1]; E[g] = E[EI].
+        # g = E[EI | z_perp]: rho^2 = Var(g) / Var(EI) = corr^2, in [0, 1]; E[g] = E[EI]. Both
+        # checks are Monte Carlo: over seeds 0-7 at 1024 draws the largest deviations were 0.067
+        # (kept variance) and 0.053 (mean ratio); at 256 draws the mean ratio's reached 0.093.
         assert ((result.kept_variance > 0) & (result.kept_variance < 1.1)).all()
         torch.testing.assert_close(result.kept_variance, result.corr.square(), atol=0.1, rtol=0)
-        torch.testing.assert_close(result.mean_ratio, torch.ones(4, dtype=DTYPE), atol=0.05, rtol=0)
+        torch.testing.assert_close(result.mean_ratio, torch.ones(4, dtype=DTYPE), atol=0.1, rtol=0)
         kept[label] = result.kept_variance
     # The least-squares direction of each point removes more than a fixed axis does.
     assert (kept["ls"] < kept["axis"]).all()
