@@ -338,10 +338,14 @@ def test_point_set_members_use_the_rule_weights(small_states, device: torch.devi
 def test_orthobo_default_estimator_is_not_noisier_than_mc_at_eight_draws(hartmann_state) -> None:
     """The default of ``orthobo`` (``qmc-owen+rb``) on the S = 8 = K state of the test above.
 
-    Measured like the probe: MSE over 200 rebuilds against a 2^14-draw reference, relative to
+    Measured like the probe: MSE over 4000 rebuilds against a 2^14-draw reference, relative to
     each probe's reference, against naive iid MC at the same 8 EI evaluations. It has no
     by-construction bound (Owen scrambling bounds the variance only up to a dimension-dependent
-    constant), so this pins the measured behaviour: relative MSE 7.5 vs 20.1 for MC (2.7x) here.
+    constant), so this pins the measured behaviour: relative MSE 12.6 vs 20.9 for MC here (1.66x;
+    95% bootstrap interval over rebuilds [1.11, 2.44]). The squared errors are heavy-tailed (one
+    rebuild reaches 6334): over 200 rebuilds one such rebuild decided the comparison, and
+    reflecting coordinates of the draws (the canonical signs of the ``+rb`` factor, the same
+    estimator) turned 7.5 vs 20.1 into 25.0 vs 13.8.
     """
     from orthobench.theta_estimators import DEFAULT_THETA_ESTIMATOR, draw_thetas, estimate
 
@@ -357,6 +361,8 @@ def test_orthobo_default_estimator_is_not_noisier_than_mc_at_eight_draws(hartman
     reference = estimates("mc@qmc", 2**14, seed=7)
     mse = {}
     for name in ("mc", DEFAULT_THETA_ESTIMATOR):
-        errors = torch.stack([estimates(name, 8, seed=100 + r) / reference - 1 for r in range(200)])
+        errors = torch.stack(
+            [estimates(name, 8, seed=100 + r) / reference - 1 for r in range(4000)]
+        )
         mse[name] = float(errors.square().mean())
     assert mse[DEFAULT_THETA_ESTIMATOR] < mse["mc"], mse
