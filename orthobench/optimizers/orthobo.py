@@ -137,8 +137,8 @@ class OrthoBO(GPOptimizer):
             from it on all ``theta_samples`` draws, so the batch is a local maximum of the full
             acquisition; ``"joint"`` runs the multistart over all ``q x d`` coordinates from the
             screened raw batches, on ``batch_theta_samples`` draws. On 20 states at ``q = 4``
-            the joint multistart fell short of the best batch found by up to 0.52 in log qEI,
-            the default by at most 0.019 (docs/benchmarks.md, "Batch steps"). The coarse stage,
+            the joint multistart fell short of the best batch found by up to 0.49 in log qEI,
+            the default by at most 0.018 (docs/benchmarks.md, "Batch steps"). The coarse stage,
             when it runs, is joint.
         fit: MAP fit of the members: ``"fast"`` (default;
             :func:`orthobench.surrogates.fit.fit_fast`, warm-started from the previous step's
