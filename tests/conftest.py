@@ -13,6 +13,8 @@ import pytest
 import torch
 from threadpoolctl import threadpool_limits
 
+from tests.helpers import install_plugin
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """One torch thread (and one BLAS thread) in each pytest-xdist worker.
@@ -151,11 +153,7 @@ class CenterOptimizer(Optimizer):
 @pytest.fixture
 def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """Name of an importable module holding user plugins (also on PYTHONPATH for subprocesses)."""
-    root = tmp_path / "plugins"
-    root.mkdir()
-    (root / "userplugin.py").write_text(PLUGIN_SOURCE)
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PYTHONPATH", str(root))
+    install_plugin(tmp_path / "plugins", "userplugin", PLUGIN_SOURCE, monkeypatch)
     return "userplugin"
 
 

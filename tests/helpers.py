@@ -137,3 +137,12 @@ def process_running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def install_plugin(root: Path, module: str, source: str, monkeypatch: Any) -> None:
+    """Write ``source`` as ``root/<module>.py`` and make it importable here and in child
+    processes (spawned workers, a CLI subprocess): ``root`` on ``sys.path`` and ``PYTHONPATH``."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setenv("PYTHONPATH", str(root))

@@ -22,7 +22,7 @@ from orthobench.optimizers.sobol import SobolSearch
 from orthobench.progress import Progress
 from orthobench.results import ResultStore, load_runs, read_metadata
 from orthobench.suite import load_suite
-from tests.helpers import process_running
+from tests.helpers import install_plugin, process_running
 
 # `crashy` raises at its first point with x_0 > 0, which a 3-point scrambled Sobol' design has.
 SUITE = """
@@ -174,11 +174,7 @@ class Faulty(Task):
 @pytest.fixture
 def faulty(tmp_path, monkeypatch: pytest.MonkeyPatch):
     """Write a suite of ``Faulty`` tasks (one per fault, labelled by it) and return its path."""
-    root = tmp_path / "faulty-plugin"
-    root.mkdir()
-    (root / "faultytask.py").write_text(FAULTY_SOURCE)
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PYTHONPATH", str(root))
+    install_plugin(tmp_path / "faulty-plugin", "faultytask", FAULTY_SOURCE, monkeypatch)
 
     def write(*faults: str, seeds: int = 1, log: str = "", extra: str = ""):
         tasks = "".join(

@@ -26,7 +26,7 @@ from orthobench.executors._evaluations import ProcessEvaluations
 from orthobench.loop import run_cell
 from orthobench.results import ResultStore
 from orthobench.suite import load_suite
-from tests.helpers import process_running
+from tests.helpers import install_plugin, process_running
 from tests.test_loop import cell
 
 # A sphere whose evaluations append their process id to `log`, warn `warn` and wait `hang`
@@ -40,7 +40,7 @@ import numpy as np
 
 from orthobench import Evaluation, SearchSpace, Task
 from orthobench.exceptions import NumericsWarning
-from tests.helpers import process_running
+from tests.helpers import install_plugin, process_running
 
 
 class Plugin(Task):
@@ -66,11 +66,7 @@ WARNING = "the task fell back on something"
 def plugin(tmp_path, monkeypatch: pytest.MonkeyPatch):
     """Make ``poolplugin`` importable (here, in spawned workers and in a CLI subprocess) and
     return a writer of a suite of its task: ``write(seeds, q, **params)`` gives its path."""
-    root = tmp_path / "plugin"
-    root.mkdir()
-    (root / "poolplugin.py").write_text(PLUGIN_SOURCE)
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PYTHONPATH", str(root))
+    install_plugin(tmp_path / "plugin", "poolplugin", PLUGIN_SOURCE, monkeypatch)
 
     def write(seeds: int = 1, q: int = 1, **params) -> Path:
         path = tmp_path / "suite.yaml"

@@ -17,6 +17,7 @@ from orthobench.exceptions import OrthobenchWarning
 from orthobench.executors import make_executor
 from orthobench.results import ResultStore, load_runs, read_metadata
 from orthobench.suite import load_suite
+from tests.helpers import install_plugin
 
 # Interrupted (KeyboardInterrupt, which fails only its cell) at its ``stop_at``-th evaluation
 # while the marker file exists; the marker is removed first, so the rerun goes through. Each
@@ -55,11 +56,7 @@ N_INIT, BUDGET, STOP_AT = 3, 3, 5  # 4 evaluations journaled before the interrup
 @pytest.fixture
 def stopper(tmp_path, monkeypatch: pytest.MonkeyPatch):
     """``(suite, marker, log)``: a one-cell suite of ``StopAt`` with the sobol optimizer."""
-    root = tmp_path / "plugin"
-    root.mkdir()
-    (root / "stoptask.py").write_text(STOPPER_SOURCE)
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.setenv("PYTHONPATH", str(root))
+    install_plugin(tmp_path / "plugin", "stoptask", STOPPER_SOURCE, monkeypatch)
     marker, log = tmp_path / "stop-now", tmp_path / "evaluations.log"
     path = tmp_path / "suite.yaml"
     path.write_text(

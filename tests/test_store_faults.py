@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from orthobench.cli import cli
-from orthobench.exceptions import OrthobenchError, OrthobenchWarning
+from orthobench.exceptions import OrthobenchError
 from orthobench.loop import run_cell
 from orthobench.results import EvaluationJournal, ResultStore, load_runs
 from tests.test_loop import cell, comparable
-from tests.test_results import _two_stored_cells
+from tests.test_results import _damage_pages
 
 #: Lines a journal may hold after a crash, a disk fault or a hand edit, none of them an entry.
 NOT_ENTRIES = [b"[1, 2]", b"null", b"42", b'"text"', b"{}", b"\xff\xfe not UTF-8", b"\x00" * 40]
@@ -28,13 +28,6 @@ NO_CELL_ID = [b'{"status": "ok", "rows": 2}', b'{"cell_id": 5, "status": "failed
 def _append(path: Path, *lines: bytes) -> None:
     with open(path, "ab") as fh:
         fh.write(b"".join(line + b"\n" for line in lines))
-
-
-def _damage_pages(path: Path) -> None:
-    """Flip the bytes of the first page header: the footer still reads, the pages do not."""
-    data = bytearray(path.read_bytes())
-    data[4:64] = bytes(b ^ 0xFF for b in data[4:64])
-    path.write_bytes(bytes(data))
 
 
 def test_journal_lines_that_are_not_entries_are_skipped_as_torn_ones_are(tmp_path):
@@ -74,19 +67,6 @@ def test_evaluation_journal_lines_that_are_not_evaluations_are_skipped_and_the_c
     _append(journal.path, *lines[:4], *NOT_ENTRIES, no_record, no_y, extra, *lines[5:7])
     assert [r.iteration for r, _ in journal.read()] == [0, 1, 2, 3, 5, 6]
     assert comparable(run_cell(spec, journal=journal)) == comparable(full)
-
-
-def test_a_cell_file_whose_pages_do_not_read_is_not_stored(tmp_path):
-    """Its footer agreed with the journal, so `run` counted it stored and never recomputed it,
-    while the report skipped it ('not a readable results file')."""
-    store, (good, bad) = _two_stored_cells(tmp_path)
-    path = store.cell_path(bad)
-    _damage_pages(path)
-    with pytest.warns(OrthobenchWarning) as caught:
-        assert store.stored() == {good.id: good.config_hash}
-    (message,) = [str(w.message) for w in caught]
-    assert message.startswith(f"cell {bad.id}: stored file is corrupt ({path}: ")
-    assert message.endswith("); recomputing") and "\n" not in message
 
 
 def _rows(out: Path):
