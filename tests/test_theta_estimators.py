@@ -232,3 +232,25 @@ def test_rb_draws_do_not_depend_on_the_eigensolvers_signs(monkeypatch) -> None:
     flip_eigenvector_signs(monkeypatch)
     flipped = draw_thetas(dataclasses.replace(lap), "mc+rb", 8, seed=1).theta
     torch.testing.assert_close(flipped, reference, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["qmc-owen", "qmc-owen+rb", "mc+rb", "sr3+rb"])
+def test_draws_from_a_posterior_built_on_the_device_equal_the_cpus(
+    name: str, device: torch.device, to_device
+) -> None:
+    """The reproducibility the canonical signs buy: the Laplace posterior (and the ``+rb``
+    factor) computed on another device by its own eigensolver (cuSOLVER) gives the thetas and
+    weights the CPU gives from the same seed, so a cell's draws do not depend on where its
+    acquisition runs."""
+    if device.type == "cpu":
+        pytest.skip("the CPU draws are the reference")
+    cpu_state = _fitted("matern52-ard")
+    _, lap = to_device(cpu_state)
+    reference = draw_thetas(cpu_state[1], name, 16, seed=3)
+    draws = draw_thetas(lap, name, 16, seed=3)
+    assert draws.theta.device.type == device.type
+    torch.testing.assert_close(draws.theta.cpu(), reference.theta, rtol=1e-7, atol=1e-9)
+    assert (draws.weights is None) == (reference.weights is None)
+    if reference.weights is not None:
+        torch.testing.assert_close(draws.weights.cpu(), reference.weights, rtol=1e-12, atol=1e-12)
+    assert draws.constant_mean_variance == pytest.approx(reference.constant_mean_variance, rel=1e-9)
