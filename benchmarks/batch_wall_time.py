@@ -6,7 +6,9 @@ CNN of ``suites/cnn-digits.yaml``, one epoch on scikit-learn's 8x8 digits) and `
 runs it with ``orthobench run --workers q`` (the process pool: the q evaluations of a step run in
 q worker processes of the cell) and reads the stored rows back. Printed per q: the wall seconds
 per BO step (each seed's mean over its steps from the recorded ``wall_seconds``, then the median
-and [min, max] over seeds), the median seconds of one evaluation, the step over one evaluation,
+and [min, max] over seeds), the step's fit and acquisition seconds, the median seconds of one
+evaluation, how many of a step's evaluations ran at once (their seconds over the span from the
+first one's start to the last one's end, mean over steps), the step over one evaluation,
 and the best-so-far after the last step, median over seeds: the regret, or the objective
 (``best_y``) for a task with no known optimum. Steps and evaluations are
 the cells' own records; torch runs 1 thread per cell and per evaluation process.
@@ -101,8 +103,9 @@ def main() -> None:
         f"{args.steps}, device {args.device}, cores {os.cpu_count()}, 1 torch thread per process, "
         f"jitter {args.jitter}"
     )
-    print("q | schedule | wall s per step: median [min, max] | one evaluation s | step / "
-          "evaluation | wall s per BO evaluation | final best (median)")  # fmt: skip
+    print("q | schedule | wall s per step: median [min, max] | fit + acquisition s | one "
+          "evaluation s | evaluations at once | step / evaluation | wall s per BO evaluation | "
+          "final best (median)")  # fmt: skip
     for q in (int(v) for v in args.q.split(",")):
         seeds: dict[str, pd.DataFrame] = {}
         for schedule in schedules if q > 1 else schedules[:1]:
@@ -112,7 +115,8 @@ def main() -> None:
             evaluation = table["evaluation"].median()
             print(
                 f"{q} | {schedule} | {step:.2f} [{table['step'].min():.2f}, "
-                f"{table['step'].max():.2f}] | {evaluation:.2f} | {step / evaluation:.2f} | "
+                f"{table['step'].max():.2f}] | {table['model'].median():.2f} | "
+                f"{evaluation:.2f} | {table['at_once'].median():.2f} | {step / evaluation:.2f} | "
                 f"{table['per_evaluation'].median():.2f} | {table['final'].median():.3g}",
                 flush=True,
             )
@@ -151,11 +155,21 @@ def run(args: argparse.Namespace, q: int, asynchronous: bool) -> pd.DataFrame:
         ends = cell.groupby("batch")["wall_seconds"].max().sort_index()
         bo = cell["phase"] == "bo"
         span = cell.loc[bo, "wall_seconds"].max() - cell.loc[~bo, "wall_seconds"].max()
+        # A row's wall_seconds is its evaluation's end, so each evaluation ran over
+        # [end - eval_seconds, end]; a batch's busy seconds over the span of its evaluations is
+        # how many ran at once on average (1: one after another, q: all together).
+        batches = cell[bo].assign(start=cell["wall_seconds"] - cell["eval_seconds"])
+        batches = batches.groupby("batch").agg(
+            start=("start", "min"), end=("wall_seconds", "max"), busy=("eval_seconds", "sum"),
+            model=("fit_seconds", "max"), acq=("acq_seconds", "max"),
+        )  # fmt: skip
         last = cell.sort_values("iteration").iloc[-1]
         rows.append(
             {
                 "seed": seed,
                 "step": float(ends.diff().dropna().mean()),
+                "model": float((batches["model"] + batches["acq"]).mean()),
+                "at_once": float((batches["busy"] / (batches["end"] - batches["start"])).mean()),
                 "per_evaluation": float(span / bo.sum()),
                 "evaluation": float(cell.loc[bo, "eval_seconds"].median()),
                 "final": float(last["best_y"] if pd.isna(last["regret"]) else last["regret"]),
