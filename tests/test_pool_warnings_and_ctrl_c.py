@@ -1,5 +1,5 @@
-"""Worker processes of the process pool and of a batch cell's evaluations: their warnings are
-shown by the runner, as an inline cell's are (the CLI's one line, ``-q`` or not); a Ctrl-C while
+"""Worker processes of the process pool, of Dask and of a batch cell's evaluations: their
+warnings are shown by the runner, as an inline cell's are (the CLI's one line, ``-q`` or not); a Ctrl-C while
 a worker still imports is ignored there; and a Ctrl-C or a cell timeout with a batch cell
 running leaves no semaphore of its evaluation pool to the resource tracker."""
 
@@ -11,6 +11,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -21,7 +22,7 @@ import torch
 from orthobench.exceptions import NumericsWarning
 from orthobench.execution import run_suite
 from orthobench.executors import make_executor
-from orthobench.executors._base import Warned
+from orthobench.executors._base import Warned, with_warnings
 from orthobench.executors._evaluations import ProcessEvaluations
 from orthobench.loop import run_cell
 from orthobench.results import ResultStore
@@ -122,6 +123,38 @@ def test_a_forwarded_warning_is_shown_once_per_place_under_the_default_action() 
     ]
 
 
+def test_with_warnings_collects_each_threads_own_and_shows_the_rest() -> None:
+    """As a Dask worker runs tasks in threads: each call gets the warnings of its own thread,
+    shown while the other's ran; a warning of a thread outside any is shown as before."""
+    both = threading.Barrier(2)
+
+    def task(text: str) -> str:
+        both.wait()
+        warnings.warn(text, NumericsWarning, stacklevel=1)
+        both.wait()  # each has warned before either returns
+        return text
+
+    found = {}
+    threads = [
+        threading.Thread(target=lambda t=t: found.update({t: with_warnings(task, t)}))
+        for t in ("first", "second")
+    ]
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        warnings.warn("outside", NumericsWarning, stacklevel=1)
+    for text in ("first", "second"):
+        result, warned = found[text]
+        assert (result, [(w.message, w.category) for w in warned]) == (
+            text,
+            [(text, "orthobench.exceptions:NumericsWarning")],
+        )
+    assert [str(w.message) for w in shown] == ["outside"]
+
+
 # Each test below starts worker processes, which import torch: slow.
 
 
@@ -145,6 +178,29 @@ def test_a_pool_cells_warning_is_shown_by_the_runner(plugin, tmp_path) -> None:
     }
     (line,) = [i for i, text in enumerate(PLUGIN_SOURCE.split("\n"), 1) if "warnings.warn(" in text]
     assert {w.lineno for w in ours} == {line}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("q", [1, 2], ids=["cells", "batch-evaluations"])
+def test_a_dask_workers_warning_is_shown_by_the_runner(plugin, tmp_path, q: int) -> None:
+    """Before, a Dask worker printed it itself, in Python's format, to its own stderr (an
+    external cluster's worker to its log): the runner never saw it. At ``q = 2`` the warnings
+    are the evaluations', which run as Dask tasks of their own."""
+    pytest.importorskip("dask.distributed")
+    suite = load_suite(plugin(seeds=2, q=q, warn=WARNING))
+    with pytest.warns(NumericsWarning, match=WARNING) as shown:
+        summary = run_suite(
+            suite,
+            ResultStore(tmp_path / "out"),
+            device=torch.device("cpu"),
+            executor=make_executor("dask", workers=2),
+            show_progress=False,
+        )
+    assert summary.count("ok") == 2, summary.failed
+    ours = [w for w in shown if issubclass(w.category, NumericsWarning)]
+    assert {(w.category, str(w.message), Path(w.filename).name) for w in ours} == {
+        (NumericsWarning, WARNING, "poolplugin.py")
+    }
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import contextvars
 import importlib
 import signal
 import threading
@@ -108,10 +109,11 @@ class Warned(NamedTuple):
         warnings.warn_explicit(self.warning(), None, self.filename, self.lineno, registry=registry)
 
 
-def forward_warnings(send: Callable[[Warned], None]) -> None:
+def forward_warnings(send: Callable[[Warned], None]) -> Callable[..., None]:
     """Hand each warning this process shows to ``send`` as a :class:`Warned` (a worker process's
     warnings, shown again by the runner), instead of printing it; one that cannot be sent, or
-    that is written to a file of its own, is printed as before."""
+    that is written to a file of its own, is printed as before. Returns the function it made
+    ``warnings.showwarning``."""
     show = warnings.showwarning
 
     def forward(
@@ -131,6 +133,42 @@ def forward_warnings(send: Callable[[Warned], None]) -> None:
         show(message, category, filename, lineno, file, line)
 
     warnings.showwarning = forward
+    return forward
+
+
+#: The warnings of the call :func:`with_warnings` runs in this thread; None outside one.
+_COLLECTED: contextvars.ContextVar[list[Warned] | None] = contextvars.ContextVar(
+    "orthobench_collected_warnings", default=None
+)
+_INSTALLING = threading.Lock()
+_installed: list[Callable[..., None]] = []  # the forwarder to _collect, once installed
+
+
+def _collect(warned: Warned) -> None:
+    collected = _COLLECTED.get()
+    if collected is None:  # a thread of no collected call: the forwarder prints it
+        raise LookupError("no call collects this thread's warnings")
+    collected.append(warned)
+
+
+def with_warnings(function: Callable[..., Any], *args: Any) -> tuple[Any, list[Warned]]:
+    """``function(*args)`` and the warnings it showed, as :class:`Warned`, instead of printed:
+    a Dask task's, for the process that submitted it to show (a Dask worker prints them to its
+    own stderr, an external cluster's to its log). Per thread, so tasks in the threads of one
+    worker keep their own; other threads' warnings are printed as before. Like a pool worker, a
+    worker process shows a warning once per place under the ``default`` action: a later task's
+    same warning there is not collected again."""
+    with _INSTALLING:
+        # Again where a `warnings.catch_warnings` block that was open at the install has ended
+        # since, and put back the function it found.
+        if warnings.showwarning not in _installed:
+            _installed[:] = [forward_warnings(_collect)]
+    collected: list[Warned] = []
+    token = _COLLECTED.set(collected)
+    try:
+        return function(*args), collected
+    finally:
+        _COLLECTED.reset(token)
 
 
 class Job(abc.ABC):

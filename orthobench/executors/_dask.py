@@ -15,7 +15,15 @@ from typing import Any
 
 from orthobench.deadlines import kill_descendants
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, describe_error
-from orthobench.executors._base import Executor, Job, JobResult, Session, execute, failed
+from orthobench.executors._base import (
+    Executor,
+    Job,
+    JobResult,
+    Session,
+    execute,
+    failed,
+    with_warnings,
+)
 
 #: Address schemes of a Dask scheduler in another process: ``SCHEME://HOST:PORT``.
 _SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
@@ -166,16 +174,24 @@ def _execute_on(job: Job, workers: tuple[str, ...]) -> JobResult:
         CELL_WORKERS.reset(token)
 
 
-def _dask_result(future) -> JobResult:  # noqa: ANN001 -- a distributed.Future
-    """The future's :class:`JobResult`; a lost worker or a task Dask could not run fails the job."""
+def _dask_result(
+    future,  # noqa: ANN001 -- a distributed.Future
+    registries: dict[str, dict],
+) -> JobResult:
+    """The future's :class:`JobResult`, the warnings its job showed shown here (``registries``:
+    as :meth:`~orthobench.executors._base.Warned.show` keeps them); a lost worker or a task Dask
+    could not run fails the job."""
     from distributed.scheduler import KilledWorker
 
     try:
-        return future.result()
+        result, warned = future.result()
     except KilledWorker as err:
         return JobResult(None, "worker process died (Dask KilledWorker)", str(err) + "\n", 0.0)
     except Exception as err:  # noqa: BLE001 -- e.g. the worker cannot import the task: the job fails
         return JobResult(None, describe_error(err), traceback.format_exc(), 0.0)
+    for warning in warned:
+        warning.show(registries)
+    return result
 
 
 class DaskExecutor(Executor):
@@ -186,6 +202,8 @@ class DaskExecutor(Executor):
     tasks of their own from its task
     (:class:`~orthobench.executors._evaluations.DaskEvaluations`), which waits for them outside
     its worker's thread pool, so Dask counts that worker idle.
+    The warnings a job or an evaluation shows on a worker are shown by this process, as an
+    inline job's are (:func:`~orthobench.executors._base.with_warnings`).
     A killed client loses the jobs in flight and nothing stored (on a ``LocalCluster``, the
     evaluations of the cells in flight are journaled too: an external cluster's workers may not
     see the results directory, so there resume is per unit). Dask runs jobs in worker threads,
@@ -324,6 +342,7 @@ class DaskExecutor(Executor):
         # (another results folder, thread count or device), or this one's rerun while tasks of a
         # stopped run still finish, must not share them: the run's own token is in every key.
         run_token = uuid.uuid4().hex
+        registries: dict[str, dict] = {}  # which of the workers' warnings were shown, by file
         while queue or pending:
             # No more jobs in flight than worker threads (a batch cell counts its evaluations at
             # once, :attr:`Job.slots`): a worker that dies takes its own job only, and a job's
@@ -348,6 +367,7 @@ class DaskExecutor(Executor):
                     # Strictly: Dask's work stealing moves a task allowed on other workers to an
                     # idle one, which may be the worker of a cell that waits seceded.
                     future = client.submit(
+                        with_warnings,
                         _execute_on,
                         job,
                         workers,
@@ -358,7 +378,9 @@ class DaskExecutor(Executor):
                     )
                     owned[future] = workers
                 else:
-                    future = client.submit(execute, job, key=key, pure=False, resources=resources)
+                    future = client.submit(
+                        with_warnings, execute, job, key=key, pure=False, resources=resources
+                    )
                     owned[future] = ()
                 futures[future] = job
                 pending.add(future)
@@ -369,7 +391,7 @@ class DaskExecutor(Executor):
             for future in done:
                 job = futures[future]
                 session.progress.advance(job.size)
-                session.finish(job, _dask_result(future))
+                session.finish(job, _dask_result(future, registries))
             if self.timeout is not None:
                 for future in _expired(client, pending, started, self.timeout, owned):
                     pending.discard(future)

@@ -41,6 +41,7 @@ from orthobench.executors._base import (
     ignore_sigint,
     sigint_blocked,
     thread_limits,
+    with_warnings,
 )
 from orthobench.executors._dask import CELL_WORKERS, _gpu_resources
 from orthobench.loop import make_task
@@ -179,6 +180,13 @@ def _evaluate_in_worker(request: EvaluationRequest) -> tuple[Outcome, list[Warne
     return outcome, _taken_warnings()
 
 
+def _show(warned: list[Warned], registries: dict[str, dict]) -> None:
+    """Show here the warnings that an evaluation process, or a Dask evaluation, showed
+    (``registries``: which were shown, by file, as :meth:`Warned.show` keeps them)."""
+    for warning in warned:
+        warning.show(registries)
+
+
 class ProcessEvaluations(Evaluations):
     """Runs up to ``workers`` evaluations at once, each in a spawned process of a pool kept for
     the cell's lifetime (``spawn``: forking a process that initialized torch can hang).
@@ -221,7 +229,7 @@ class ProcessEvaluations(Evaluations):
             with sigint_blocked():
                 started = [self._pool.submit(_started) for _ in range(self.workers)]
             for future in started:
-                self._show(future.result()[1])
+                _show(future.result()[1], self._warned)
         except BrokenProcessPool:
             self.close()
             raise OrthobenchError(
@@ -267,17 +275,12 @@ class ProcessEvaluations(Evaluations):
                             "died (a crash, a kill, os._exit); the evaluations finished before "
                             "it are journaled."
                         ) from None
-                    self._show(warned)
+                    _show(warned, self._warned)
                     yield request, outcome
                     submit_queued()
         finally:
             for future in futures:
                 future.cancel()
-
-    def _show(self, warned: list[Warned]) -> None:
-        """Show here the warnings that an evaluation process showed."""
-        for warning in warned:
-            warning.show(self._warned)
 
     def close(self) -> None:
         if self._pool is None:
@@ -329,7 +332,8 @@ class DaskEvaluations(Evaluations):
     (:data:`~orthobench.executors._dask.CELL_WORKERS`; with one job per GPU not on its own,
     whose GPU it holds), where nothing of another cell runs. Dask runs evaluations in worker
     threads, where no time limit can be set. An exception of an evaluation, or a worker lost
-    under it, fails the cell.
+    under it, fails the cell. The warnings an evaluation shows are shown by the cell's task
+    (:func:`~orthobench.executors._base.with_warnings`), whose own are the runner's.
 
     Args:
         workers: Evaluations at once (the cluster schedules them; kept for the executor's count).
@@ -342,6 +346,7 @@ class DaskEvaluations(Evaluations):
         self.workers = workers
         self.threads = threads
         self.jobs_per_gpu = jobs_per_gpu
+        self._warned: dict[str, dict] = {}  # which of the evaluations' warnings were shown
 
     def open(self, cell: Cell, task: Task, device: torch.device, timeout: float | None) -> None:
         super().open(cell, task, device, timeout)
@@ -367,6 +372,7 @@ class DaskEvaluations(Evaluations):
                 while queue:
                     request = queue.popleft()
                     future = client.submit(
+                        with_warnings,
                         _evaluate_on_dask,
                         self._cell,
                         str(self._device),
@@ -382,7 +388,9 @@ class DaskEvaluations(Evaluations):
             try:
                 submit_queued()
                 for future in finished:
-                    yield futures.pop(future), future.result()
+                    outcome, warned = future.result()
+                    _show(warned, self._warned)
+                    yield futures.pop(future), outcome
                     submit_queued()
             finally:
                 for future in futures:
