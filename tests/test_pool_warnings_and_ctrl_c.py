@@ -159,16 +159,25 @@ def test_with_warnings_collects_each_threads_own_and_shows_the_rest() -> None:
 
 
 @pytest.mark.slow
-def test_a_pool_cells_warning_is_shown_by_the_runner(plugin, tmp_path) -> None:
-    """Before, a worker printed it itself, in Python's format: the runner's filters and format
-    (and ``pytest.warns`` here) never saw it."""
-    suite = load_suite(plugin(seeds=2, warn=WARNING))
+@pytest.mark.parametrize(
+    ("executor", "q"),
+    [("process", 1), ("dask", 1), ("dask", 2)],
+    ids=["pool-cells", "dask-cells", "dask-evaluations"],
+)
+def test_a_workers_warning_is_shown_by_the_runner(plugin, tmp_path, executor: str, q: int) -> None:
+    """Before, a pool worker or a Dask worker printed it itself, in Python's format, to its own
+    stderr (an external Dask cluster's worker to its log): the runner's filters and format (and
+    ``pytest.warns`` here) never saw it. On Dask at ``q = 2`` the warnings are the evaluations',
+    which run as Dask tasks of their own."""
+    if executor == "dask":
+        pytest.importorskip("dask.distributed")
+    suite = load_suite(plugin(seeds=2, q=q, warn=WARNING))
     with pytest.warns(NumericsWarning, match=WARNING) as shown:
         summary = run_suite(
             suite,
             ResultStore(tmp_path / "out"),
             device=torch.device("cpu"),
-            executor=make_executor("process", workers=2),
+            executor=make_executor(executor, workers=2),
             show_progress=False,
         )
     assert summary.count("ok") == 2, summary.failed
@@ -178,29 +187,6 @@ def test_a_pool_cells_warning_is_shown_by_the_runner(plugin, tmp_path) -> None:
     }
     (line,) = [i for i, text in enumerate(PLUGIN_SOURCE.split("\n"), 1) if "warnings.warn(" in text]
     assert {w.lineno for w in ours} == {line}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("q", [1, 2], ids=["cells", "batch-evaluations"])
-def test_a_dask_workers_warning_is_shown_by_the_runner(plugin, tmp_path, q: int) -> None:
-    """Before, a Dask worker printed it itself, in Python's format, to its own stderr (an
-    external cluster's worker to its log): the runner never saw it. At ``q = 2`` the warnings
-    are the evaluations', which run as Dask tasks of their own."""
-    pytest.importorskip("dask.distributed")
-    suite = load_suite(plugin(seeds=2, q=q, warn=WARNING))
-    with pytest.warns(NumericsWarning, match=WARNING) as shown:
-        summary = run_suite(
-            suite,
-            ResultStore(tmp_path / "out"),
-            device=torch.device("cpu"),
-            executor=make_executor("dask", workers=2),
-            show_progress=False,
-        )
-    assert summary.count("ok") == 2, summary.failed
-    ours = [w for w in shown if issubclass(w.category, NumericsWarning)]
-    assert {(w.category, str(w.message), Path(w.filename).name) for w in ours} == {
-        (NumericsWarning, WARNING, "poolplugin.py")
-    }
 
 
 @pytest.mark.slow
