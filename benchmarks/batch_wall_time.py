@@ -8,10 +8,10 @@ q worker processes of the cell) and reads the stored rows back. Printed per q: t
 per BO step (each seed's mean over its steps from the recorded ``wall_seconds``, then the median
 and [min, max] over seeds), the step's fit and acquisition seconds, the median seconds of one
 evaluation, how many of a step's evaluations ran at once (their seconds over the span from the
-first one's start to the last one's end, mean over steps), the step over one evaluation,
-and the best-so-far after the last step, median over seeds: the regret, or the objective
-(``best_y``) for a task with no known optimum. Steps and evaluations are
-the cells' own records; torch runs 1 thread per cell and per evaluation process.
+first one's start to the last one's end, mean over steps; synchronous cells only), the step over
+one evaluation, and the best-so-far after the last step, median over seeds: the regret, or the
+objective (``best_y``) for a task with no known optimum. Steps and evaluations are the cells'
+own records; torch runs 1 thread per cell and per evaluation process.
 
 ``--jitter J`` makes the ``delayed`` task's waits unequal (``seconds`` times a factor within
 ``1 +- J``, drawn from each evaluation's seed), as training runs are. ``--schedules
@@ -113,10 +113,13 @@ def main() -> None:
             table = seeds[schedule]
             step = table["step"].median()
             evaluation = table["evaluation"].median()
+            # An asynchronous cell's "step" is one ask, of one point after the first: its
+            # evaluations overlap those of other asks, which a step's span does not see.
+            at_once = "-" if schedule == "asynchronous" else f"{table['at_once'].median():.2f}"
             print(
                 f"{q} | {schedule} | {step:.2f} [{table['step'].min():.2f}, "
                 f"{table['step'].max():.2f}] | {table['model'].median():.2f} | "
-                f"{evaluation:.2f} | {table['at_once'].median():.2f} | {step / evaluation:.2f} | "
+                f"{evaluation:.2f} | {at_once} | {step / evaluation:.2f} | "
                 f"{table['per_evaluation'].median():.2f} | {table['final'].median():.3g}",
                 flush=True,
             )
