@@ -109,6 +109,13 @@ class Warned(NamedTuple):
         warnings.warn_explicit(self.warning(), None, self.filename, self.lineno, registry=registry)
 
 
+def show_warnings(warned: Sequence[Warned], registries: dict[str, dict]) -> None:
+    """Show here the warnings a worker process or a Dask task showed (``registries``: which
+    were shown, by file, as :meth:`Warned.show` keeps them)."""
+    for warning in warned:
+        warning.show(registries)
+
+
 def forward_warnings(send: Callable[[Warned], None]) -> Callable[..., None]:
     """Hand each warning this process shows to ``send`` as a :class:`Warned` (a worker process's
     warnings, shown again by the runner), instead of printing it; one that cannot be sent, or

@@ -22,6 +22,7 @@ from orthobench.executors._base import (
     Session,
     execute,
     failed,
+    show_warnings,
     with_warnings,
 )
 
@@ -178,9 +179,9 @@ def _dask_result(
     future,  # noqa: ANN001 -- a distributed.Future
     registries: dict[str, dict],
 ) -> JobResult:
-    """The future's :class:`JobResult`, the warnings its job showed shown here (``registries``:
-    as :meth:`~orthobench.executors._base.Warned.show` keeps them); a lost worker or a task Dask
-    could not run fails the job."""
+    """The future's :class:`JobResult`, the warnings its job showed shown here
+    (:func:`~orthobench.executors._base.show_warnings`); a lost worker or a task Dask could not
+    run fails the job."""
     from distributed.scheduler import KilledWorker
 
     try:
@@ -189,8 +190,7 @@ def _dask_result(
         return JobResult(None, "worker process died (Dask KilledWorker)", str(err) + "\n", 0.0)
     except Exception as err:  # noqa: BLE001 -- e.g. the worker cannot import the task: the job fails
         return JobResult(None, describe_error(err), traceback.format_exc(), 0.0)
-    for warning in warned:
-        warning.show(registries)
+    show_warnings(warned, registries)
     return result
 
 

@@ -39,6 +39,7 @@ from orthobench.executors._base import (
     Warned,
     forward_warnings,
     ignore_sigint,
+    show_warnings,
     sigint_blocked,
     thread_limits,
     with_warnings,
@@ -180,13 +181,6 @@ def _evaluate_in_worker(request: EvaluationRequest) -> tuple[Outcome, list[Warne
     return outcome, _taken_warnings()
 
 
-def _show(warned: list[Warned], registries: dict[str, dict]) -> None:
-    """Show here the warnings that an evaluation process, or a Dask evaluation, showed
-    (``registries``: which were shown, by file, as :meth:`Warned.show` keeps them)."""
-    for warning in warned:
-        warning.show(registries)
-
-
 class ProcessEvaluations(Evaluations):
     """Runs up to ``workers`` evaluations at once, each in a spawned process of a pool kept for
     the cell's lifetime (``spawn``: forking a process that initialized torch can hang).
@@ -229,7 +223,7 @@ class ProcessEvaluations(Evaluations):
             with sigint_blocked():
                 started = [self._pool.submit(_started) for _ in range(self.workers)]
             for future in started:
-                _show(future.result()[1], self._warned)
+                show_warnings(future.result()[1], self._warned)
         except BrokenProcessPool:
             self.close()
             raise OrthobenchError(
@@ -275,7 +269,7 @@ class ProcessEvaluations(Evaluations):
                             "died (a crash, a kill, os._exit); the evaluations finished before "
                             "it are journaled."
                         ) from None
-                    _show(warned, self._warned)
+                    show_warnings(warned, self._warned)
                     yield request, outcome
                     submit_queued()
         finally:
@@ -389,7 +383,7 @@ class DaskEvaluations(Evaluations):
                 submit_queued()
                 for future in finished:
                     outcome, warned = future.result()
-                    _show(warned, self._warned)
+                    show_warnings(warned, self._warned)
                     yield futures.pop(future), outcome
                     submit_queued()
             finally:
