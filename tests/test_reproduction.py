@@ -8,7 +8,8 @@ the values that pass through an optimizer may differ in their last digits, so nu
 to :data:`tests.helpers.CSV_RTOL` (the CSVs round to 4 significant digits, so equal values print equally; the
 tolerance only absorbs a rounding boundary). A change of seeding or numerics moves these rows by
 far more, as it moves the golden values (tests/test_golden.py): then regenerate the figures
-(``make reproduce``) in the same change.
+(``make reproduce``) in the same change. Another CPU type can move rows that pass through BO
+steps further than rounding; its rows are kept in :data:`MACHINE_ROWS`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,17 @@ import pandas as pd
 import pytest
 import yaml
 
+from tests.golden_cases import machine
 from tests.helpers import assert_rows_equal
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "docs" / "reproduction"
+#: The rows other machines compute for the same code, where they differ from the committed
+#: CSVs (written on an AMD EPYC): a probe state after BO steps follows the CPU's rounding as the
+#: golden BO values do (tests/golden_cases.py, "Machines"), and on an AVX-512 Intel Xeon the
+#: Hartmann6 probe rows' ratios moved by up to 32%. One folder per machine: ``machine.txt``
+#: (:func:`tests.golden_cases.machine`) and the regenerated rows of each CSV it differs in.
+MACHINE_ROWS = Path(__file__).with_name("machine_rows")
 
 
 def _orthobench(*args: str) -> None:
@@ -46,6 +54,23 @@ def _tables(results: Path, out: Path) -> None:
     )
 
 
+def _assert_committed_rows(new: pd.DataFrame, name: str, key: list[str]) -> None:
+    """:func:`assert_rows_equal` against the committed ``name``, or against this machine's rows
+    of it (:data:`MACHINE_ROWS`) where it has some; the committed CSV's error otherwise."""
+    committed = pd.read_csv(COMMITTED / name)
+    here = [
+        folder / name
+        for folder in sorted(MACHINE_ROWS.iterdir())
+        if (folder / "machine.txt").read_text().strip() == machine() and (folder / name).exists()
+    ]
+    try:
+        assert_rows_equal(new, committed, key)
+    except AssertionError:
+        if not here:
+            raise
+        assert_rows_equal(new, pd.read_csv(here[0]), key)
+
+
 @pytest.mark.slow
 def test_misspecified_tables_regenerate_at_head(tmp_path):
     """Every row of misspecified-final.csv and misspecified-paired.csv (the smallest BO suite;
@@ -63,9 +88,7 @@ def test_misspecified_tables_regenerate_at_head(tmp_path):
         ("misspecified-final.csv", ["task", "optimizer"]),
         ("misspecified-paired.csv", ["task", "optimizer", "versus"]),
     ):
-        assert_rows_equal(
-            pd.read_csv(tmp_path / "tables" / name), pd.read_csv(COMMITTED / name), key
-        )
+        _assert_committed_rows(pd.read_csv(tmp_path / "tables" / name), name, key)
 
 
 @pytest.mark.slow
@@ -83,8 +106,6 @@ def test_probe_ratio_rows_regenerate_at_head(tmp_path):
     _orthobench("probe", str(path), "-o", str(results / "paper-probe-reduced"), "-q")
     _tables(results, tmp_path / "tables")
     new = pd.read_csv(tmp_path / "tables" / "probe-ratios.csv")
-    assert_rows_equal(
-        new,
-        pd.read_csv(COMMITTED / "probe-ratios.csv"),
-        ["suite", "task", "kernel", "mc_samples", "estimator"],
+    _assert_committed_rows(
+        new, "probe-ratios.csv", ["suite", "task", "kernel", "mc_samples", "estimator"]
     )

@@ -32,6 +32,12 @@ DIGITS_TEST = 360
 #: stack with batched products, and over 1,437 steps the weights part further (measured on an
 #: H100: 3 of 360 test images on one of the four points, equal on the others).
 CUDA_BATCH_ONE_BOUND = 0.01
+#: On the CPU at batch size 1 the bound depends on the CPU's kernels: over 1,437 steps at momentum
+#: 0.9 the second point's weights part chaotically from a rounding apart. Measured: within one
+#: test image on an AMD EPYC (AVX2), 28 of 360 on an AVX-512 Intel Xeon (the other three points
+#: equal). So the bound catches a stack that trains another network (a wrong seed, a missed
+#: step), not rounding; the batch-size-8 test above holds the stack to one image.
+CPU_BATCH_ONE_BOUND = 0.1
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -97,8 +103,8 @@ def test_stacked_cnn_equals_sequential_at_batch_size_one(device):
     seeds = _seeds_with_one_outlier(task, len(POINTS))
     stacked = task.evaluate_batch(POINTS, seeds=seeds, device=device)
     # 1,437 steps of batch 1: the weights part by more than rounding (measured: a last-sample loss
-    # of 7e-4 against 0.10), the test errors stay within one image on the CPU
-    bound = 1 / DIGITS_TEST if device.type == "cpu" else CUDA_BATCH_ONE_BOUND
+    # of 7e-4 against 0.10), the test errors by as much as the CPU's kernels make of it
+    bound = CPU_BATCH_ONE_BOUND if device.type == "cpu" else CUDA_BATCH_ONE_BOUND
     for x, seed, evaluation in zip(POINTS, seeds, stacked, strict=True):
         sequential = task.evaluate(x, seed=seed, device=device)
         _assert_same(evaluation, sequential, same_loss=False, bound=bound)
