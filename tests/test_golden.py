@@ -11,6 +11,8 @@ passes too within tolerance of the values another machine gives for the same cod
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -95,3 +97,30 @@ def test_a_case_passes_within_tolerance_of_any_machines_values() -> None:
     assert moved("probe-seed0", {"values": {"a": 1.0}}, {"a": 1.5}) != []
     (change,) = moved("probe-seed0", entry, {"a": 2.0})
     assert (change.old, change.new, change.beyond) == (1.0, 2.0, True)
+
+
+def test_add_machine_keeps_values_of_moved_cases_only_and_write_drops_them(monkeypatch) -> None:
+    from tests import update_goldens
+
+    files = [
+        {
+            "laplace": {"note": "n", "values": {"a": 1.0}},
+            "fast-fit": {"note": "m", "values": {"b": 2.0}},
+        }
+    ]
+    monkeypatch.setattr(update_goldens, "load_goldens", lambda: copy.deepcopy(files[-1]))
+    monkeypatch.setattr(update_goldens, "dump_goldens", lambda goldens: files.append(goldens))
+    recomputed = {"laplace": {"a": 1.5}, "fast-fit": {"b": 2.0}}
+    monkeypatch.setattr(update_goldens, "compute", recomputed.get)
+    monkeypatch.setattr(update_goldens, "machine", lambda: "cpu X")
+    assert update_goldens.main(["--add-machine", "laplace", "fast-fit"]) == 0
+    added = files[-1]
+    assert added["laplace"] == {
+        "note": "n",
+        "values": {"a": 1.0},
+        "also": [{"machine": "cpu X", "values": {"a": 1.5}}],
+    }
+    assert added["fast-fit"] == files[0]["fast-fit"]
+    assert update_goldens.main(["laplace", "fast-fit"]) == 0  # this machine's values pass
+    assert update_goldens.main(["--write", "laplace"]) == 0
+    assert files[-1]["laplace"] == {"note": CASES["laplace"].note, "values": {"a": 1.5}}
