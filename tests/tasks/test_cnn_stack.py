@@ -34,9 +34,10 @@ DIGITS_TEST = 360
 CUDA_BATCH_ONE_BOUND = 0.01
 #: On the CPU at batch size 1 the bound depends on the CPU's kernels: over 1,437 steps at momentum
 #: 0.9 the second point's weights part chaotically from a rounding apart. Measured: within one
-#: test image on an AMD EPYC (AVX2), 28 of 360 on an AVX-512 Intel Xeon (the other three points
-#: equal). So the bound catches a stack that trains another network (a wrong seed, a missed
-#: step), not rounding; the batch-size-8 test above holds the stack to one image.
+#: test image on an AMD EPYC, 28 of 360 on an AVX-512 Intel Xeon (the other three points equal).
+#: So the bound catches a stack that trains another network (a wrong seed, a missed step), not
+#: rounding; at batch size 8, `test_stacked_cnn_equals_sequential_evaluations` holds the stack
+#: to one image on both.
 CPU_BATCH_ONE_BOUND = 0.1
 
 
