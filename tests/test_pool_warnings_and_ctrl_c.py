@@ -1,7 +1,7 @@
 """Worker processes of the process pool, of Dask and of a batch cell's evaluations: their
-warnings are shown by the runner, as an inline cell's are (the CLI's one line, ``-q`` or not); a Ctrl-C while
-a worker still imports is ignored there; and a Ctrl-C or a cell timeout with a batch cell
-running leaves no semaphore of its evaluation pool to the resource tracker."""
+warnings are shown by the runner, as an inline cell's are (the CLI's one line, ``-q`` or not); a
+Ctrl-C while a worker still imports is ignored there; and a Ctrl-C or a cell timeout with a batch
+cell running leaves no semaphore of its evaluation pool to the resource tracker."""
 
 from __future__ import annotations
 
