@@ -57,18 +57,21 @@ def _tables(results: Path, out: Path) -> None:
 def _assert_committed_rows(new: pd.DataFrame, name: str, key: list[str]) -> None:
     """:func:`assert_rows_equal` against the committed ``name``, or against this machine's rows
     of it (:data:`MACHINE_ROWS`) where it has some; the committed CSV's error otherwise."""
-    committed = pd.read_csv(COMMITTED / name)
-    here = [
-        folder / name
-        for folder in sorted(MACHINE_ROWS.iterdir())
-        if (folder / "machine.txt").read_text().strip() == machine() and (folder / name).exists()
-    ]
     try:
-        assert_rows_equal(new, committed, key)
+        assert_rows_equal(new, pd.read_csv(COMMITTED / name), key)
     except AssertionError:
-        if not here:
+        here = next(
+            (
+                folder / name
+                for folder in sorted(MACHINE_ROWS.iterdir())
+                if (folder / "machine.txt").read_text().strip() == machine()
+                and (folder / name).exists()
+            ),
+            None,
+        )
+        if here is None:
             raise
-        assert_rows_equal(new, pd.read_csv(here[0]), key)
+        assert_rows_equal(new, pd.read_csv(here), key)
 
 
 @pytest.mark.slow
