@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -650,3 +651,19 @@ def test_a_default_whose_text_holds_a_memory_address_keeps_the_cell_hash(tmp_pat
     assert sys.modules["sentinelplugin"].Sentinel is not kept
     assert (cell.resolved_config(), cell.config_hash) == first
     assert "0x" not in str(first[0]["optimizer"]["params"])
+
+
+#: The committed top-level suites (``suites/paper/`` has its own tests), less the check gate's
+#: thresholds file, which is not a suite.
+COMMITTED_SUITES = sorted(
+    p
+    for p in (Path(__file__).resolve().parents[1] / "suites").glob("*.yaml")
+    if not p.name.endswith(".thresholds.yaml")
+)
+
+
+@pytest.mark.parametrize("path", COMMITTED_SUITES, ids=lambda p: p.stem)
+def test_every_committed_suite_loads_and_is_named_after_its_file(path):
+    """A suite the docs quote must run as written, and results are keyed by suite name, so two
+    files with one name would mix their cells in one directory."""
+    assert load_suite(path).name == path.stem
