@@ -228,7 +228,7 @@ class Run:
     def finish(self, job: Job, result: JobResult) -> None:
         unit = job.unit
         if result.records is not None:
-            metadata = {**self.metadata, **job.metadata()}
+            metadata = {**self.metadata, **job.metadata(), **(result.where or {})}
             self.store.write(unit, result.records, metadata, result.seconds)
             self.summary.outcomes.append(Outcome(unit, "ok", result.seconds))
             self.progress.message(f"  done   {unit.id} ({result.seconds:.1f} s)")

@@ -45,7 +45,6 @@ import functools
 import inspect
 import json
 import math
-import platform
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +57,7 @@ from orthobench.loop import run_cell
 from orthobench.optimizers.orthobo import OrthoBO
 from orthobench.probe.runner import probe_state
 from orthobench.probe.states import ProbeState
+from orthobench.results._provenance import cpu_model
 from orthobench.suite import Cell, ComponentSpec, ProbeSpec
 from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.gp import build_gp
@@ -329,13 +329,8 @@ def compute(name: str) -> dict[str, float]:
 def machine() -> str:
     """What the BO and probe values depend on besides the code and the thread count: the CPU's
     model, the instruction set torch's kernels dispatch to, and the torch version."""
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
     capability = torch.backends.cpu.get_cpu_capability()
-    return (
-        f"{model or platform.processor() or 'unknown CPU'}; torch {torch.__version__} {capability}"
-    )
+    return f"{cpu_model()}; torch {torch.__version__} {capability}"
 
 
 def moved(case: str, entry: dict[str, object], new: dict[str, float]) -> list[Change]:

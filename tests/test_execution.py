@@ -20,7 +20,7 @@ from orthobench.exceptions import OrthobenchError, OrthobenchWarning
 from orthobench.executors import EXECUTORS, make_executor
 from orthobench.optimizers.sobol import SobolSearch
 from orthobench.progress import Progress
-from orthobench.results import ResultStore, load_runs, read_metadata
+from orthobench.results import ResultStore, load_runs, read_metadata, where_run
 from orthobench.suite import load_suite
 from tests.helpers import install_plugin, process_running
 
@@ -239,6 +239,29 @@ def test_threads_per_cell_are_set_around_every_cell_restored_and_recorded(
     assert {tuple(json.loads(info)["blas"]) for info in frame["info"]} == {(2,)}
     for path in (tmp_path / "runs").glob("*.parquet"):
         assert read_metadata(path)["threads_per_cell"] == 2
+
+
+@pytest.mark.parametrize(
+    "executor",
+    ["inline", "process", pytest.param("dask", marks=pytest.mark.slow)],
+)
+def test_a_cell_stores_the_host_and_cpu_of_the_process_that_ran_it(
+    executor: str, faulty, tmp_path, monkeypatch
+) -> None:
+    """Values are reproducible per thread count and CPU type, and a Dask worker may be another
+    machine: each file records where its cell ran, not where the runner runs (here the runner's
+    metadata names another host and CPU)."""
+    if executor == "dask":
+        pytest.importorskip("dask.distributed")
+    runner = {"host": "the-runner", "cpu": "the runner's CPU; AVX2"}
+    real = execution.run_metadata
+    monkeypatch.setattr(execution, "run_metadata", lambda device: {**real(device), **runner})
+    summary = _quiet_run(load_suite(faulty("none")), tmp_path, executor)
+    assert summary.count("ok") == 1, summary.failed
+    (path,) = (tmp_path / "runs").glob("*.parquet")
+    meta = read_metadata(path)
+    assert {k: meta[k] for k in runner} == where_run()
+    assert meta["cpu"].endswith(f"; {torch.backends.cpu.get_cpu_capability()}")
 
 
 @pytest.mark.parametrize("executor", ["inline", pytest.param("process", marks=pytest.mark.slow)])

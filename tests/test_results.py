@@ -42,6 +42,7 @@ from orthobench.results import (
     read_metadata,
     run_metadata,
 )
+from orthobench.results._provenance import cpu_model
 from tests.test_loop import cell
 
 
@@ -180,6 +181,8 @@ def test_write_then_read_round_trip_with_metadata(tmp_path):
     assert meta["config_hash"] == spec.config_hash and meta["schema_version"] == SCHEMA_VERSION
     assert meta["device"] == "cpu"
     assert all(meta["versions"][d] for d in ("torch", "numpy", "scipy"))
+    # What the values depend on besides the code and the thread count: the CPU type.
+    assert meta["cpu"] == f"{cpu_model()}; {torch.backends.cpu.get_cpu_capability()}"
     assert store.is_stored(spec)
 
 

@@ -26,6 +26,7 @@ from threadpoolctl import threadpool_limits
 from orthobench.exceptions import describe_error
 from orthobench.loop import ProgressCallback
 from orthobench.progress import Progress
+from orthobench.results import where_run
 from orthobench.work import WorkUnit
 
 
@@ -219,6 +220,9 @@ class JobResult(NamedTuple):
     error: str | None
     traceback: str
     seconds: float
+    # The host and CPU of the process that ran the job (results.where_run), stored with its
+    # records in place of the runner's: a Dask worker may be another machine.
+    where: dict[str, str] | None = None
 
 
 def failed(reason: str, seconds: float) -> JobResult:
@@ -246,7 +250,7 @@ def execute(
         return JobResult(
             None, describe_error(err), traceback.format_exc(), time.perf_counter() - start
         )
-    return JobResult(records, None, "", time.perf_counter() - start)
+    return JobResult(records, None, "", time.perf_counter() - start, where_run())
 
 
 class Session(Protocol):

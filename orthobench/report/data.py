@@ -60,7 +60,8 @@ class ResultSet:
         files: One row per stored file: ``source``, ``kind`` (``runs`` or ``probe``), ``suite``,
             ``run_set``, ``task``, ``optimizer`` (the method label of its rows, else the stored
             label), ``optimizer_name`` (registry name),
-            ``n_init``, ``budget``, ``device``, ``threads``, ``git_sha``, ``python``,
+            ``n_init``, ``budget``, ``device``, ``threads``, ``cpu`` (model and torch's
+            instruction set where the unit ran), ``git_sha``, ``python``,
             ``versions`` (text), ``seconds``, ``written_at``. Missing values are None.
     """
 
@@ -85,7 +86,7 @@ class ResultSet:
 
 
 _FILE_COLUMNS = (
-    "source kind file suite task optimizer optimizer_name n_init budget device threads git_sha "
+    "source kind file suite task optimizer optimizer_name n_init budget device threads cpu git_sha "
     "python versions seconds written_at"
 ).split()
 
@@ -116,6 +117,7 @@ def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
                 "budget": cell.get("budget"),
                 "device": meta.get("device"),
                 "threads": None if threads is None else str(threads),
+                "cpu": meta.get("cpu"),
                 "git_sha": meta.get("git_sha"),
                 "python": meta.get("python"),
                 "versions": ", ".join(f"{k} {v}" for k, v in versions.items() if v),

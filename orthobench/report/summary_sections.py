@@ -14,8 +14,8 @@ from orthobench.report.data import ResultSet
 #: one that pandas cannot read).
 SUMMARY_COLUMNS = [
     "kind", "run_set", "sources", "tasks", "optimizers", "seeds", "n_init", "budget", "files",
-    "evaluations", "devices", "threads", "python", "versions", "compute_seconds", "first_stamp",
-    "last_stamp",
+    "evaluations", "devices", "threads", "cpus", "python", "versions", "compute_seconds",
+    "first_stamp", "last_stamp",
 ]  # fmt: skip
 
 
@@ -85,6 +85,7 @@ def summary_section(results: ResultSet) -> Section:
             "evaluations": len(runs) if runs is not None else 0,
             "devices": _join(group["device"]),
             "threads": _join(group["threads"], "not recorded"),
+            "cpus": _join(group["cpu"], "not recorded"),
             "python": _join(group["python"]),
             "versions": _join(group["versions"]),
             "compute_seconds": float(group["seconds"].astype(float).sum()),
@@ -105,6 +106,7 @@ def summary_section(results: ResultSet) -> Section:
                 f"{len(group)} {'cells' if kind == 'runs' else 'states'}",
                 record["devices"],
                 record["threads"],
+                record["cpus"],
                 record["versions"] + f", python {record['python']}",
                 _seconds(record["compute_seconds"]),
                 dated,
@@ -113,7 +115,7 @@ def summary_section(results: ResultSet) -> Section:
     overview = Table(
         "summary",
         ["kind", "run set", "from", "tasks", "optimizers", "seeds", "n_init", "budget", "stored",
-         "devices", "threads", "versions", "compute time", "dated"],
+         "devices", "threads", "CPUs", "versions", "compute time", "dated"],
         rows,
         pd.DataFrame(records, columns=SUMMARY_COLUMNS),
     )  # fmt: skip
@@ -133,7 +135,17 @@ def summary_section(results: ResultSet) -> Section:
         shas,
         caption="Every git SHA found in the files' metadata, with the number of files.",
     )
-    return Section("summary", "Summary", intro, [overview, sha_table])
+    blocks: list[Table | str] = [overview, sha_table]
+    cpus = sorted(files["cpu"].dropna().unique())
+    if len(cpus) > 1:
+        blocks.insert(
+            0,
+            f"These results were computed on {len(cpus)} CPU types ({', '.join(cpus)}). A BO "
+            "run or probe state is reproducible for a thread count and a CPU type: on another CPU "
+            "the same cell can take another path, so differences between run sets computed on "
+            "different CPUs are partly the CPUs'.",
+        )
+    return Section("summary", "Summary", intro, blocks)
 
 
 def failures_section(results: ResultSet) -> Section | None:

@@ -7,7 +7,7 @@ from orthobench.results._base import BaseStore
 from orthobench.results._io import os_error_text, write_atomic
 from orthobench.results._journal import EvaluationJournal
 from orthobench.results._parquet import load_probe, load_runs, read_metadata
-from orthobench.results._provenance import code_version, run_metadata
+from orthobench.results._provenance import code_version, run_metadata, where_run
 from orthobench.results._records import (
     METADATA_KEY,
     PROBE_SCHEMA,
@@ -34,5 +34,6 @@ __all__ = [
     "os_error_text",
     "read_metadata",
     "run_metadata",
+    "where_run",
     "write_atomic",
 ]

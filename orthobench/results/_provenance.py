@@ -1,4 +1,4 @@
-"""Provenance of a results file: package versions, git SHA, host and device.
+"""Provenance of a results file: package versions, git SHA, host, CPU and device.
 
 :func:`run_metadata` is stored with every file; :func:`code_version` labels the code that wrote
 one (or the running code) as ``"<version> (git <sha>)"``.
@@ -47,9 +47,36 @@ def _git_sha(package_dir: Path = _PACKAGE_DIR) -> str | None:
     return (out.stdout.split() or [None])[0]
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux's ``/proc/cpuinfo``, else :func:`platform.processor`)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        lines = []
+    model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
+    return model or platform.processor() or "unknown CPU"
+
+
+def cpu_description() -> str:
+    """The CPU's model and the instruction set torch's CPU kernels dispatch to on it
+    (``"AMD EPYC 7B13; AVX2"``): with the thread count, what BO paths and probe values depend on
+    besides the code and the library versions (docs/design.md, "Seeds and determinism")."""
+    import torch  # here: reading provenance alone needs no torch
+
+    return f"{cpu_model()}; {torch.backends.cpu.get_cpu_capability()}"
+
+
+def where_run() -> dict[str, str]:
+    """The host and CPU (:func:`cpu_description`) of this process: stored with a unit's records
+    from the process that computed them, a worker of another machine included."""
+    return {"host": platform.node(), "cpu": cpu_description()}
+
+
 def run_metadata(device: str) -> dict[str, Any]:
-    """Versions (of orthobench and the libraries its values depend on), git SHA, host and
-    device: stored with every results file."""
+    """Versions (of orthobench and the libraries its values depend on), git SHA, host, CPU and
+    device: stored with every results file (host and CPU are replaced by those of the process
+    that ran the unit, :func:`where_run`)."""
     return {
         # numpy draws every seeded random number and scipy the Sobol' points and the GP fits'
         # optimizer: their versions change values as torch's do.
@@ -59,7 +86,7 @@ def run_metadata(device: str) -> dict[str, Any]:
         },
         "python": platform.python_version(),
         "git_sha": _git_sha(),
-        "host": platform.node(),
+        **where_run(),
         "device": device,
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

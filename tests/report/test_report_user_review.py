@@ -116,6 +116,25 @@ def test_the_summary_dates_the_files_by_their_stamp_and_claims_no_write_span(tmp
     assert frame["first_stamp"].tolist() == ["2026-01-02T03:04:05+0000"]
 
 
+def test_the_summary_names_the_cpus_and_says_when_run_sets_were_computed_on_several(tmp_path):
+    """A cell's values hold for a thread count and a CPU type: a comparison of run sets
+    computed on different CPUs compares the CPUs too, and nothing in the report said so."""
+    one, other = "AMD EPYC 7B13; AVX2", "Intel(R) Xeon(R) Processor; AVX512"
+    for seed in range(2):
+        write_cell(
+            tmp_path / "a", cell("a", "t", "sobol", seed, 2, 2), [4, 3, 2, 1], metadata={"cpu": one}
+        )
+    alone = _section(build_report([tmp_path / "a"], tmp_path / "a.html").read_text(), "summary")
+    assert one in alone and "CPU types" not in alone
+    write_cell(
+        tmp_path / "b", cell("b", "t", "sobol", 0, 2, 2), [4, 3, 2, 1], metadata={"cpu": other}
+    )
+    html = build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "r.html").read_text()
+    assert f"computed on 2 CPU types ({one}, {other})" in unescape(_section(html, "summary"))
+    frame = pd.read_csv(tmp_path / "r.summary.csv")
+    assert frame.set_index("run_set")["cpus"].to_dict() == {"a": one, "b": other}
+
+
 def test_one_seed_says_it_has_no_interval(tmp_path):
     """One seed: the final table showed a bare mean under "final mean [95% CI]" and the curve
     caption promised a 95% t interval."""
