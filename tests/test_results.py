@@ -41,6 +41,7 @@ from orthobench.results import (
     load_runs,
     read_metadata,
     run_metadata,
+    where_run,
 )
 from orthobench.results._provenance import cpu_model
 from tests.test_loop import cell
@@ -184,6 +185,16 @@ def test_write_then_read_round_trip_with_metadata(tmp_path):
     # What the values depend on besides the code and the thread count: the CPU type.
     assert meta["cpu"] == f"{cpu_model()}; {torch.backends.cpu.get_cpu_capability()}"
     assert store.is_stored(spec)
+
+
+def test_where_run_names_the_gpu_of_a_cuda_device_only(device):
+    """A CUDA unit's values depend on the GPU as a CPU unit's on the CPU: its name is stored."""
+    where = where_run(str(device))
+    assert where["cpu"] == f"{cpu_model()}; {torch.backends.cpu.get_cpu_capability()}"
+    if device.type == "cuda":
+        assert where["gpu"] == torch.cuda.get_device_name(device)
+    else:
+        assert "gpu" not in where
 
 
 def _edit_metadata(path, **changes):

@@ -220,8 +220,8 @@ class JobResult(NamedTuple):
     error: str | None
     traceback: str
     seconds: float
-    # The host and CPU of the process that ran the job (results.where_run), stored with its
-    # records in place of the runner's: a Dask worker may be another machine.
+    # The host, CPU (and GPU) of the process that ran the job (results.where_run), stored with
+    # its records in place of the runner's: a Dask worker may be another machine.
     where: dict[str, str] | None = None
 
 
@@ -250,7 +250,7 @@ def execute(
         return JobResult(
             None, describe_error(err), traceback.format_exc(), time.perf_counter() - start
         )
-    return JobResult(records, None, "", time.perf_counter() - start, where_run())
+    return JobResult(records, None, "", time.perf_counter() - start, where_run(job.device))
 
 
 class Session(Protocol):

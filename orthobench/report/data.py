@@ -91,6 +91,13 @@ _FILE_COLUMNS = (
 ).split()
 
 
+def _device(meta: dict) -> str | None:
+    """The stored device, with the GPU's name where the file records one: ``cuda:0 (NVIDIA
+    H100 80GB HBM3)``."""
+    device, gpu = meta.get("device"), meta.get("gpu")
+    return f"{device} ({gpu})" if device and gpu else device
+
+
 def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
     rows = []
     for path in sorted((directory / kind).glob("*.parquet")):
@@ -115,7 +122,7 @@ def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
                 "optimizer_name": optimizer.get("name"),
                 "n_init": cell.get("n_init"),
                 "budget": cell.get("budget"),
-                "device": meta.get("device"),
+                "device": _device(meta),
                 "threads": None if threads is None else str(threads),
                 "cpu": meta.get("cpu"),
                 "git_sha": meta.get("git_sha"),

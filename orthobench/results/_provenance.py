@@ -67,10 +67,16 @@ def cpu_description() -> str:
     return f"{cpu_model()}; {torch.backends.cpu.get_cpu_capability()}"
 
 
-def where_run() -> dict[str, str]:
-    """The host and CPU (:func:`cpu_description`) of this process: stored with a unit's records
-    from the process that computed them, a worker of another machine included."""
-    return {"host": platform.node(), "cpu": cpu_description()}
+def where_run(device: str = "cpu") -> dict[str, str]:
+    """The host and CPU (:func:`cpu_description`) of this process, and on a CUDA ``device`` the
+    GPU's name: stored with a unit's records from the process that computed them, a worker of
+    another machine included."""
+    where = {"host": platform.node(), "cpu": cpu_description()}
+    if device.startswith("cuda"):
+        import torch
+
+        where["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return where
 
 
 def run_metadata(device: str) -> dict[str, Any]:
@@ -86,7 +92,7 @@ def run_metadata(device: str) -> dict[str, Any]:
         },
         "python": platform.python_version(),
         "git_sha": _git_sha(),
-        **where_run(),
+        **where_run(device),
         "device": device,
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -135,6 +135,14 @@ def test_the_summary_names_the_cpus_and_says_when_run_sets_were_computed_on_seve
     assert frame.set_index("run_set")["cpus"].to_dict() == {"a": one, "b": other}
 
 
+def test_the_summary_names_the_gpu_of_a_cuda_run(tmp_path):
+    gpu = {"device": "cuda:0", "gpu": "NVIDIA H100 80GB HBM3"}
+    write_cell(tmp_path, cell("s", "t", "sobol", 0, 2, 2), [4, 3, 2, 1], metadata=gpu)
+    build_report([tmp_path], tmp_path / "r.html")
+    frame = pd.read_csv(tmp_path / "r.summary.csv")
+    assert frame["devices"].tolist() == ["cuda:0 (NVIDIA H100 80GB HBM3)"]
+
+
 def test_one_seed_says_it_has_no_interval(tmp_path):
     """One seed: the final table showed a bare mean under "final mean [95% CI]" and the curve
     caption promised a 95% t interval."""
