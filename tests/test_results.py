@@ -195,6 +195,8 @@ def test_where_run_names_the_gpu_of_a_cuda_device_only(device):
         assert where["gpu"] == torch.cuda.get_device_name(device)
     else:
         assert "gpu" not in where
+    if not torch.cuda.is_available():  # a job named for CUDA that never touched it
+        assert "gpu" not in where_run("cuda:0")
 
 
 def _edit_metadata(path, **changes):

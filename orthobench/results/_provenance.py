@@ -71,10 +71,12 @@ def where_run(device: str = "cpu") -> dict[str, str]:
     """The host and CPU (:func:`cpu_description`) of this process, and on a CUDA ``device`` the
     GPU's name: stored with a unit's records from the process that computed them, a worker of
     another machine included."""
-    where = {"host": platform.node(), "cpu": cpu_description()}
-    if device.startswith("cuda"):
-        import torch
+    import torch
 
+    where = {"host": platform.node(), "cpu": cpu_description()}
+    # Provenance never fails a unit: a job named for CUDA that never touched it (the executors'
+    # tests run such jobs on CPU-only torch) records no GPU.
+    if device.startswith("cuda") and torch.cuda.is_available():
         where["gpu"] = torch.cuda.get_device_name(torch.device(device))
     return where
 
