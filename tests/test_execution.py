@@ -243,7 +243,11 @@ def test_threads_per_cell_are_set_around_every_cell_restored_and_recorded(
 
 @pytest.mark.parametrize(
     "executor",
-    ["inline", "process", pytest.param("dask", marks=pytest.mark.slow)],
+    [
+        "inline",
+        pytest.param("process", marks=pytest.mark.slow),
+        pytest.param("dask", marks=pytest.mark.slow),
+    ],
 )
 def test_a_cell_stores_the_host_and_cpu_of_the_process_that_ran_it(
     executor: str, faulty, tmp_path, monkeypatch
