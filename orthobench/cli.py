@@ -292,7 +292,7 @@ def run(
     DIR`` shows every cell stored in DIR.
     """
     from orthobench.api import _execute, _prepare_run, _write_report
-    from orthobench.execution import RunInterrupted
+    from orthobench.execution import RunInterrupted, evaluation_workers
 
     prepared = _prepare_run(
         suite_file,
@@ -312,14 +312,13 @@ def run(
     stored = None if force else store.stored()
     running = [c for c in cells if force or not store.is_stored(c, stored)]
     # A cell with q > 1 points per step holds a worker per evaluation it runs at once.
-    slots = sum(runner.evaluation_workers(c.q) for c in running)
+    held = [evaluation_workers(runner, c) for c in running]
+    slots = sum(held)
     batch = ""
-    if runner.workers > 1 and any(c.q > 1 for c in running):
-        batch = (
-            ", q evaluations kept running"
-            if any(c.asynchronous for c in running)
-            else ", the evaluations of a BO step in parallel"
-        )
+    if runner.workers > 1 and any(c.q > 1 and c.asynchronous for c in running):
+        batch = ", q evaluations kept running"
+    elif any(n > 1 for n in held):
+        batch = ", the evaluations of a BO step in parallel"
     click.echo(
         f"suite {suite.name}: {n_cells} cells ({len(running)} to run) on {prepared.device} "
         f"({runner.name}, {_workers_text(runner, scheduler, slots, 'cells to run')}{batch}, "

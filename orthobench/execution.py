@@ -57,7 +57,7 @@ import torch
 from orthobench.exceptions import OrthobenchWarning, describe_error
 from orthobench.executors import Executor, InlineExecutor, Job, JobResult
 from orthobench.executors._evaluations import make_evaluations
-from orthobench.loop import ProgressCallback, check_buildable, run_cell
+from orthobench.loop import ProgressCallback, check_buildable, evaluates_in_parallel, run_cell
 from orthobench.progress import Progress
 from orthobench.results import BaseStore, EvaluationJournal, RunRecord, run_metadata
 from orthobench.suite import Cell, Suite
@@ -183,6 +183,14 @@ class CellJob(Job):
             "evaluation_timeout_s": self.evaluation_timeout,
             "stack_evaluations": self.stack_evaluations,
         }
+
+
+def evaluation_workers(executor: Executor, cell: Cell) -> int:
+    """How many evaluations of a BO step of ``cell`` run at once on ``executor``, each in a
+    worker (:meth:`~orthobench.executors.Executor.evaluation_workers`); 1 for a task whose
+    evaluations are not worth a process each (:func:`orthobench.loop.evaluates_in_parallel`):
+    the cell evaluates them itself and holds one worker."""
+    return executor.evaluation_workers(cell.q) if evaluates_in_parallel(cell) else 1
 
 
 def _cores() -> int:
@@ -410,7 +418,7 @@ def run_suite(
                 journals[cell.id] if shared else None,
                 limit,
                 executor.evaluation_kind,
-                executor.evaluation_workers(cell.q),
+                evaluation_workers(executor, cell),
                 suite.stack_evaluations,
                 executor.jobs_per_gpu,
                 cell.id in restart,

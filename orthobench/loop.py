@@ -24,9 +24,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import inspect
 import json
 import math
 import time
+import typing
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -140,6 +142,21 @@ def _build(component: str, build: Callable[[], _T], timeout: float, where: str =
         ) from err
     except (Exception, SystemExit) as err:  # noqa: BLE001 -- a plugin's own failure, whatever it is
         raise ConfigError(component, f"cannot be built{where}: {describe_error(err)}") from err
+
+
+def evaluates_in_parallel(cell: Cell) -> bool:
+    """Whether the evaluations of ``cell``'s BO steps are worth a process each: the
+    :attr:`~orthobench.tasks.base.Task.parallel_evaluations` of the class its task factory
+    builds, read without building it (a class named in the suite, or the factory's return
+    annotation); a factory that declares no task class is taken to be expensive."""
+    factory = TASKS.resolve(cell.task.name).factory
+    try:
+        built = factory if inspect.isclass(factory) else typing.get_type_hints(factory)["return"]
+    except Exception:  # noqa: BLE001 -- a plugin's unresolvable or missing annotation
+        return True
+    if not (inspect.isclass(built) and issubclass(built, Task)):
+        return True
+    return built.parallel_evaluations
 
 
 def _task_shape(cell: Cell) -> tuple[int, int]:

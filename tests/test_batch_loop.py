@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from orthobench.cli import cli
 from orthobench.exceptions import ConfigError, OrthobenchError, ResultsError
-from orthobench.execution import run_suite
+from orthobench.execution import evaluation_workers, run_suite
 from orthobench.executors import InlineExecutor, ProcessExecutor
 from orthobench.executors._evaluations import ProcessEvaluations
 from orthobench.loop import check_buildable, make_task, run_cell
@@ -197,14 +197,34 @@ def test_the_cli_refuses_a_q_above_the_batch_limit_with_one_line_and_exit_2(writ
     assert not list(out.glob("runs/*.parquet"))
 
 
+def _header(suite: Path, out: Path) -> str:
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "--workers", "4"])
+    (header,) = [line for line in result.output.splitlines() if line.startswith("suite batch:")]
+    return header
+
+
 def test_the_run_header_counts_a_worker_per_evaluation_of_a_step(write_suite, tmp_path):
     """Two cells, q = 1 and q = 3, hold 4 workers: --workers 4 is not capped at the 2 cells."""
-    suite = write_suite(ONE_POINT_SUITE)
-    result = CliRunner().invoke(
-        cli, ["run", str(suite), "-o", str(tmp_path / "out"), "--workers", "4"]
-    )
-    (header,) = [line for line in result.output.splitlines() if line.startswith("suite batch:")]
+    delayed = ONE_POINT_SUITE.replace("[hartmann6]", "[{name: delayed, params: {seconds: 0}}]")
+    header = _header(write_suite(delayed), tmp_path / "out")
     assert "(process, 4 worker(s), the evaluations of a BO step in parallel, " in header, header
+
+
+def test_a_task_that_evaluates_in_microseconds_keeps_a_steps_evaluations_in_its_cell(
+    write_suite, tmp_path
+):
+    """A q = 4 cell of a synthetic function held a worker per evaluation, for evaluations of
+    microseconds: the suite ran one cell at a time, and 8 q = 4 cells on Hartmann6 took 71 s on
+    ``--workers 2`` against 54 s on 1. The cell evaluates them itself and holds one worker; a
+    task that declares nothing (a plugin) or stands for an expensive one keeps its workers."""
+    tasks = ["hartmann6", "gramacy", {"name": "delayed", "params": {"seconds": 0}}]
+    tasks.append({"name": TASK, "label": "logged"})
+    suite = parse_suite({"name": "s", "budget": 1, "q": 4, "tasks": tasks, "optimizers": ["sobol"]})
+    executor = ProcessExecutor(workers=4)
+    held = {c.task.label: evaluation_workers(executor, c) for c in suite.cells()}
+    assert held == {"hartmann6": 1, "gramacy": 1, "delayed": 4, "logged": 4}
+    header = _header(write_suite(ONE_POINT_SUITE), tmp_path / "out")  # Hartmann6, q = 1 and 3
+    assert "(process, 2 worker(s)" in header and "in parallel" not in header, header
 
 
 # ----------------------------------------------------------------------------------------------

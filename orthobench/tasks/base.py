@@ -94,6 +94,12 @@ class Task(ABC):
     optimal_value: float | None = None
     #: How many constraint values each :class:`Evaluation` carries (0: unconstrained).
     n_constraints: int = 0
+    #: Whether the evaluations of a batch step are worth a process each (the process pool's or
+    #: Dask's evaluation workers). False for a function that evaluates in microseconds, where a
+    #: process's start and each hand-off cost more than the evaluation: the step's points are
+    #: then evaluated in the cell's process, and the cell holds one worker, not ``q``, so the
+    #: others run other cells (:func:`orthobench.loop.evaluates_in_parallel`).
+    parallel_evaluations: bool = True
 
     def __init__(self, space: SearchSpace) -> None:
         self.space = space

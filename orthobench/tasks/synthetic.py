@@ -33,6 +33,9 @@ class SyntheticTask(Task):
         noise_std: Standard deviation of the observation noise.
     """
 
+    #: An evaluation takes microseconds: not worth a process of its own.
+    parallel_evaluations = False
+
     def __init__(self, function: SyntheticTestFunction, *, noise_std: float = 0.0) -> None:
         if not (math.isfinite(noise_std) and noise_std >= 0):  # NaN passes `noise_std < 0`
             raise ValueError(f"`noise_std` must be finite and >= 0, but got {noise_std=}.")
@@ -107,6 +110,9 @@ class DelayedTask(SyntheticTask):
     evaluations of unequal length, as training runs are. The longest wait,
     ``seconds * (1 + jitter)``, must be within ``time.sleep``'s range
     (``threading.TIMEOUT_MAX``, about 292 years)."""
+
+    #: It stands for an expensive evaluation: each in a process of its own, as a training run.
+    parallel_evaluations = True
 
     def __init__(self, inner: SyntheticTask, seconds: float, jitter: float = 0.0) -> None:
         if not 0.0 <= jitter <= 1.0:
