@@ -314,10 +314,11 @@ def run(
     # A cell with q > 1 points per step holds a worker per evaluation it runs at once.
     held = [evaluation_workers(runner, c) for c in running]
     slots = sum(held)
+    parallel = [c for c, n in zip(running, held, strict=True) if n > 1]
     batch = ""
-    if runner.workers > 1 and any(c.q > 1 and c.asynchronous for c in running):
+    if any(c.asynchronous for c in parallel):
         batch = ", q evaluations kept running"
-    elif any(n > 1 for n in held):
+    elif parallel:
         batch = ", the evaluations of a BO step in parallel"
     click.echo(
         f"suite {suite.name}: {n_cells} cells ({len(running)} to run) on {prepared.device} "
