@@ -12,11 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 from orthobench.cli import cli
 from orthobench.exceptions import ConfigError, OrthobenchError, SuiteError
 from orthobench.execution import run_suite
+from orthobench.executors import InlineExecutor, ProcessExecutor
 from orthobench.executors._evaluations import ProcessEvaluations
 from orthobench.loop import _eval_seed, check_buildable, run_cell
 from orthobench.optimizers.base import Suggestion
@@ -393,3 +395,31 @@ def test_the_cli_runs_an_asynchronous_suite_and_says_so(tmp_path):
     assert load_runs([tmp_path / "out"])["cell_id"].unique().tolist() == [
         "Uneven__PendingSpy__q2__async__seed0"
     ]
+
+
+@pytest.mark.slow
+def test_an_asynchronous_cell_of_an_instant_task_stores_the_inline_values_on_the_pool(tmp_path):
+    """Its evaluations run in the cell's process (``Task.parallel_evaluations``), in the order
+    asked: no evaluation process's timing decides which point the optimizer sees first."""
+    suite = parse_suite(
+        {
+            "name": "a",
+            "n_init": 3,
+            "budget": 3,
+            "q": 3,
+            "asynchronous": True,
+            "tasks": ["hartmann6"],
+            "optimizers": ["qlogei"],
+        }
+    )
+    for name, executor in (("inline", InlineExecutor()), ("pool", ProcessExecutor(workers=2))):
+        run_suite(
+            suite,
+            ResultStore(tmp_path / name),
+            device=torch.device("cpu"),
+            executor=executor,
+            show_progress=False,
+        )
+    inline, pool = (load_runs([tmp_path / n]).sort_values("iteration") for n in ("inline", "pool"))
+    assert len(pool) == 3 + 3 * 3
+    assert pool["y"].tolist() == inline["y"].tolist()
