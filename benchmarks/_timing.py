@@ -1,4 +1,5 @@
-"""Wall-clock timing shared by the benchmark scripts: a median with its range, and the threads.
+"""Wall-clock timing shared by the benchmark scripts: a median with its range, the threads and
+the machine.
 
 :func:`time_call` times a call that can be repeated (an acquisition evaluation); :func:`timed`
 times one call whose result is needed (a fit, whose warm start makes a repeat another call).
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import torch
+
+from orthobench.results._provenance import cpu_description
 
 _T = TypeVar("_T")
 
@@ -30,6 +33,14 @@ class Timing:
 
     def __str__(self) -> str:
         return f"{1e3 * self.median:.2f} ms [{1e3 * self.low:.2f}, {1e3 * self.high:.2f}]"
+
+
+def machine_line(threads: int | None = None) -> str:
+    """A benchmark's first line: what its figures depend on besides the code, the CPU (model and
+    the instruction set torch dispatches to), torch's version and the torch threads (``threads``,
+    else this process's count)."""
+    threads = torch.get_num_threads() if threads is None else threads
+    return f"machine: {cpu_description()}; torch {torch.__version__}; {threads} torch thread(s)"
 
 
 def _synchronize(device: torch.device | str | None) -> None:

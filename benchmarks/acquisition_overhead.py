@@ -18,7 +18,7 @@ import warnings
 
 import _states
 import torch
-from _timing import time_call, timed
+from _timing import machine_line, time_call, timed
 
 from orthobench.optimizers.orthobo import OrthoBO
 
@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    print(machine_line())
     warnings.simplefilter("ignore")
     print(f"threads {torch.get_num_threads()}; ms per call: median [min, max]")
     for task in TASKS:

@@ -22,6 +22,7 @@ import _states
 import numpy as np
 import scipy.stats
 import torch
+from _timing import machine_line
 from batch_wall_time import OPTIMIZER_PARAMS
 
 from orthobench.loop import run_cell
@@ -62,6 +63,7 @@ def main() -> None:
     parser.add_argument("--n-init", type=int, default=4)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    print(machine_line())
     warnings.filterwarnings("ignore")
     print(
         f"task {args.task}, seeds {args.seeds.start}-{args.seeds.stop - 1}, "

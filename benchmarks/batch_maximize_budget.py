@@ -32,6 +32,7 @@ from typing import Any
 
 import _states
 import torch
+from _timing import machine_line
 
 from orthobench.optimizers import gp_base
 
@@ -97,6 +98,7 @@ def main() -> None:
         parser.error(f"unknown settings {sorted(unknown)}; known: {list(SETTINGS)}")
     settings = {n: v for n, v in SETTINGS.items() if n == "joint" or n in args.settings}
     torch.set_num_threads(1)
+    print(machine_line())
     warnings.filterwarnings("ignore")
     original = gp_base.optimize_acqf
     ratios: dict[str, list[float]] = {name: [] for name in settings}

@@ -22,6 +22,7 @@ from typing import Any
 
 import _states
 import torch
+from _timing import machine_line
 from botorch.optim import optimize as botorch_optimize
 
 TASKS = ("hartmann6", "levy16")
@@ -33,6 +34,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=_states.seed_range, default=_states.seed_range("0-4"))
     args = parser.parse_args()
     torch.set_num_threads(1)
+    print(machine_line())
     warnings.filterwarnings("ignore")
     multistart = botorch_optimize._optimize_acqf_batch
     seconds: list[float] = []

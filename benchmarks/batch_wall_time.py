@@ -42,6 +42,7 @@ from pathlib import Path
 import pandas as pd
 import scipy.stats
 import yaml
+from _timing import machine_line
 
 from orthobench.results import load_runs
 
@@ -98,6 +99,7 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, required=True)
     args = parser.parse_args()
     schedules = args.schedules.split(",")
+    print(machine_line(threads=1))  # per process: each cell's, each evaluation's
     print(
         f"task {args.task}, optimizer {args.optimizer}, seeds {args.seeds}, BO steps "
         f"{args.steps}, device {args.device}, cores {os.cpu_count()}, 1 torch thread per process, "

@@ -34,6 +34,7 @@ import time
 
 import numpy as np
 import torch
+from _timing import machine_line
 
 from orthobench.seeding import numpy_rng
 from orthobench.tasks.cnn import CNNTask
@@ -72,6 +73,7 @@ def main() -> None:
     n_seq = args.k if args.sequential is None else min(args.sequential, args.k)
 
     torch.set_num_threads(args.threads)
+    print(machine_line())
     device = torch.device(args.device)
     params = {"dataset": args.dataset, "outlier_prob": args.outlier_prob}
     task = CNNTask(**params) if args.samples is None else _ShortTask(args.samples, **params)

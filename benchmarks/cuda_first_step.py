@@ -76,6 +76,9 @@ def main() -> None:
     if args.case is not None:
         _case(args)
         return
+    from _timing import machine_line  # here: a case's process measures its own imports
+
+    print(machine_line(args.threads))
     print(
         f"task={args.task} optimizer={args.optimizer} n0={args.n0} device={args.device} "
         f"threads={args.threads} torch={torch.__version__}"

@@ -28,7 +28,7 @@ import warnings
 
 import _states
 import torch
-from _timing import timed
+from _timing import machine_line, timed
 
 from orthobench.surrogates.fit import STATIONARY_TOL, fit_model, neg_map_objective
 from orthobench.surrogates.theta_algebra import get_theta, theta_layout
@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    print(machine_line())
     warnings.simplefilter("ignore")
     # One fit of each kind first: imports and first-call overheads are not part of a BO step.
     x0 = torch.rand(N0, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))

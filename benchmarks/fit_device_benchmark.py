@@ -25,7 +25,7 @@ import warnings
 
 import _states
 import torch
-from _timing import timed
+from _timing import machine_line, timed
 
 from orthobench.surrogates.fit import fit_model, neg_map_objective
 from orthobench.surrogates.theta_algebra import get_theta, theta_layout
@@ -54,6 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     devices = args.devices.split(",")
     torch.set_num_threads(args.threads)
+    print(machine_line())
     warnings.simplefilter("ignore")
     print(f"threads {torch.get_num_threads()}, seeds {args.seeds} per task, devices {devices}")
     for device in devices:

@@ -38,7 +38,7 @@ from typing import Any
 import _states
 import numpy as np
 import torch
-from _timing import timed
+from _timing import machine_line, timed
 from botorch.optim import optimize_acqf
 
 from orthobench.registry import TASKS as TASK_REGISTRY
@@ -155,6 +155,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     torch.set_num_threads(1)
+    print(machine_line())
     warnings.simplefilter("ignore")
     print(f"threads {torch.get_num_threads()}, seeds {args.seeds}")
     print(

@@ -33,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 import optuna
 import torch
+from _timing import machine_line
 
 from orthobench.integrations.optuna import OrthoBOSampler
 from orthobench.registry import TASKS
@@ -95,6 +96,7 @@ def main() -> None:
     parser.add_argument("--startup", type=int, default=10)
     parser.add_argument("--theta-samples", type=int, default=512)
     args = parser.parse_args()
+    print(machine_line())
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     if BoTorchSampler is None:
         print("note: optuna_integration is not installed; BoTorchSampler skipped.")

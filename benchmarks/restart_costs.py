@@ -30,7 +30,7 @@ import warnings
 
 import _states
 import torch
-from _timing import time_call, timed
+from _timing import machine_line, time_call, timed
 from botorch.optim import optimize_acqf
 from botorch.optim.initializers import gen_batch_initial_conditions
 
@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    print(machine_line())
     warnings.simplefilter("ignore")
     columns = ["fit", "build", "screen", "restarts", "evaluations", "per b", "gemms"]
     print(f"threads {torch.get_num_threads()}; milliseconds of the third default OrthoBO step")

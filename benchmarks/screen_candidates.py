@@ -43,6 +43,7 @@ import time
 import warnings
 
 import torch
+from _timing import machine_line
 
 from orthobench.pointsets import owen_sobol_points
 from orthobench.probe.screen import (
@@ -185,6 +186,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    print(machine_line())
     warnings.simplefilter("ignore")
     print(f"threads {torch.get_num_threads()}, S = {S}, top_k = 8, Gauss-Hermite nodes {NODES}")
     print("state | candidate | raw median / min | predicted median / min")

@@ -40,6 +40,7 @@ import warnings
 
 import _states
 import torch
+from _timing import machine_line
 
 from orthobench.devices import FIT_DEVICES
 from orthobench.results import RunRecord
@@ -112,6 +113,7 @@ def main() -> None:
     if unknown := set(methods) - set(METHODS):
         parser.error(f"unknown methods {sorted(unknown)}; choose from {list(METHODS)}")
     torch.set_num_threads(args.threads)
+    print(machine_line())
     warnings.simplefilter("ignore")
     print(
         f"threads {torch.get_num_threads()}, seeds {args.seeds}, n0 {args.n0}, BO steps "
