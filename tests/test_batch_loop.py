@@ -215,8 +215,9 @@ def test_a_task_that_evaluates_in_microseconds_keeps_a_steps_evaluations_in_its_
 ):
     """A q = 4 cell of a synthetic function held a worker per evaluation, for evaluations of
     microseconds: the suite ran one cell at a time, and 8 q = 4 cells on Hartmann6 took 59 s on
-    ``--workers 2`` against 43 s on 1 (docs/benchmarks.md, "Cells of instant tasks on workers"). The cell evaluates them itself and holds one worker; a
-    task that declares nothing (a plugin) or stands for an expensive one keeps its workers."""
+    ``--workers 2`` against 43 s on 1 (docs/benchmarks.md, "Cells of instant tasks on
+    workers"). The cell evaluates them itself and holds one worker; a task that declares nothing
+    (a plugin) or stands for an expensive one keeps its workers."""
     tasks = ["hartmann6", "gramacy", {"name": "delayed", "params": {"seconds": 0}}]
     tasks.append({"name": TASK, "label": "logged"})
     suite = parse_suite({"name": "s", "budget": 1, "q": 4, "tasks": tasks, "optimizers": ["sobol"]})
