@@ -88,6 +88,7 @@ def test_a_closed_stdout_is_not_an_error_of_list():
     assert proc.stderr == ""
 
 
+@pytest.mark.slow  # two subprocesses that each probe a state: the default tier's longest test
 def test_a_closed_stdout_keeps_the_verdict_of_check(plugin, write_suite, tmp_path):
     """`orthobench check SUITE | head -2` exited 2 whatever the gate found: a failed gate must
     still exit 1 and a passed one 0, so a pipeline with `set -o pipefail` reads the gate."""
