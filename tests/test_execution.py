@@ -196,6 +196,14 @@ def _outcomes(summary: execution.RunSummary) -> dict[tuple[str, int], tuple[str,
     return {(o.unit.task.label, o.unit.seed): (o.status, o.error) for o in summary.outcomes}
 
 
+#: Every executor, the pool and Dask in the slow tier (each starts processes).
+EXECUTORS_POOLS_SLOW = [
+    "inline",
+    pytest.param("process", marks=pytest.mark.slow),
+    pytest.param("dask", marks=pytest.mark.slow),
+]
+
+
 def _quiet_run(
     suite, root, executor: str, workers: int = 2, cell_timeout: float | None = None, **kwargs
 ) -> execution.RunSummary:
@@ -209,14 +217,7 @@ def _quiet_run(
     )
 
 
-@pytest.mark.parametrize(
-    "executor",
-    [
-        "inline",
-        pytest.param("process", marks=pytest.mark.slow),
-        pytest.param("dask", marks=pytest.mark.slow),
-    ],
-)
+@pytest.mark.parametrize("executor", EXECUTORS_POOLS_SLOW)
 def test_threads_per_cell_are_set_around_every_cell_restored_and_recorded(
     executor: str, faulty, tmp_path, monkeypatch
 ) -> None:
@@ -241,14 +242,7 @@ def test_threads_per_cell_are_set_around_every_cell_restored_and_recorded(
         assert read_metadata(path)["threads_per_cell"] == 2
 
 
-@pytest.mark.parametrize(
-    "executor",
-    [
-        "inline",
-        pytest.param("process", marks=pytest.mark.slow),
-        pytest.param("dask", marks=pytest.mark.slow),
-    ],
-)
+@pytest.mark.parametrize("executor", EXECUTORS_POOLS_SLOW)
 def test_a_cell_stores_the_host_and_cpu_of_the_process_that_ran_it(
     executor: str, faulty, tmp_path, monkeypatch
 ) -> None:
