@@ -149,7 +149,12 @@ def evaluates_in_parallel(cell: Cell) -> bool:
     :attr:`~orthobench.tasks.base.Task.parallel_evaluations` of the class its task factory
     builds, read without building it (a class named in the suite, or the factory's return
     annotation); a factory that declares no task class is taken to be expensive."""
-    factory = TASKS.resolve(cell.task.name).factory
+    return _parallel_evaluations(cell.task.name)
+
+
+@functools.cache  # per task name, not per cell: a suite asks it of each cell, twice
+def _parallel_evaluations(task_name: str) -> bool:
+    factory = TASKS.resolve(task_name).factory
     try:
         built = factory if inspect.isclass(factory) else typing.get_type_hints(factory)["return"]
     except Exception:  # noqa: BLE001 -- a plugin's unresolvable or missing annotation

@@ -6,6 +6,7 @@ one (or the running code) as ``"<version> (git <sha>)"``.
 
 from __future__ import annotations
 
+import functools
 import platform
 import subprocess
 import time
@@ -47,6 +48,7 @@ def _git_sha(package_dir: Path = _PACKAGE_DIR) -> str | None:
     return (out.stdout.split() or [None])[0]
 
 
+@functools.cache  # the machine's: read once per process, not once per stored unit
 def cpu_model() -> str:
     """The CPU's model name (Linux's ``/proc/cpuinfo``, else :func:`platform.processor`)."""
     cpuinfo = Path("/proc/cpuinfo")
@@ -84,7 +86,8 @@ def where_run(device: str = "cpu") -> dict[str, str]:
 def run_metadata(device: str) -> dict[str, Any]:
     """Versions (of orthobench and the libraries its values depend on), git SHA, host, CPU and
     device: stored with every results file (host and CPU are replaced by those of the process
-    that ran the unit, :func:`where_run`)."""
+    that ran the unit, :func:`where_run`, which names the GPU too: not asked here, where it would
+    start CUDA in a runner whose cells compute elsewhere)."""
     return {
         # numpy draws every seeded random number and scipy the Sobol' points and the GP fits'
         # optimizer: their versions change values as torch's do.
@@ -94,7 +97,7 @@ def run_metadata(device: str) -> dict[str, Any]:
         },
         "python": platform.python_version(),
         "git_sha": _git_sha(),
-        **where_run(device),
+        **where_run(),
         "device": device,
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
