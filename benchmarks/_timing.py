@@ -7,14 +7,18 @@ times one call whose result is needed (a fit, whose warm start makes a repeat an
 
 from __future__ import annotations
 
+import collections
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import torch
 
+from orthobench.exceptions import ResultsError
+from orthobench.results import read_metadata
 from orthobench.results._provenance import cpu_description
 
 _T = TypeVar("_T")
@@ -41,6 +45,25 @@ def machine_line(threads: int | None = None) -> str:
     else this process's count)."""
     threads = torch.get_num_threads() if threads is None else threads
     return f"machine: {cpu_description()}; torch {torch.__version__}; {threads} torch thread(s)"
+
+
+def stored_machine_line(directory: str | Path) -> str:
+    """A table script's first line: where the results files under ``directory`` were computed
+    (each file's CPU, torch version and threads per unit, with how many files say so), since
+    their values depend on these as on the code."""
+    machines: collections.Counter[str] = collections.Counter()
+    for path in sorted(Path(directory).rglob("*.parquet")):
+        try:
+            meta = read_metadata(path)
+        except ResultsError:  # not an orthobench file: the loaders skip it too
+            continue
+        torch_version = (meta.get("versions") or {}).get("torch")
+        machines[
+            f"{meta.get('cpu') or 'CPU not recorded'}; torch {torch_version}; "
+            f"{meta.get('threads_per_cell')} torch thread(s)"
+        ] += 1
+    found = ", ".join(f"{machine} ({n} files)" for machine, n in sorted(machines.items()))
+    return f"computed on: {found or 'no results files'}"
 
 
 def _synchronize(device: torch.device | str | None) -> None:

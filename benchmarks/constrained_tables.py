@@ -19,6 +19,7 @@ import argparse
 
 import numpy as np
 import pandas as pd
+from _timing import stored_machine_line
 
 from orthobench.report.data import load_results
 from orthobench.report.feasibility_sections import feasibility_table
@@ -68,6 +69,7 @@ def main() -> None:
     parser.add_argument("dir")
     parser.add_argument("--reference", default="orthobo")
     args = parser.parse_args()
+    print(stored_machine_line(args.dir))
     runs = load_results([args.dir]).runs
     print("| task | optimizer | final regret, median [min, max] | never feasible | "
           "first feasible (median) | feasible share (median) |")  # fmt: skip

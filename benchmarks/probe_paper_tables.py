@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 
 import pandas as pd
+from _timing import stored_machine_line
 from paper_tables import PAPER_VARIANCES
 
 from orthobench.probe.tables import defined_ratios
@@ -43,7 +44,9 @@ def mean_sd(values: pd.Series, fmt: str, sd: str = ".2g") -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir")
-    rows = load_probe([parser.parse_args().dir])
+    directory = parser.parse_args().dir
+    print(stored_machine_line(directory))
+    rows = load_probe([directory])
     rows = rows.assign(var_mc=rows["probe_variance"] * rows["var_ratio"])
     largest = rows["mc_samples"].max()
     order = {t: i for i, t in enumerate(TASKS)}

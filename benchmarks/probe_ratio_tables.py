@@ -24,6 +24,7 @@ import argparse
 
 import numpy as np
 import pandas as pd
+from _timing import stored_machine_line
 from scipy import stats
 
 from orthobench.report.stats import holm
@@ -103,6 +104,7 @@ def main() -> None:
         "(the probe's var_ratio; docs/reproduction.md's metric) instead of the MSE ratio",
     )
     args = parser.parse_args()
+    print(stored_machine_line(args.dir))
     rows = load_probe([args.dir])
     rows["q"] = rows["q"].fillna(1).astype(int)
     if args.log:

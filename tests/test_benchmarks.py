@@ -12,11 +12,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+import orthobench
 from orthobench.loop import make_task, run_cell
 from orthobench.registry import TASKS
+from orthobench.results._provenance import cpu_description
 from orthobench.suite import Cell, ComponentSpec
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -115,3 +118,23 @@ def test_async_regret_compares_cells_of_equal_evaluations():
     script = importlib.import_module("async_regret")
     regrets = {s: script.final_regret("hartmann6", "sobol", 0, s) for s in script.SCHEDULES}
     assert regrets["asynchronous"] == regrets["synchronous"]
+
+
+def test_stored_machine_line_names_where_the_results_were_computed(tmp_path):
+    """The table scripts' first line: each stored file's CPU, torch and threads, counted; a
+    Parquet file orthobench did not write is not counted."""
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        "name: machines\nseeds: [0, 1]\nn_init: 2\nbudget: 1\n"
+        "tasks: [{name: hartmann6}]\noptimizers: [{name: sobol}]\n"
+    )
+    out = tmp_path / "out"
+    orthobench.run_suite(suite, output=out, progress=False, report=False, threads_per_cell=2)
+    pd.DataFrame({"a": [1]}).to_parquet(out / "runs" / "foreign.parquet")
+    line = importlib.import_module("_timing").stored_machine_line(out)
+    assert line == (
+        f"computed on: {cpu_description()}; torch {torch.__version__}; 2 torch thread(s) (2 files)"
+    )
+    assert importlib.import_module("_timing").stored_machine_line(tmp_path / "none") == (
+        "computed on: no results files"
+    )
