@@ -334,14 +334,20 @@ class Registry:
                     f"params.{key}",
                     f"{self.kind} {name!r} has no parameter {key!r}; allowed: {allowed}.",
                 )
-            default = entry.params[key]
-            list_allowed = isinstance(value, list) and "list" in entry.annotations.get(key, "")
-            if not list_allowed and not _same_kind(default, value):
-                hint = float_text_hint(value) if isinstance(default, float) else ""
+            default, annotation = entry.params[key], entry.annotations.get(key, "")
+            expected = _expected_type(default, annotation)
+            list_allowed = isinstance(value, list) and "list" in annotation
+            if not list_allowed and not _same_kind(expected, value):
+                hint = float_text_hint(value) if issubclass(expected, float) else ""
+                source = (
+                    f"annotated {annotation}"
+                    if default is inspect.Parameter.empty
+                    else f"default {default!r}"
+                )
                 raise RegistryError(
                     f"params.{key}",
-                    f"{self.kind} {name!r} parameter {key!r} must be {type(default).__name__} "
-                    f"(default {default!r}), but got {show_value(value)}{hint}.",
+                    f"{self.kind} {name!r} parameter {key!r} must be {expected.__name__} "
+                    f"({source}), but got {show_value(value)}{hint}.",
                 )
             if key in entry.constraints:
                 try:
@@ -439,21 +445,35 @@ def _annotation_text(annotation: Any) -> str:
     return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
 
 
-def _same_kind(default: Any, value: Any) -> bool:
-    """Loose type check of a suite value against the factory default's type."""
-    if default is inspect.Parameter.empty or default is None or value is None:
+#: Annotations of a required parameter that say its type as a default's type would.
+_PLAIN_ANNOTATIONS = {"bool": bool, "int": int, "float": float, "str": str, "list": list}
+_PLAIN_ANNOTATIONS |= {"dict": dict, "tuple": tuple}
+
+
+def _expected_type(default: Any, annotation: str) -> type | None:
+    """The type a suite value of a parameter must have: its default's, or for a required one
+    its plain annotation's (``width: float``); ``None`` where neither says (no check)."""
+    if default is inspect.Parameter.empty:
+        return _PLAIN_ANNOTATIONS.get(annotation)
+    return None if default is None else type(default)
+
+
+def _same_kind(expected: type | None, value: Any) -> bool:
+    """Loose type check of a suite value against the type the factory expects
+    (:func:`_expected_type`): an int passes for a float, a list for a tuple."""
+    if expected is None or value is None:
         return True
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(default, bool) and isinstance(value, bool)
-    if isinstance(default, (int, float)):
+    if issubclass(expected, bool) or isinstance(value, bool):
+        return issubclass(expected, bool) and isinstance(value, bool)
+    if issubclass(expected, (int, float)):
         return isinstance(value, (int, float)) and (
-            isinstance(default, float) or isinstance(value, int)
+            issubclass(expected, float) or isinstance(value, int)
         )
-    if isinstance(default, str):
+    if issubclass(expected, str):
         return isinstance(value, str)
-    if isinstance(default, (list, tuple)):
+    if issubclass(expected, (list, tuple)):
         return isinstance(value, (list, tuple))
-    if isinstance(default, dict):
+    if issubclass(expected, dict):
         return isinstance(value, dict)
     return True
 

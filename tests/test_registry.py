@@ -71,6 +71,25 @@ def test_missing_required_parameters_are_a_params_error():
     assert info.value.field == "params"
 
 
+def test_a_required_parameter_is_checked_against_its_plain_annotation():
+    """A required parameter has no default to take a type from: its annotation says it."""
+
+    def needs(size: int, width: float, rule: str, anything) -> None: ...
+
+    reg = Registry("task", "orthobench.test-group", {}, base="orthobench.tasks.base:Task")
+    reg.register("needs", needs)
+    good = {"size": 3, "width": 2, "rule": "x", "anything": "y"}
+    assert reg.check_params("needs", good).name == "needs"
+    for key, value, fragment in [
+        ("width", "x", "'width' must be float (annotated float), but got str 'x'."),
+        ("size", 2.5, "'size' must be int (annotated int), but got float 2.5."),
+        ("rule", 1, "'rule' must be str (annotated str), but got int 1."),
+    ]:
+        with pytest.raises(RegistryError) as info:
+            reg.check_params("needs", {**good, key: value})
+        assert info.value.field == f"params.{key}" and fragment in info.value.reason
+
+
 @pytest.mark.parametrize(
     "path",
     ["nosuchmodule_xyz:f", "orthobench.registry:nothing", "justaname:", "..tasks:x", "a-b:c"],
