@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -54,7 +55,7 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
-from orthobench.exceptions import OrthobenchWarning, describe_error
+from orthobench.exceptions import OrthobenchWarning, RegistryError, describe_error, one_line
 from orthobench.executors import Executor, InlineExecutor, Job, JobResult
 from orthobench.executors._evaluations import make_evaluations
 from orthobench.loop import ProgressCallback, check_buildable, evaluates_in_parallel, run_cell
@@ -247,6 +248,26 @@ class Run:
             self.progress.message(f"  FAILED {unit.id}: {error}")
 
 
+def _check_sendable(jobs: list[Job]) -> None:
+    """Refuse, before anything runs, a unit that cannot be pickled to a worker process: one that
+    names a task or optimizer registered in this process (``TASKS.register``) as a lambda or a
+    local function or class, which only a module-level object's reference can carry.
+
+    Raises:
+        RegistryError: naming the unit and what pickle could not send.
+    """
+    for job in jobs:
+        try:
+            pickle.dumps(job.unit)
+        except Exception as err:  # noqa: BLE001 -- pickle raises PicklingError, AttributeError or TypeError by object
+            raise RegistryError(
+                "name",
+                f"{job.unit.kind} {job.unit.id} cannot be sent to a worker process "
+                f"({one_line(str(err))}): register a module-level class or function, or run "
+                "inline (one worker).",
+            ) from None
+
+
 def run_units(
     store: BaseStore,
     executor: Executor,
@@ -280,6 +301,8 @@ def run_units(
         with store.open_for_writing():
             _fail_unfinished(store)
             jobs, stored = plan()
+            if not isinstance(executor, InlineExecutor):
+                _check_sendable(jobs)
             summary.outcomes.extend(Outcome(unit, "skipped") for unit in stored)
             processes = executor.processes(sum(job.slots for job in jobs))
             threads = max((job.threads for job in jobs), default=1)

@@ -247,7 +247,11 @@ class Registry:
         )
 
     def register(self, name: str, factory: Callable[..., Any] | None = None) -> Any:
-        """Register ``factory`` under ``name`` (also usable as a decorator). Duplicates raise."""
+        """Register ``factory`` under ``name`` (also usable as a decorator). Duplicates raise.
+
+        The name is this process's: a suite component that names it carries the factory to the
+        worker processes that build it (:func:`carried_registrations`), so the factory must be
+        picklable by reference (a module-level class or function, not a lambda)."""
 
         def _add(f: Callable[..., Any]) -> Callable[..., Any]:
             if name in self._builtins or name in self._registered:
@@ -476,6 +480,20 @@ def _same_kind(expected: type | None, value: Any) -> bool:
     if issubclass(expected, dict):
         return isinstance(value, dict)
     return True
+
+
+def carried_registrations(name: str) -> dict[str, Callable[..., Any]]:
+    """The factories registered under ``name`` in this process (:meth:`Registry.register`), by
+    registry kind: what a pickled component carries to a worker process, where a spawned
+    interpreter (or a Dask worker) has no registrations of its own."""
+    return {r.kind: r._registered[name] for r in (TASKS, OPTIMIZERS) if name in r._registered}
+
+
+def install_registrations(name: str, factories: Mapping[str, Callable[..., Any]]) -> None:
+    """Register ``factories`` (:func:`carried_registrations`) under ``name`` in this process."""
+    for registry in (TASKS, OPTIMIZERS):
+        if registry.kind in factories:
+            registry._registered[name] = factories[registry.kind]
 
 
 TASKS = Registry(

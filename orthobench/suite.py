@@ -47,7 +47,15 @@ from orthobench.config import names
 from orthobench.config.params import MAX_COUNT, Kernel, check_even_budgets
 from orthobench.config.schema import Shorthand, Unit, from_yaml, section, within
 from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
-from orthobench.registry import OPTIMIZERS, TASKS, Entry, Registry, load_probe_acquisition
+from orthobench.registry import (
+    OPTIMIZERS,
+    TASKS,
+    Entry,
+    Registry,
+    carried_registrations,
+    install_registrations,
+    load_probe_acquisition,
+)
 from orthobench.work import CELL, canonical, hash_config
 
 #: Longest suite name or label: a cell's file name holds a task and an optimizer label.
@@ -210,6 +218,16 @@ class ComponentSpec:
 
     def config(self) -> dict[str, Any]:
         return {"name": self.name, "label": self.label, "params": dict(self.params)}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A name registered at run time (Registry.register) exists in this process only: the
+        # pickled spec carries its factory, so the worker process that builds it knows it too.
+        return (_unpickle_component, (self.config(), carried_registrations(self.name)))
+
+
+def _unpickle_component(config: dict[str, Any], factories: Mapping[str, Any]) -> ComponentSpec:
+    install_registrations(config["name"], factories)
+    return ComponentSpec(**config)
 
 
 def _component_form(value: Any) -> Any:

@@ -546,3 +546,56 @@ def test_an_optimizer_whose_parameters_do_not_combine_stops_the_run_before_any_c
         "got (low=2, high=1)."
     )
     assert load_runs([tmp_path]).empty
+
+
+REGISTERED_TASK = """
+from orthobench.tasks.synthetic import hartmann6
+
+
+def registered_task():
+    return hartmann6()
+"""
+
+
+def _registered_suite(tmp_path, monkeypatch, factory) -> Path:
+    """A suite naming ``my-task``, registered in this process only (``TASKS.register``)."""
+    from orthobench.registry import TASKS
+
+    monkeypatch.setattr(TASKS, "_registered", {**TASKS._registered})
+    TASKS.register("my-task", factory)
+    suite = tmp_path / "registered.yaml"
+    suite.write_text(
+        "name: reg\nseeds: 2\nn_init: 2\nbudget: 1\ntasks: [my-task]\noptimizers: [sobol]\n"
+    )
+    return suite
+
+
+@pytest.mark.parametrize("executor", EXECUTORS_POOLS_SLOW)
+def test_a_task_registered_in_the_runner_is_known_to_the_workers(
+    executor: str, tmp_path, monkeypatch
+) -> None:
+    """Its workers are spawned interpreters: before the cells carried the registration, every
+    cell failed there with 'Unknown task'."""
+    if executor == "dask":
+        pytest.importorskip("dask.distributed")
+    install_plugin(tmp_path / "plugins", "registered_plugin", REGISTERED_TASK, monkeypatch)
+    from registered_plugin import registered_task
+
+    suite = load_suite(_registered_suite(tmp_path, monkeypatch, registered_task))
+    summary = _quiet_run(suite, tmp_path / "out", executor)
+    assert summary.count("ok") == 2, summary.failed
+
+
+def test_a_registered_lambda_is_refused_before_a_worker_starts(tmp_path, monkeypatch) -> None:
+    """A lambda cannot be pickled to a worker: one error naming the cell, not a traceback from
+    the pool's pipe."""
+    from orthobench.tasks.synthetic import hartmann6
+
+    suite = load_suite(_registered_suite(tmp_path, monkeypatch, lambda: hartmann6()))
+    with pytest.raises(
+        OrthobenchError,
+        match=r"cell my-task__sobol__seed0 cannot be sent to a "
+        r"worker process \(.*lambda.*\): register a module-level",
+    ):
+        _quiet_run(suite, tmp_path / "out", "process")
+    assert _quiet_run(suite, tmp_path / "inline", "inline").count("ok") == 2
