@@ -4,7 +4,9 @@ Rows are keyed by ``(run_set, task, optimizer)``. ``run_set`` is the suite name;
 cell of a suite is stored in two directories (a suite run twice, e.g. before and after a change),
 each directory's rows get their own run set, ``"<suite> @ <dir>"``, so they are shown side by side
 and never pooled. Directories holding different cells of one suite (seeds split over machines)
-stay one run set.
+stay one run set, unless they ran a cell with another configuration than the other directory's
+cells of the same task and method (another budget, another parameter): those are split the same
+way, since pooling them would average different experiments.
 
 A cell proposes ``q`` points per BO step (a batch). The report compares methods, an optimizer at
 one ``q``: the ``optimizer`` column of the rows and files is the method label
@@ -15,6 +17,7 @@ asynchronous cells with synchronous ones.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -107,6 +110,7 @@ def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
             continue
         cell = meta.get("cell") or {}
         state = meta.get("state") or {}
+        config = {k: v for k, v in (cell or state).items() if k != "seed"}
         task = cell.get("task", {}).get("label") or (state.get("task") or {}).get("label")
         optimizer = cell.get("optimizer") or {}
         versions = meta.get("versions") or {}
@@ -130,9 +134,29 @@ def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
                 "versions": ", ".join(f"{k} {v}" for k, v in versions.items() if v),
                 "seconds": meta.get("seconds"),
                 "written_at": meta.get("written_at"),
+                "config": json.dumps(config, sort_keys=True),
             }
         )
     return rows
+
+
+def _without_seed(unit_id: str) -> str:
+    """A cell's or probe state's id without its ``seed<n>`` segment: the unit's task and method
+    (and kernel, batch size, schedule), which directories sharding its seeds have in common."""
+    return ID_SEPARATOR.join(
+        part for part in unit_id.split(ID_SEPARATOR) if not re.fullmatch(r"seed\d+", part)
+    )
+
+
+def _configuration_splits(files: list[dict]) -> set[str]:
+    """Suites whose directories hold units of one task and method (seed aside) with different
+    stored configurations: their run sets are split by directory, as for a unit stored twice."""
+    if not files:
+        return set()
+    frame = pd.DataFrame(files)
+    frame["unit"] = frame["file"].map(_without_seed)
+    configs = frame.groupby(["suite", "kind", "unit"])["config"].nunique()
+    return set(configs[configs > 1].index.get_level_values("suite"))
 
 
 def _failures(source: str, store: ResultStore) -> list[dict]:
@@ -148,13 +172,14 @@ def _failures(source: str, store: ResultStore) -> list[dict]:
     ]
 
 
-def _run_sets(frame: pd.DataFrame, unit: str) -> pd.Series:
-    """``suite``, or ``suite @ source`` where a unit of the suite is stored in several sources."""
+def _run_sets(frame: pd.DataFrame, unit: str, split: set[str]) -> pd.Series:
+    """``suite``, or ``suite @ source`` where a unit of the suite is stored in several sources
+    or the suite is in ``split`` (:func:`_configuration_splits`)."""
     if frame.empty:
         return pd.Series([], dtype=str, index=frame.index)
     units = frame[["suite", unit, "source"]].drop_duplicates()
     counts = units.groupby(["suite", unit])["source"].nunique()
-    split = set(counts[counts > 1].index.get_level_values("suite"))
+    split = split | set(counts[counts > 1].index.get_level_values("suite"))
     return pd.Series(
         [
             s if s not in split else f"{s} @ {src}"
@@ -270,7 +295,8 @@ def load_results(
         runs_frame = runs_frame[runs_frame["cell_id"].isin(wanted)].reset_index(drop=True)
         failures = [row for row in failures if row["cell_id"] in wanted]
         files = [row for row in files if row["kind"] != "runs" or row["file"] in wanted]
-    runs_frame["run_set"] = _run_sets(runs_frame, "cell_id")
+    split = _configuration_splits(files)
+    runs_frame["run_set"] = _run_sets(runs_frame, "cell_id", split)
     probe_frame = pd.concat(probe, ignore_index=True)
     if probe_rows is not None:
         keys = pd.MultiIndex.from_frame(probe_frame[list(PROBE_ROW_KEY)])
@@ -280,11 +306,11 @@ def load_results(
     state = probe_frame["task"] + "/" + probe_frame["kernel"]
     state = state + "/" + probe_frame["seed"].astype(str) + "/"
     state = state + probe_frame["state_iteration"].astype(str)
-    probe_frame["run_set"] = _run_sets(probe_frame.assign(state=state), "state")
+    probe_frame["run_set"] = _run_sets(probe_frame.assign(state=state), "state", split)
     files_frame = pd.DataFrame(files, columns=[*_FILE_COLUMNS, "order"])
     files_frame["run_set"] = pd.Series(dtype=str)
     for _, group in files_frame.groupby("kind"):
-        files_frame.loc[group.index, "run_set"] = _run_sets(group, "file")
+        files_frame.loc[group.index, "run_set"] = _run_sets(group, "file", split)
     return ResultSet(
         runs=runs_frame,
         probe=probe_frame,

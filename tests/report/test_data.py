@@ -35,6 +35,22 @@ def test_one_suite_stored_twice_gives_two_run_sets_and_split_seeds_one(tmp_path)
     assert set(load_results([a, c]).runs["run_set"]) == {"s"}  # seeds split over directories
 
 
+def test_directories_that_ran_a_cell_with_another_configuration_are_not_pooled(tmp_path):
+    """The reported bug: seeds 0 and 1 run with budget 1, seed 2 with budget 3 in another
+    directory were one row of 3 seeds mixing finals after 2 and 4 evaluations. Seeds split
+    over directories stay pooled only where the configuration is the same."""
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for seed in (0, 1):
+        write_cell(a, cell("s", "t", "sobol", seed, n_init=1, budget=1), [2.0, 1.0])
+    write_cell(b, cell("s", "t", "sobol", 2, n_init=1, budget=3), [2.0, 1.0, 0.5, 0.2])
+    write_cell(c, cell("s", "t", "sobol", 2, n_init=1, budget=1), [2.0, 1.0])
+    split = load_results([a, b])
+    assert set(split.runs["run_set"]) == set(split.files["run_set"]) == {f"s @ {a}", f"s @ {b}"}
+    table = final_table(split.runs, reference="sobol").set_index("run_set")
+    assert table.loc[f"s @ {a}", "seeds"] == 2 and table.loc[f"s @ {b}", "seeds"] == 1
+    assert set(load_results([a, c]).runs["run_set"]) == {"s"}
+
+
 def test_failed_cells_come_from_the_journal_with_the_first_line_of_their_error(tmp_path):
     from orthobench.results import ResultStore
 
