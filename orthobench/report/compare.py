@@ -44,7 +44,9 @@ def _same_y(base: pd.DataFrame, new: pd.DataFrame) -> tuple[bool, float]:
 def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Cell by cell: ``source`` (the compared set), :data:`CELL`, ``metric``, ``in_base``,
     ``in_new`` (the cell is stored on that side), ``base``, ``new`` (final values, NaN without
-    one), ``delta`` (new - base), ``identical`` (every y equal), ``max_abs_dy``.
+    one), ``delta`` (new - base), ``identical`` (every y equal), ``max_abs_dy``,
+    ``evaluations_base``, ``evaluations_new`` (a cell stored on both sides: its evaluations on
+    each; NaN otherwise).
 
     Cells of only one side are listed with NaN on the other side.
     """
@@ -56,6 +58,7 @@ def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
         for r in merged.itertuples(index=False):
             key = dict(zip(CELL, (r.suite, r.task, r.optimizer, r.seed), strict=True))
             identical, max_dy = False, float("nan")
+            evaluations = [np.nan, np.nan]
             if pd.notna(r.source_base) and pd.notna(r.source_new):
                 selected = [
                     runs[
@@ -68,6 +71,7 @@ def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                     for side in (baseline, source)
                 ]
                 identical, max_dy = _same_y(*selected)
+                evaluations = [len(side) for side in selected]
             rows.append(
                 {
                     "source": source,
@@ -80,10 +84,12 @@ def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                     "delta": r.final_new - r.final_base,
                     "identical": identical,
                     "max_abs_dy": max_dy,
+                    "evaluations_base": evaluations[0],
+                    "evaluations_new": evaluations[1],
                 }
             )
     columns = ["source", *CELL, "metric", "in_base", "in_new", "base", "new", "delta",
-               "identical", "max_abs_dy"]  # fmt: skip
+               "identical", "max_abs_dy", "evaluations_base", "evaluations_new"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -117,6 +123,12 @@ def _verdict(row: pd.Series) -> str:
         return (
             f"no finite final value in the baseline ({row['cells_base']} cells; new: "
             f"{row['seeds_new']} seeds)"
+        )
+    if row["unequal_evaluations"]:
+        return (
+            f"not compared: {row['unequal_evaluations']} of the {row['common']} common cells ran "
+            f"another number of evaluations in the new set ({row['evaluations']}), so their "
+            "final values are not comparable"
         )
     if row["pairs"] == row["seeds_base"] == row["seeds_new"]:
         moved = f"median {stats.sig(row['median_base'])} -> {stats.sig(row['median_new'])}"
@@ -153,6 +165,18 @@ def _verdict(row: pd.Series) -> str:
     return f"no detected change: {moved} (Holm p = {stats.sig(row['p_holm'])}, {paired}){differ}"
 
 
+def _evaluation_counts(cells: pd.DataFrame) -> str:
+    """The evaluations of ``cells`` on each side, as ``baseline 7, new 12`` (each side's distinct
+    counts), or empty without cells."""
+    if cells.empty:
+        return ""
+    sides = (("baseline", "evaluations_base"), ("new", "evaluations_new"))
+    return ", ".join(
+        f"{side} " + "/".join(str(int(n)) for n in sorted(cells[column].unique()))
+        for side, column in sides
+    )
+
+
 def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Per compared set and :data:`PAIR`: seeds, medians, the paired test, and a ``verdict``.
 
@@ -169,11 +193,13 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     drops equal ones), ``paired_median_base``, ``paired_median_new`` (over the pairs),
     ``median_delta`` (median over the pairs of new - base), ``direction`` (-1: the signed ranks
     say new is lower, +1 higher, 0 neither), ``p_min`` (the smallest p-value the
-    exact test can give with these pairs), ``testable`` (``p_min < 0.05``: False means too few
-    seeds for a test), ``p_value`` (two-sided Wilcoxon signed-rank; NaN where not ``testable``),
+    exact test can give with these pairs), ``testable`` (``p_min < 0.05`` and every common cell ran as
+    many evaluations on both sides: False means too few seeds for a test, or final values after
+    different budgets), ``p_value`` (two-sided Wilcoxon signed-rank; NaN where not ``testable``),
     ``p_holm`` (Holm over the testable optimizers of the task), ``identical`` (every common
     cell identical and the seeds the same), ``common_identical`` (every common cell identical,
-    some seeds maybe on one side only), ``max_abs_dy``, ``verdict``.
+    some seeds maybe on one side only), ``max_abs_dy``, ``unequal_evaluations`` (common cells
+    whose evaluations differ between the sides), ``evaluations`` (theirs, as text), ``verdict``.
     """
     cells = compare_cells(runs, baseline)
     rows = []
@@ -183,7 +209,12 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
         delta = group["delta"].to_numpy(dtype=float)  # NaN unless both sides are finite
         test = stats.signed_rank_test(delta)
         paired = np.isfinite(delta)
-        common = int((group["in_base"] & group["in_new"]).sum())
+        both = group["in_base"] & group["in_new"]
+        common = int(both.sum())
+        # A changed budget (or initial design) ends the cells at other evaluations: their final
+        # values differ by design, so no test is run on them.
+        unequal = both & (group["evaluations_base"] != group["evaluations_new"])
+        testable = test.p_min < stats.ALPHA and not unequal.any()
         rows.append(
             {
                 "source": source,
@@ -203,8 +234,10 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                 "median_delta": float(np.nanmedian(delta)) if test.pairs else np.nan,
                 "direction": stats.signed_rank_direction(delta),
                 "p_min": test.p_min,
-                "testable": test.p_min < stats.ALPHA,
-                "p_value": test.p_value,
+                "testable": testable,
+                "p_value": test.p_value if testable else np.nan,
+                "unequal_evaluations": int(unequal.sum()),
+                "evaluations": _evaluation_counts(group[unequal]),
                 "identical": bool(group["identical"].all()) and common == len(group),
                 "common_identical": common > 0
                 and bool(group.loc[group["in_base"] & group["in_new"], "identical"].all()),
@@ -215,7 +248,8 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
         "source", *PAIR, "metric", "cells_base", "cells_new", "seeds_base", "seeds_new", "common",
         "median_base", "median_new", "pairs", "differing", "paired_median_base",
         "paired_median_new", "median_delta", "direction", "p_min", "testable", "p_value",
-        "p_holm", "identical", "common_identical", "max_abs_dy", "verdict",
+        "p_holm", "identical", "common_identical", "max_abs_dy", "unequal_evaluations",
+        "evaluations", "verdict",
     ]  # fmt: skip
     table = pd.DataFrame(rows)
     if table.empty:

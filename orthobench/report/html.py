@@ -61,8 +61,9 @@ def build_report(
 
     Raises:
         OrthobenchError: when ``dirs`` hold no stored cell, probe row or failed cell, when
-            ``reference`` names no stored optimizer, ``baseline`` is not one of ``dirs`` or is
-            the only one, ``out`` or one of its CSV paths exists and is not a regular file (a
+            ``reference`` names no stored optimizer, ``baseline`` is not one of ``dirs``, is
+            the only one, or it or every other directory holds no run cell (probe rows are not
+            compared), ``out`` or one of its CSV paths exists and is not a regular file (a
             device such as ``/dev/full``, a folder), or a file cannot be written (a full disk, a
             read-only folder, a path too long): one line naming the path and the reason.
     """
@@ -87,6 +88,15 @@ def build_report(
             raise OrthobenchError(
                 f"--baseline {baseline!r} needs another directory to compare with, but the "
                 f"report reads only {dirs}."
+            )
+        with_runs = set(results.runs["source"])
+        if baseline not in with_runs or len(with_runs) < 2:
+            # The comparison is of run cells: probe rows have none, and a report that silently
+            # left it out would read as "nothing to compare".
+            side = "the baseline" if baseline not in with_runs else "no other directory"
+            raise OrthobenchError(
+                f"--baseline compares BO run cells, but {side} holds any (directories with run "
+                f"cells: {sorted(with_runs) or 'none'}); probe results are not compared."
             )
     labels = results.optimizers
     if reference is not None and reference not in labels:

@@ -531,9 +531,25 @@ def _comparison_p(r) -> str:
     there is none."""
     if r.testable:
         return sig(r.p_holm)
+    if r.unequal_evaluations:
+        return "not compared (other evaluations)"
     if r.pairs and not r.differing:
         return f"no difference ({r.pairs} pair{'' if r.pairs == 1 else 's'} equal)"
     return "too few seeds for a test" if r.pairs else "-"
+
+
+def _unmatched(runs: pd.DataFrame, cells: pd.DataFrame, baseline: str) -> str:
+    """A sentence per compared directory that shares no cell with the baseline, naming both
+    sides' suites (cells of another suite never match), or empty."""
+    common = cells[cells["in_base"] & cells["in_new"]].groupby("source").size()
+    suites = runs.groupby("source")["suite"].unique()
+    return "".join(
+        f" {source} shares no cell with the baseline (its suites: "
+        f"{', '.join(sorted(suites[source]))}; the baseline's: "
+        f"{', '.join(sorted(suites[baseline]))})."
+        for source in dict.fromkeys(cells["source"])
+        if common.get(source, 0) == 0
+    )
 
 
 def comparison_section(results: ResultSet, baseline: str) -> Section | None:
@@ -572,7 +588,7 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
         "values moved, on the seeds present in both (Wilcoxon signed-rank of new - base, "
         "two-sided, Holm-corrected over the task's optimizers; pairs of equal final values "
         "carry no sign and are dropped, and fewer than 6 pairs that differ are too few for a "
-        "test).",
+        "test)." + _unmatched(runs, cells, baseline),
         [verdicts, by_cell],
         ("final value", "Wilcoxon signed-rank, Holm", "identical y"),
     )

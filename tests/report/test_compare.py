@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from orthobench.report.compare import compare_cells, compare_pairs
+from orthobench.report.sections import _comparison_p
 
 SEEDS = range(7)
 
@@ -121,3 +122,22 @@ def test_cells_without_a_finite_value_are_not_reported_missing():
     (row,) = pair.itertuples()
     assert row.verdict == "no finite final value in the new set (3 cells; baseline: 3 seeds)"
     assert (row.cells_base, row.cells_new, row.seeds_new, row.common) == (3, 3, 0, 3)
+
+
+def test_cells_that_ran_another_number_of_evaluations_are_not_compared(runs):
+    """The reported bug: a new set run with a larger budget was 'better' on Holm p = 0.03, its
+    finals after more evaluations than the baseline's. The verdict says why it does not test,
+    and the task's other optimizers are Holm-corrected without it."""
+    extra = runs[(runs["source"] == "new") & (runs["optimizer"] == "moved")]
+    extra = extra[extra["iteration"] == 1].assign(iteration=2)
+    pairs = compare_pairs(pd.concat([runs, extra], ignore_index=True), "base")
+    moved = pairs.set_index("optimizer").loc["moved"]
+    assert moved["verdict"] == (
+        "not compared: 7 of the 7 common cells ran another number of evaluations in the new set "
+        "(baseline 2, new 3), so their final values are not comparable"
+    )
+    assert not moved["testable"] and pd.isna(moved["p_value"]) and pd.isna(moved["p_holm"])
+    noisy = pairs.set_index("optimizer").loc["noisy"]
+    assert noisy["p_holm"] == noisy["p_value"]  # the only testable optimizer left
+    (row,) = pairs[pairs["optimizer"] == "moved"].itertuples()
+    assert _comparison_p(row) == "not compared (other evaluations)"  # not "too few seeds"

@@ -21,7 +21,7 @@ from orthobench.report.glossary import GLOSSARY
 from orthobench.report.sections import build_sections
 from orthobench.results import ResultStore
 
-from .conftest import cell, write_cell
+from .conftest import cell, write_cell, write_probe_state
 
 
 def _section(html: str, section: str) -> str:
@@ -74,6 +74,34 @@ def test_a_baseline_without_another_directory_is_refused(tmp_path):
         warnings.simplefilter("ignore")
         with pytest.raises(OrthobenchError, match=r"--baseline .* another directory"):
             build_report([root, tmp_path / "a" / ".." / "a"], tmp_path / "r.html", baseline=root)
+
+
+def test_a_baseline_or_compared_set_without_run_cells_is_refused(tmp_path):
+    """Probe directories compared with ``--baseline`` gave a report without a comparison and
+    without a word: the comparison is of run cells."""
+    runs, probe, other = tmp_path / "runs", tmp_path / "probe", tmp_path / "other"
+    _store_seeds(runs, range(2), [1.0, 2.0])
+    for root in (probe, other):
+        write_probe_state(root, "p", 0, {("orth", 8): 2.0})
+    for dirs, baseline, side in (
+        ([probe, other], probe, "the baseline"),
+        ([runs, probe], probe, "the baseline"),
+        ([runs, probe], runs, "no other directory"),
+    ):
+        with pytest.raises(OrthobenchError, match=rf"--baseline compares BO run cells, but {side}"):
+            build_report(dirs, tmp_path / "r.html", baseline=baseline)
+
+
+def test_a_compared_set_that_shares_no_cell_with_the_baseline_says_whose_suites_differ(tmp_path):
+    """Another suite's name: every row read 'only in the baseline' or 'new', with nothing to say
+    that cells are matched by suite."""
+    base, new = tmp_path / "base", tmp_path / "new"
+    _store_seeds(base, range(2), [1.0, 2.0], suite="r1")
+    _store_seeds(new, range(2), [1.0, 2.0], suite="r2")
+    html = build_report([base, new], tmp_path / "r.html", baseline=base).read_text()
+    assert f"{new} shares no cell with the baseline (its suites: r2; the baseline's: r1)." in (
+        unescape(_section(html, "comparison"))
+    )
 
 
 def test_the_glossary_names_the_intervals_over_probe_states_that_are_computed():
