@@ -480,7 +480,7 @@ def probe(suite_file: str, **options: Any) -> None:
     """
     from orthobench.probe.tables import format_summary
     from orthobench.report import build_report
-    from orthobench.report.data import PROBE_ROW_KEY
+    from orthobench.report.data import probe_row_keys
 
     frame, summary, store = _probe_suite(suite_file, **options)
     click.echo(format_summary(frame))
@@ -490,8 +490,9 @@ def probe(suite_file: str, **options: Any) -> None:
             "suite is stored)"
         )
     else:
-        # The suite's rows only: a stored state keeps the rows of estimators the suite dropped.
-        rows = set(frame[list(PROBE_ROW_KEY)].itertuples(index=False, name=None))
+        # The suite's rows only: a stored state keeps the rows of estimators, budgets and batch
+        # sizes the suite dropped.
+        rows = set(probe_row_keys(frame))
         report = build_report([store.root], store.root / "report.html", probe_rows=rows)
         click.echo(f"probe rows (with raw per-rebuild values): {store.probe_dir}; report: {report}")
     _exit_on_failures(summary, store.probe_journal.path)

@@ -44,8 +44,16 @@ def _declared_surrogate(name: str | None) -> str | None:
     return getattr(factory, "surrogate", None)
 
 
-#: The columns that identify one probe row: its state, estimator and budget.
-PROBE_ROW_KEY = ("task", "kernel", "seed", "state_iteration", "estimator", "mc_samples")
+#: The columns that identify one probe row: its state, batch size, estimator and budget.
+PROBE_ROW_KEY = ("task", "kernel", "seed", "state_iteration", "q", "estimator", "mc_samples")
+
+
+def probe_row_keys(frame: pd.DataFrame) -> list[tuple]:
+    """The :data:`PROBE_ROW_KEY` of each probe row (rows stored before the ``q`` column read as
+    ``q = 1``): what ``load_results(probe_rows=...)`` selects by."""
+    q = frame["q"].fillna(1) if "q" in frame else pd.Series(1, index=frame.index)
+    keyed = frame.assign(q=q.astype("int64"))
+    return list(keyed[list(PROBE_ROW_KEY)].itertuples(index=False, name=None))
 
 
 @dataclass(frozen=True)
@@ -267,7 +275,7 @@ def load_results(
         probe_rows: Read only these probe rows, keyed by :data:`PROBE_ROW_KEY` (the rows a
             suite's probe section names now, for the report ``orthobench probe`` writes: a
             stored state keeps the rows of estimators the suite no longer names); None reads
-            every stored row.
+            every stored row (:func:`probe_row_keys`).
     """
     runs, probe, failures, files = [], [], [], []
     for rank, d in enumerate(unique_dirs(dirs)):
@@ -299,9 +307,9 @@ def load_results(
     runs_frame["run_set"] = _run_sets(runs_frame, "cell_id", split)
     probe_frame = pd.concat(probe, ignore_index=True)
     if probe_rows is not None:
-        keys = pd.MultiIndex.from_frame(probe_frame[list(PROBE_ROW_KEY)])
-        wanted = keys.isin(pd.MultiIndex.from_tuples(list(probe_rows), names=PROBE_ROW_KEY))
-        probe_frame = probe_frame[wanted].reset_index(drop=True)
+        wanted = set(probe_rows)
+        keep = [key in wanted for key in probe_row_keys(probe_frame)]
+        probe_frame = probe_frame[keep].reset_index(drop=True)
     probe_frame = _probe_task_labels(probe_frame)
     state = probe_frame["task"] + "/" + probe_frame["kernel"]
     state = state + "/" + probe_frame["seed"].astype(str) + "/"

@@ -162,6 +162,22 @@ def test_the_report_of_probe_shows_the_rows_the_suite_names(plugin, write_suite,
     assert "orth" in set(load_probe([out])["estimator"])
 
 
+def test_the_report_of_probe_leaves_out_a_batch_size_the_suite_dropped(
+    plugin, write_suite, tmp_path
+):
+    """The reported bug: after ``q: [1, 2]`` then ``q: [1]``, the terminal table had q = 1 only
+    but report.html and its CSV still listed the q = 2 rows (the row key had no ``q``)."""
+    out = tmp_path / "out"
+    for name, q in (("both.yaml", "[1, 2]"), ("one.yaml", "[1]")):
+        path = suite_file(write_suite, plugin, name=name)
+        path.write_text(path.read_text() + f"  q: {q}\n")
+        result = invoke(str(path), "-o", str(out), "-q")
+        assert result.exit_code == 0, result.output
+    summary = pd.read_csv(out / "report.probe-summary.csv")
+    assert set(summary["task"]) == {"sphere"}
+    assert set(load_probe([out])["q"]) == {1, 2}
+
+
 def test_a_state_stored_by_the_earlier_format_is_reused_without_recomputing(
     plugin, write_suite, tmp_path, monkeypatch
 ):
