@@ -17,8 +17,13 @@ decides (a mean over states would let a good state hide a bad one). A ``relative
 rule compares with the baseline of the same state and S (and batch size ``q``, where the
 rows of batch probes carry one; a rule applies to the rows of every ``q``). A rule that matches no row fails too,
 so a renamed estimator cannot pass the gate silently, and so does a rule on a row whose metric
-(or whose baseline's row or metric) is missing or NaN. A value of the wrong type in the file is
-a one-line error when it is read, before the probe runs.
+(or whose baseline's row or metric) is missing or NaN.
+
+Everything the file alone can tell is a one-line error when it is read, before the probe runs
+(minutes of it in CI): a file that is not UTF-8 or not YAML, a duplicate key (the last would win
+and could weaken a bound unseen), a value of the wrong type, a ``metric`` that is not a numeric
+probe column and a ``kernel`` that no probe state has. An estimator or task name is not checked
+here: which rows exist depends on the suite, and a name that matches none fails its rule.
 """
 
 from __future__ import annotations
@@ -28,9 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import yaml
 
+from orthobench.config.names import KERNELS
+from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import OrthobenchError
+from orthobench.results import PROBE_SCHEMA
 
 _RULE_KEYS = (
     "estimator",
@@ -45,6 +54,16 @@ _RULE_KEYS = (
 )
 #: Keys whose value may be null (their default): the bounds and the filters.
 _OPTIONAL = ("min", "max", "mc_samples", "kernel", "task")
+#: The probe columns a rule can bound: the numeric fields of ``ProbeRecord``, whose columns every
+#: probe frame has (a string or list column would read NaN on every row and fail the rule).
+_METRICS = tuple(
+    f.name
+    for f in PROBE_SCHEMA
+    if pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type)
+)
+#: The ``kernel`` column of probe rows: a GP kernel, or ``tpe`` for TPE states
+#: (:func:`orthobench.probe.runner.probe_states`).
+_KERNELS = (*KERNELS, "tpe")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,11 +100,16 @@ def load_thresholds(path: str | Path) -> list[Threshold]:
     """Read and validate a thresholds file; raises :class:`OrthobenchError` naming file and field."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise OrthobenchError(f"{path}: cannot read thresholds: {err.strerror or err}.") from None
-    except yaml.YAMLError as err:
-        raise OrthobenchError(f"{path}: malformed YAML ({getattr(err, 'problem', err)}).") from None
+    except UnicodeDecodeError as err:
+        line = err.object[: err.start].count(b"\n") + 1
+        raise OrthobenchError(
+            f"{path}: line {line}: not UTF-8 text (byte 0x{err.object[err.start]:02x}); "
+            "save it as UTF-8."
+        ) from None
+    data = _parse_yaml(text, path)
     if (
         not isinstance(data, dict)
         or data.get("version") != 1
@@ -110,11 +134,39 @@ def load_thresholds(path: str | Path) -> list[Threshold]:
         if rule.get("min") is None and rule.get("max") is None:
             raise OrthobenchError(f"{where}: needs `min` or `max`.")
         _check_types(rule, where)
+        _check_names(rule, where)
         try:
             rules.append(Threshold(**rule))
         except TypeError as err:
             raise OrthobenchError(f"{where}: {err}.") from None
     return rules
+
+
+def _parse_yaml(text: str, path: Path) -> object:
+    """``text`` parsed strictly (:func:`~orthobench.config.strict_yaml.load_yaml`: a repeated
+    ``min:`` would silently replace the first); any YAML error becomes one line naming the file
+    and, where known, the place."""
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as err:
+        where, problem = yaml_error_parts(err)
+        at = f" at {where}" if where else ""
+        raise OrthobenchError(f"{path}: malformed YAML{at} ({problem}).") from None
+
+
+def _check_names(rule: dict, where: str) -> None:
+    """Raise :class:`OrthobenchError` for a ``metric`` or ``kernel`` that no probe row can have:
+    both sets are fixed by the code, not the suite, so a typo is refused before minutes of probing
+    rather than reported after them."""
+    if rule["metric"] not in _METRICS:
+        raise OrthobenchError(
+            f"{where}: `metric` {rule['metric']!r} is not a numeric probe column; "
+            f"allowed: {', '.join(_METRICS)}."
+        )
+    if rule.get("kernel") is not None and rule["kernel"] not in _KERNELS:
+        raise OrthobenchError(
+            f"{where}: `kernel` {rule['kernel']!r} is not a probe kernel; allowed: {', '.join(_KERNELS)}."
+        )
 
 
 def _check_types(rule: dict, where: str) -> None:
@@ -146,15 +198,15 @@ def _number(value: object) -> float:
 
 
 def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResult]:
-    """Apply every rule to the matching probe rows of ``frame`` (summary rows of ``run_probe``)."""
+    """Apply every rule to the matching probe rows of ``frame`` (summary rows of ``run_probe``).
+
+    A rule's metric is a column of ``frame``: :func:`load_thresholds` refuses any other, before
+    the probe that makes the frame runs.
+    """
     results = []
     if "q" in frame:  # batch probes: a row's baseline is at its q (rows stored before: q = 1)
         frame = frame.assign(q=frame["q"].fillna(1).astype(int))
     for rule in thresholds:
-        if rule.metric not in frame.columns:
-            raise OrthobenchError(
-                f"threshold metric {rule.metric!r} is not a probe column; columns: {', '.join(c for c in frame.columns if not c.startswith('values'))}."
-            )
         rows = frame[frame["estimator"] == rule.estimator]
         for column in ("mc_samples", "kernel", "task"):
             if getattr(rule, column) is not None:

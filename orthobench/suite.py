@@ -14,7 +14,8 @@ sections, which pickle, so cells can be shipped to worker processes or other mac
 
 Every size is bounded, so a mistyped number is an error at load time rather than a
 ``MemoryError`` or a failure after the compute: the file (:data:`MAX_FILE_BYTES`), its nesting
-(:data:`MAX_DEPTH`) and its nodes with aliases expanded (:data:`MAX_NODES`), the cells of a suite
+(:data:`~orthobench.config.strict_yaml.MAX_DEPTH`) and its nodes with aliases expanded
+(:data:`~orthobench.config.strict_yaml.MAX_NODES`), the cells of a suite
 (:data:`MAX_CELLS`), the evaluations of a cell (:data:`MAX_EVALUATIONS`), seeds (int64, as
 stored), names and labels (:data:`MAX_LABEL` characters: they become file names) and time limits
 (:data:`MAX_TIMEOUT_S`); the evaluations of a cell's BO steps, ``q * budget``, are bounded as its
@@ -40,12 +41,11 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 import yaml
 from annotated_types import Gt, Interval, Le, MaxLen, MinLen
 from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, model_validator
-from yaml.composer import ComposerError
-from yaml.constructor import ConstructorError
 
 from orthobench.config import names
 from orthobench.config.params import MAX_COUNT, Kernel, check_even_budgets
 from orthobench.config.schema import Shorthand, Unit, from_yaml, section, within
+from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
 from orthobench.registry import (
     OPTIMIZERS,
@@ -68,10 +68,6 @@ MAX_CELLS = 100_000
 MAX_EVALUATIONS = 100_000
 #: Largest suite file, in bytes.
 MAX_FILE_BYTES = 2**20
-#: Deepest nesting of YAML collections (a suite needs about 6 levels).
-MAX_DEPTH = 32
-#: Most YAML nodes of a suite file, counted with its aliases expanded.
-MAX_NODES = 100_000
 #: Longest time limit, in seconds (about 116 days; ``setitimer`` overflows near 1e10).
 MAX_TIMEOUT_S = 1e7
 
@@ -616,100 +612,9 @@ def load_suite(path: str | Path) -> Suite:
         raise SuiteError(
             file, f"line {line}", f"not UTF-8 text (byte 0x{raw[err.start]:02x}); save it as UTF-8."
         ) from None
-    loader = _SuiteLoader(text)
     try:
-        data = loader.get_single_data()
+        data = load_yaml(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "(file)"
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise SuiteError(file, where, f"malformed YAML ({problem}).") from None
-    finally:
-        loader.dispose()
+        where, problem = yaml_error_parts(err)
+        raise SuiteError(file, where or "(file)", f"malformed YAML ({problem}).") from None
     return parse_suite(data, file)
-
-
-class _SuiteLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses, each as a ``MarkedYAMLError`` with its line: duplicate
-    keys, collections nested deeper than :data:`MAX_DEPTH`, a document of more than
-    :data:`MAX_NODES` nodes with its aliases expanded (an alias bomb names a few nodes that
-    expand to billions) or an alias inside its own anchor, and values that do not construct
-    (``2001-02-30``)."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        if self._depth >= MAX_DEPTH:
-            mark = self.peek_event().start_mark
-            raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_document(self, node: yaml.Node) -> Any:
-        _check_expanded_size(node)
-        return super().construct_document(node)
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep=deep)
-        except (ValueError, OverflowError) as err:
-            raise ConstructorError(None, None, f"invalid value: {err}", node.start_mark) from None
-
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` may be overridden
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                repeated = key in seen
-                seen.add(key)
-            except TypeError:  # unhashable: the base class refuses it
-                continue
-            if repeated:
-                raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _check_expanded_size(root: yaml.Node) -> None:
-    """Refuse a node graph of more than :data:`MAX_NODES` nodes counted with aliases expanded
-    (each alias counts its anchor's whole subtree), or with an alias inside its own anchor.
-
-    Iterative and memoized by node, so it takes time linear in the file whatever the aliases
-    expand to.
-    """
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, closing = stack.pop()
-        children = _children(node)
-        if closing:
-            open_nodes.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
-            if sizes[id(node)] > MAX_NODES:
-                raise ComposerError(
-                    None,
-                    None,
-                    f"more than {MAX_NODES} nodes with its aliases expanded",
-                    node.start_mark,
-                )
-        elif id(node) not in sizes:
-            if id(node) in open_nodes:
-                raise ComposerError(None, None, "an alias inside its own anchor", node.start_mark)
-            open_nodes.add(id(node))
-            stack.append((node, True))
-            stack.extend((child, False) for child in children)
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.MappingNode):
-        return [n for pair in node.value for n in pair]
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    return []

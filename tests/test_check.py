@@ -178,3 +178,119 @@ def test_the_ci_thresholds_file_matches_its_suite():
     named = {e.partition("@")[0] for e in suite.probe.estimators}
     assert {r.estimator for r in rules} <= named
     assert len(suite.probe.seeds) * len(suite.probe.state_iterations) >= 2  # states per function
+
+
+@pytest.fixture
+def probes(monkeypatch) -> list[str]:
+    """The suites ``check`` started to probe: ``run_probe`` replaced by a stand-in that records
+    its call and stops the command (a bad thresholds file must stop it before)."""
+    calls: list[str] = []
+
+    def run_probe(suite_name, *args, **kwargs):
+        calls.append(suite_name)
+        raise RuntimeError("probed")
+
+    monkeypatch.setattr("orthobench.probe.runner.run_probe", run_probe)
+    return calls
+
+
+def check_with(write_suite, tmp_path, thresholds: bytes):
+    """``orthobench check`` of the gate suite with ``thresholds`` as its file."""
+    suite = write_suite(SUITE, "gate.yaml")
+    (tmp_path / "t.yaml").write_bytes(thresholds)
+    out = tmp_path / "out"
+    args = ["check", str(suite), "-t", str(tmp_path / "t.yaml"), "-o", str(out), "-q", "--force"]
+    return CliRunner().invoke(cli, args)
+
+
+def assert_refused_before_the_probe(result, probes, tmp_path, fragment: str) -> None:
+    """Exit 2 with one error line naming the file and ``fragment``, and nothing probed."""
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"orthobench: error: {tmp_path / 't.yaml'}: ") and fragment in line
+    assert probes == [] and not (tmp_path / "out" / "probe").exists()
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "fragment"),
+    [
+        (
+            b"version: 1\nthresholds:\n"
+            b'  - {estimator: orth-shrink, metric: var_ratio, min: 1.0, description: "caf\xe9"}\n',
+            "line 3: not UTF-8 text (byte 0xe9)",
+        ),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "line 1: not UTF-8 text (byte 0x89)"),
+        (b"version: 1\nthresholds: []\n\x00\x01", "unacceptable character #x0000"),
+    ],
+    ids=["latin-1", "png", "nul"],
+)
+def test_a_thresholds_file_that_is_not_utf8_text_is_one_line_and_exit_2(
+    write_suite, tmp_path, probes, thresholds, fragment
+):
+    """The reported bug: a Latin-1 or binary file raised ``UnicodeDecodeError`` out of the
+    command, a traceback with exit 1 (the code of a failed gate); a control character gave a
+    message of several lines."""
+    result = check_with(write_suite, tmp_path, thresholds)
+    assert_refused_before_the_probe(result, probes, tmp_path, fragment)
+    with pytest.raises(OrthobenchError) as raised:
+        load_thresholds(tmp_path / "t.yaml")
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "{estimator: orth-shrink, metric: var_ratio, min: 100, min: 0}",
+        "{estimator: orth-shrink, metric: var_ratio, metric: flip_rate, max: 0.1}",
+    ],
+)
+def test_a_duplicate_key_in_a_thresholds_rule_is_refused(write_suite, tmp_path, probes, rule):
+    """The reported bug: the last of two ``min:`` won, so ``min: 100`` then ``min: 0`` passed a
+    gate its first bound fails (``check: 2 passed``)."""
+    result = check_with(write_suite, tmp_path, f"version: 1\nthresholds:\n  - {rule}\n".encode())
+    assert_refused_before_the_probe(result, probes, tmp_path, "duplicate key")
+    key = "min" if "min: 0" in rule else "metric"
+    assert f"(duplicate key '{key}')" in result.stderr and "at line 3" in result.stderr
+
+
+def test_a_value_that_does_not_construct_is_one_line_and_exit_2(write_suite, tmp_path, probes):
+    """``2001-02-30`` parses as a date and raised ``ValueError`` (a traceback, exit 1)."""
+    text = b"version: 1\nthresholds:\n  - {estimator: e, metric: var_ratio, min: 2001-02-30}\n"
+    result = check_with(write_suite, tmp_path, text)
+    assert_refused_before_the_probe(result, probes, tmp_path, "day is out of range for month")
+
+
+@pytest.mark.parametrize(
+    ("field", "fragment"),
+    [
+        ("metric: var_ratoi", "`metric` 'var_ratoi' is not a numeric probe column"),
+        ("metric: task", "`metric` 'task' is not a numeric probe column"),
+        ("metric: var_ratio, kernel: matern52", "`kernel` 'matern52' is not a probe kernel"),
+    ],
+)
+def test_a_metric_or_kernel_that_no_probe_row_has_is_refused_before_the_probe(
+    write_suite, tmp_path, probes, field, fragment
+):
+    """The reported bug: a misspelled metric was an error only after the whole probe had run (a
+    string column, or a misspelled kernel, failed the gate after it). Both sets are fixed by the
+    code, so the file is refused when it is read."""
+    text = f"version: 1\nthresholds:\n  - {{estimator: orth-shrink, {field}, min: 1.0}}\n"
+    result = check_with(write_suite, tmp_path, text.encode())
+    assert_refused_before_the_probe(result, probes, tmp_path, fragment)
+    assert "allowed: " in result.stderr
+
+
+def test_every_metric_and_kernel_a_probe_row_has_is_accepted(tmp_path):
+    """The allowed sets are not too narrow: every numeric probe column and every kernel."""
+    from orthobench.config.names import KERNELS
+
+    numeric = [
+        "mse_ratio_low", "var_ratio_high", "top1_agreement", "flip_rate", "regret",
+        "seconds_per_call", "laplace_floored", "cholesky_jitter", "q",
+    ]  # fmt: skip
+    rules = [f"  - {{estimator: e, metric: {m}, max: 1}}" for m in numeric] + [
+        f"  - {{estimator: e, metric: var_ratio, min: 1, kernel: {k}}}" for k in (*KERNELS, "tpe")
+    ]
+    path = tmp_path / "t.yaml"
+    path.write_text("version: 1\nthresholds:\n" + "\n".join(rules) + "\n")
+    assert len(load_thresholds(path)) == len(rules)

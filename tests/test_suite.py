@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orthobench.config.strict_yaml import MAX_DEPTH
 from orthobench.exceptions import MESSAGE_LIMIT, ConfigError, SuiteError, UnknownNameError
 from orthobench.registry import OPTIMIZERS
 from orthobench.suite import (
     DEFAULT_STATE_OPTIMIZER,
     MAX_CELLS,
-    MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_LABEL,
     MAX_SEED,
@@ -370,6 +370,11 @@ def test_file_that_is_not_utf8_or_too_large_is_refused_before_parsing(tmp_path):
         load_suite(path)
     path.write_bytes(b"name: x\n" + b"#" * MAX_FILE_BYTES)
     with pytest.raises(SuiteError, match=rf"\(file\): larger than {MAX_FILE_BYTES} bytes"):
+        load_suite(path)
+    # A NUL byte is UTF-8 but not YAML: PyYAML refuses it as the loader is built, which was
+    # outside the one-line error's reach (a ReaderError traceback, exit 1).
+    path.write_bytes(b"name: x\n\x00budget: 1\n")
+    with pytest.raises(SuiteError, match=r"\(file\): malformed YAML \(.*#x0000"):
         load_suite(path)
 
 

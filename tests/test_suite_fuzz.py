@@ -25,15 +25,14 @@ from hypothesis import strategies as st
 from orthobench.cli import cli
 from orthobench.config import names
 from orthobench.config.params import MAX_COUNT
+from orthobench.config.strict_yaml import MAX_DEPTH, MAX_NODES
 from orthobench.exceptions import MESSAGE_LIMIT, ConfigError
 from orthobench.suite import (
     _LABEL_RE,
     MAX_CELLS,
-    MAX_DEPTH,
     MAX_EVALUATIONS,
     MAX_FILE_BYTES,
     MAX_LABEL,
-    MAX_NODES,
     MAX_SEED,
 )
 
