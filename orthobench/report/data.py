@@ -30,6 +30,7 @@ from orthobench.exceptions import OrthobenchWarning, RegistryError, ResultsError
 from orthobench.registry import OPTIMIZERS
 from orthobench.results import ResultStore, load_probe, load_runs, read_metadata
 from orthobench.suite import ID_SEPARATOR
+from orthobench.work import CELL, ID_FIELDS, PROBE_STATE
 
 
 def _declared_surrogate(name: str | None) -> str | None:
@@ -66,8 +67,9 @@ class ResultSet:
             stored rows lack them (:func:`with_batch_columns`), and ``optimizer`` is the method
             label (:func:`method_label`).
         probe: :class:`~orthobench.results.ProbeRecord` rows plus ``source`` and ``run_set``.
-        failures: Cells whose last journal entry is a failure: ``source``, ``cell_id``, ``error``
-            (the first line of the stored error).
+        failures: Cells and probe states whose last journal entry is a failure: ``source``,
+            ``kind`` (``cell`` or ``probe state``), ``unit_id`` (the cell's or state's id),
+            ``error`` (the first line of the stored error).
         files: One row per stored file: ``source``, ``kind`` (``runs`` or ``probe``), ``suite``,
             ``run_set``, ``task``, ``optimizer`` (the method label of its rows, else the stored
             label), ``optimizer_name`` (registry name),
@@ -168,16 +170,22 @@ def _configuration_splits(files: list[dict]) -> set[str]:
 
 
 def _failures(source: str, store: ResultStore) -> list[dict]:
-    last = {e["cell_id"]: e for e in store.runs_journal.entries() if "cell_id" in e}
-    return [
-        {
-            "source": source,
-            "cell_id": cell_id,
-            "error": (str(e.get("error") or "").strip().splitlines() or ["(no error text)"])[0],
-        }
-        for cell_id, e in last.items()
-        if e.get("status") == "failed"
-    ]
+    """The cells and probe states of ``store`` whose last journal entry is a failure."""
+    rows = []
+    for kind in (CELL, PROBE_STATE):
+        id_field = ID_FIELDS[kind]
+        last = {e[id_field]: e for e in store.journal(kind).entries() if id_field in e}
+        rows += [
+            {
+                "source": source,
+                "kind": kind,
+                "unit_id": unit_id,
+                "error": (str(e.get("error") or "").strip().splitlines() or ["(no error text)"])[0],
+            }
+            for unit_id, e in last.items()
+            if e.get("status") == "failed"
+        ]
+    return rows
 
 
 def _run_sets(frame: pd.DataFrame, unit: str, split: set[str]) -> pd.Series:
@@ -301,7 +309,7 @@ def load_results(
     if cell_ids is not None:
         wanted = set(cell_ids)
         runs_frame = runs_frame[runs_frame["cell_id"].isin(wanted)].reset_index(drop=True)
-        failures = [row for row in failures if row["cell_id"] in wanted]
+        failures = [row for row in failures if row["kind"] != CELL or row["unit_id"] in wanted]
         files = [row for row in files if row["kind"] != "runs" or row["file"] in wanted]
     split = _configuration_splits(files)
     runs_frame["run_set"] = _run_sets(runs_frame, "cell_id", split)
@@ -322,7 +330,7 @@ def load_results(
     return ResultSet(
         runs=runs_frame,
         probe=probe_frame,
-        failures=pd.DataFrame(failures, columns=["source", "cell_id", "error"]),
+        failures=pd.DataFrame(failures, columns=["source", "kind", "unit_id", "error"]),
         files=files_frame,
     )
 

@@ -65,7 +65,7 @@ def summary_section(results: ResultSet) -> Section:
             [
                 "There is no stored cell or probe state in "
                 f"{', '.join(dict.fromkeys(results.failures['source'])) or 'these directories'}"
-                f"; {len(results.failures)} failed cell(s) are listed below."
+                f"; {len(results.failures)} failed cell(s) or probe state(s) are listed below."
             ],
         )
     rows, records = [], []
@@ -154,14 +154,15 @@ def failures_section(results: ResultSet) -> Section | None:
         return None
     table = Table(
         "failed-cells",
-        ["from", "cell", "error (first line)"],
-        [[r.source, r.cell_id, r.error] for r in failures.itertuples()],
+        ["from", "kind", "id", "error (first line)"],
+        [[r.source, r.kind, r.unit_id, r.error] for r in failures.itertuples()],
         failures,
     )
     return Section(
         "failed",
-        "Failed cells",
-        f"{len(failures)} cell(s) whose last attempt failed; they are not in the tables below. "
-        "Full tracebacks are in runs.jsonl of their directory; a rerun retries them.",
+        "Failed cells and probe states",
+        f"{len(failures)} cell(s) or probe state(s) whose last attempt failed; they are not in "
+        "the tables below. Full tracebacks are in runs.jsonl (cells) and probe.jsonl (probe "
+        "states) of their directory; a rerun retries them.",
         [table],
     )

@@ -60,9 +60,26 @@ def test_failed_cells_come_from_the_journal_with_the_first_line_of_their_error(t
     ResultStore(tmp_path).record_failure(other, "ValueError: first try", "tb", 1.0)
     write_cell(tmp_path, other, [2.0, 1.0])  # retried and stored: no longer failed
     failures = load_results([tmp_path]).failures
-    assert failures[["cell_id", "error"]].values.tolist() == [
-        ["t__sobol__seed0", "ValueError: bad"]
+    assert failures[["kind", "unit_id", "error"]].values.tolist() == [
+        ["cell", "t__sobol__seed0", "ValueError: bad"]
     ]
+
+
+def test_failed_probe_states_are_listed_and_alone_still_make_a_report(tmp_path):
+    """The reported bug: a failed probe state appeared nowhere in a report (failures were read
+    from the cells' journal only), and a directory of failed states alone had no report."""
+    from orthobench.report import build_report
+    from orthobench.results import ResultStore
+
+    ResultStore(tmp_path).journal_failure(
+        "probe state", "t__matern52-ard__seed0__it0", "hash", "ValueError: flaky", "tb", 1.0
+    )
+    failures = load_results([tmp_path]).failures
+    assert failures[["kind", "unit_id", "error"]].values.tolist() == [
+        ["probe state", "t__matern52-ard__seed0__it0", "ValueError: flaky"]
+    ]
+    html = build_report([tmp_path], tmp_path / "r.html").read_text()
+    assert "Failed cells and probe states" in html and "t__matern52-ard__seed0__it0" in html
 
 
 def test_the_default_reference_is_the_first_gp_optimizer_stored(tmp_path):
@@ -124,7 +141,7 @@ def test_only_the_given_cells_are_read_with_their_failures_and_files(tmp_path):
     ResultStore(tmp_path).record_failure(failed, "ValueError: bad", "tb", 1.0)
     every = load_results([tmp_path])
     assert set(every.runs["cell_id"]) == {kept.id, dropped.id}
-    assert list(every.failures["cell_id"]) == [failed.id]
+    assert list(every.failures["unit_id"]) == [failed.id]
     some = load_results([tmp_path], cell_ids=[kept.id])
     assert set(some.runs["cell_id"]) == {kept.id} and some.failures.empty
     assert list(some.files["file"]) == [kept.id] and some.optimizers == ["sobol"]
