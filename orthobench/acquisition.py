@@ -341,7 +341,9 @@ class MarginalLogQEI(MarginalLogAcquisition):
         stage's); their samples are made at the next evaluation. They are kept in canonical order
         (:func:`~orthobench.surrogates.batch_ei.canonical_order`), as a batch's points are: the
         pending points take the first base-sample columns, so in their given order the value
-        would depend on the order in which the same points were proposed."""
+        would depend on the order in which the same points were proposed. ``0 x d`` is none."""
+        if X_pending is not None and not X_pending.numel():
+            X_pending = None
         if X_pending is not None and X_pending.ndim == 2:
             X_pending = canonical_order(X_pending.unsqueeze(0)).squeeze(0)
         super().set_X_pending(X_pending)

@@ -63,7 +63,8 @@ class _MarginalLogEI(_OriginalUnits, MarginalLogEI):
 
     def set_X_pending(self, X_pending: Tensor | None = None) -> None:
         # Stored and ignored, pending points would let a sequential-greedy batch repeat a point.
-        if X_pending is not None:
+        # 0 x d is none, as marginal_log_ei reads it.
+        if X_pending is not None and X_pending.numel():
             raise UnsupportedError(
                 f"The q = 1 marginal log-EI has no pending points, but got X_pending of shape "
                 f"{tuple(X_pending.shape)}; build it with marginal_log_ei(..., q=2) or more."
@@ -72,6 +73,20 @@ class _MarginalLogEI(_OriginalUnits, MarginalLogEI):
 
 class _MarginalLogQEI(_OriginalUnits, MarginalLogQEI):
     """:class:`~orthobench.acquisition.MarginalLogQEI` in the model's original outcome units."""
+
+    #: :func:`marginal_log_ei`'s ``q``: the base samples have ``q`` columns beyond its pending points.
+    built_q: int
+
+    def _columns(self, X: Tensor) -> slice:
+        # Too few base-sample columns (fixed at construction) call for a rebuild: say with which q.
+        try:
+            return super()._columns(X)
+        except ValueError as err:
+            pending = 0 if self.X_pending is None else self.X_pending.shape[-2]
+            short = pending + X.shape[-2] - self.base_samples.shape[-1]
+            raise ValueError(
+                f"{str(err).rstrip('.')}; build it with marginal_log_ei(..., q={self.built_q + short})."
+            ) from None
 
     def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
         # Candidates in another dtype than the model's (float32 bounds of a float64 model) are
@@ -162,15 +177,15 @@ def _check_arguments(
             raise ValueError(f"`best_f` must be finite, but got best_f={float(best_f)}.")
     if X_pending is None:
         return
-    if q == 1:
-        raise ValueError(
-            f"`X_pending` needs the batch acquisition (q > 1), but got q=1 and X_pending of "
-            f"shape {tuple(X_pending.shape)}; pass q=2 or drop it."
-        )
     d = model.train_inputs[0].shape[-1]
     if X_pending.ndim != 2 or X_pending.shape[-1] != d:
         raise ValueError(
             f"`X_pending` must be p x d with d = {d}, but got shape {tuple(X_pending.shape)}."
+        )
+    if q == 1 and len(X_pending):
+        raise ValueError(
+            f"`X_pending` needs the batch acquisition (q > 1), but got q=1 and X_pending of "
+            f"shape {tuple(X_pending.shape)}; pass q=2 or drop it."
         )
 
 
@@ -210,7 +225,8 @@ def marginal_log_ei(
     exact (every estimator and the floor are linear in the EI values) and changes no gradient.
     At ``q > 1`` the smoothing temperatures act on the standardized scale.
 
-    ``b x 1 x d`` -> ``b`` for ``q = 1`` and ``b x q' x d`` -> ``b`` (``q' <= q``) for ``q > 1``.
+    ``b x 1 x d`` -> ``b`` for ``q = 1`` and ``b x q' x d`` -> ``b`` for ``q > 1`` (``q'`` at most
+    ``q``, less any pending points set after this call; see ``q``).
     The draws and base samples are fixed here, so the acquisition is deterministic and
     differentiable in ``X`` for ``optimize_acqf``; a fresh ``seed`` is a fresh estimate.
 
@@ -230,14 +246,21 @@ def marginal_log_ei(
             integrated out). ``"mc"`` is the naive mean of iid draws, ``"orth"`` the paper's.
         best_f: The incumbent ``f^*`` in the model's original outcome units (as BoTorch's
             ``LogExpectedImprovement`` takes it); None: the best training target.
-        q: Batch size; ``q > 1`` returns the nested batch acquisition.
+        q: Batch size; ``q > 1`` returns the nested batch acquisition, whose base samples are
+            fixed here with ``q + p`` columns (``p`` rows of ``X_pending``): one per point of a
+            batch and per pending point. So ``q`` must cover the largest batch it is evaluated
+            on, pending points included, other than the ``p`` given here: ``optimize_acqf``'s
+            ``q`` (with ``sequential=True`` its last stage evaluates one point with the
+            ``q - 1`` chosen before it pending) plus any rows ``set_X_pending`` adds to
+            ``X_pending``. Fewer raise a ``ValueError`` naming the ``q`` to build it with.
         seed: Seed of the theta draws (and of the base samples for ``q > 1``); None: one drawn
             from torch's global generator (as BoTorch's samplers do).
         alpha: Relative floor of the outer log, in ``(0, 1]``.
         X_pending: ``p x d`` points whose evaluations are pending (``q > 1`` only: they join every
-            batch, so the base samples have ``q + p`` columns). The ``q = 1`` acquisition refuses
-            pending points (``set_X_pending`` raises ``UnsupportedError``, as BoTorch's analytic
-            acquisitions do), so ``optimize_acqf(..., sequential=True)`` needs ``q > 1``.
+            batch, so the base samples have ``q + p`` columns); ``0 x d`` is none, as None. The
+            ``q = 1`` acquisition refuses pending points (``set_X_pending`` raises
+            ``UnsupportedError``, as BoTorch's analytic acquisitions do), so
+            ``optimize_acqf(..., sequential=True)`` needs ``q > 1``.
         laplace: The model's Laplace posterior, ``laplace_posterior(model)``, to reuse across
             rebuilds (its Hessian costs more than the draws); None: computed here. It must be
             of this model's layout and fitted hyperparameters.
@@ -270,8 +293,13 @@ def marginal_log_ei(
     y_mean, y_std = _outcome_scale(model)
     _check_arguments(model, theta_samples, q, alpha, best_f, X_pending, seed)
     spec = parse_theta_estimator(estimator)
-    if seed is None:
-        seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    # Python ints from here on (the check accepts numpy ones): torch's generators and the point
+    # sets refuse numpy integers, and derive_seed hashes the repr, which for np.int64(3) is not
+    # that of 3, so the same seed would give other base samples.
+    theta_samples, q = int(theta_samples), int(q)
+    seed = int(torch.randint(0, 2**31 - 1, ()).item()) if seed is None else int(seed)
+    if X_pending is not None and not len(X_pending):
+        X_pending = None  # no pending points, as Optimizer.ask reads an empty array
     train_y = model.train_targets.detach()
     if best_f is None:
         best = float(train_y.max())
@@ -321,5 +349,6 @@ def marginal_log_ei(
             X_pending=X_pending,
             **common,
         )
+        acqf.built_q = q
     acqf.log_outcome_scale = math.log(y_std)
     return acqf

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from scipy import stats
 from torch import Tensor
 
@@ -148,8 +149,26 @@ def _check_arguments(
     return X, ref
 
 
+def _as_values(value: object, r: int) -> Tensor:
+    """The values of rebuild ``r`` as a tensor: ``make_acqf``'s callable may give a NumPy array,
+    a list or a float rather than a tensor. Those are read in float64, the dtype the values are
+    reduced in, so none is rounded (``X``'s dtype, if float32, would round a float64 array).
+
+    Raises:
+        TypeError: naming the rebuild and the type, for values that are not numbers.
+    """
+    if isinstance(value, Tensor):
+        return value
+    try:
+        return torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(
+            f"make_acqf({r}) must map X to n numbers, but got a {type(value).__name__}."
+        ) from None
+
+
 def acquisition_noise(
-    make_acqf: Callable[[int], Callable[[Tensor], Tensor]],
+    make_acqf: Callable[[int], Callable[[Tensor], Tensor | ArrayLike]],
     X: Tensor,
     *,
     rebuilds: int = 32,
@@ -187,8 +206,9 @@ def acquisition_noise(
 
     Args:
         make_acqf: ``r -> acquisition``: any callable mapping ``n x q x d`` candidates to ``n``
-            values (a BoTorch ``AcquisitionFunction``, e.g. an MC acquisition whose sampler is
-            seeded by ``r``).
+            values, a tensor or an array-like (NumPy array, list; read in float64), e.g. a
+            BoTorch ``AcquisitionFunction`` such as an MC acquisition whose sampler is seeded by
+            ``r``.
         X: ``n x q x d`` candidates (``n x d`` is read as ``q = 1``), ``n >= 1``.
         rebuilds: ``R >= 2``.
         top_k: Reference top behind the flip rate, ``>= 2`` (at most ``n`` are used).
@@ -204,6 +224,7 @@ def acquisition_noise(
     Raises:
         ValueError: for a bad argument (before the first rebuild), a rebuild whose values do
             not have shape ``(n,)``, or a NaN or infinite value (its variance is undefined).
+        TypeError: for an ``X`` that is not a tensor, or a rebuild whose values are not numbers.
 
     Example:
         >>> import torch
@@ -223,7 +244,7 @@ def acquisition_noise(
     for r in range(rebuilds):
         acqf = make_acqf(r)
         with torch.no_grad():
-            value = acqf(X)
+            value = _as_values(acqf(X), r)
         if tuple(value.shape) != (n,):
             raise ValueError(
                 f"make_acqf({r}) must map X of shape {tuple(X.shape)} to ({n},), but got {tuple(value.shape)}."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from botorch.acquisition import LogExpectedImprovement
@@ -163,6 +164,71 @@ def test_seeds_reproduce(small):
     with torch.no_grad():
         b = marginal_log_ei(model, theta_samples=16)(Xc)
     assert torch.equal(a, b)  # seed=None draws its seed from torch's global generator
+
+
+@pytest.mark.parametrize("estimator", ["qmc-owen+rb", "sr3"])
+def test_numpy_integers_give_the_values_of_python_ints(small, estimator):
+    """The argument check accepts numpy integers, but a numpy ``seed`` raised ``TypeError: an
+    integer is required`` in torch's generator, and a numpy ``theta_samples`` was refused by a
+    point set as ``n_evaluations``; a numpy seed would also hash to other base samples
+    (``derive_seed`` reads its repr). They are read as the ints they hold."""
+    model, X, _ = small
+    for q, Xq in ((1, X.unsqueeze(-2)), (2, X[:8].reshape(4, 2, 2))):
+        with torch.no_grad():
+            expected = marginal_log_ei(model, theta_samples=16, q=q, seed=3, estimator=estimator)
+            given = marginal_log_ei(
+                model,
+                theta_samples=np.int64(16),
+                q=np.int64(q),
+                seed=np.int64(3),
+                estimator=estimator,
+            )
+            assert torch.equal(given(Xq), expected(Xq))
+
+
+def test_no_pending_rows_are_no_pending_points(small):
+    """A ``0 x d`` ``X_pending`` is no pending points, as ``Optimizer.ask`` reads an empty array:
+    it raised a reshape error at the first evaluation (and was refused at ``q = 1``)."""
+    model, X, _ = small
+    none = torch.zeros(0, 2, dtype=DTYPE)
+    for q, Xq in ((1, X.unsqueeze(-2)), (2, X[:8].reshape(4, 2, 2))):
+        with torch.no_grad():
+            expected = marginal_log_ei(model, theta_samples=16, q=q, seed=0)(Xq)
+            acqf = marginal_log_ei(model, theta_samples=16, q=q, seed=0, X_pending=none)
+            assert acqf.X_pending is None
+            assert torch.equal(acqf(Xq), expected)
+    q2 = marginal_log_ei(model, theta_samples=16, q=2, seed=0)
+    q2.set_X_pending(none)  # set after construction too (BoTorch's hook)
+    with torch.no_grad():
+        assert q2.X_pending is None and torch.equal(q2(X[:8].reshape(4, 2, 2)), expected)
+    q1 = marginal_log_ei(model, theta_samples=16, seed=0)
+    q1.set_X_pending(none)  # none, as at construction; a point is still refused
+    with pytest.raises(UnsupportedError, match="X_pending"):
+        q1.set_X_pending(X[:1])
+    message = _one_line_error(
+        lambda: marginal_log_ei(model, q=2, X_pending=torch.zeros(0, 3, dtype=DTYPE))
+    )
+    assert "(0, 3)" in message
+
+
+def test_too_few_base_sample_columns_name_the_q_to_build_with(small):
+    """``q`` must cover the largest batch, pending points included, beyond the ``X_pending``
+    given to ``marginal_log_ei``; the error said how many columns were missing, not the ``q``
+    that has them."""
+    model, X, _ = small
+    acqf = marginal_log_ei(model, theta_samples=16, q=2, seed=0)
+    with pytest.raises(ValueError, match=r"3 base-sample columns.*marginal_log_ei\(\.\.\., q=3\)"):
+        optimize_acqf(acqf, BOUNDS, q=3, num_restarts=2, raw_samples=16, sequential=True)
+    acqf.set_X_pending(X[:2])  # two pending points beyond none given: a pair needs q = 4
+    assert "q=4" in _one_line_error(lambda: acqf(X[2:4].unsqueeze(0)))
+    pending = marginal_log_ei(model, theta_samples=16, q=2, seed=0, X_pending=X[:1])
+    assert "q=3" in _one_line_error(lambda: pending(X[1:4].unsqueeze(0)))
+    # q = 3 with the same X_pending has the columns for optimize_acqf's q = 3.
+    pending = marginal_log_ei(model, theta_samples=16, q=3, seed=0, X_pending=X[:1])
+    candidate, _ = optimize_acqf(
+        pending, BOUNDS, q=3, num_restarts=2, raw_samples=16, sequential=True
+    )
+    assert candidate.shape == (3, 2)
 
 
 def _one_line_error(build) -> str:

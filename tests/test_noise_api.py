@@ -221,3 +221,38 @@ def test_seed_reproduces_and_leaves_the_global_generators_alone():
     np.testing.assert_array_equal(np.random.get_state()[1], numpy_state)
     b = acquisition_noise(_toy(0.05), X_TOY, rebuilds=12, top_k=5, seed=7)
     assert a.flip_interval == b.flip_interval
+
+
+def test_array_like_values_are_read_as_tensors():
+    """``make_acqf``'s callable may give a NumPy array or a list, as documented ("any callable
+    mapping candidates to n values"): those raised an AttributeError (no ``.detach``). They are
+    read in float64, so the result is the tensor one's to the bit."""
+    expected = acquisition_noise(_toy(), X_TOY, rebuilds=4)
+
+    def as_numpy(r: int):
+        return lambda X: _toy()(r)(X).numpy()
+
+    def as_list(r: int):
+        return lambda X: _toy()(r)(X).tolist()
+
+    for make_acqf in (as_numpy, as_list):
+        result = acquisition_noise(make_acqf, X_TOY, rebuilds=4)
+        np.testing.assert_array_equal(result.values, expected.values)
+    # Not in X's dtype: float32 candidates would round float64 values (1e-9 apart here).
+    rows = 0.1 + 1e-9 * np.arange(32.0).reshape(4, 8)
+    result = acquisition_noise(lambda r: lambda X: rows[r], X_TOY.float(), rebuilds=4)
+    np.testing.assert_array_equal(result.values, rows)
+
+
+def test_values_of_the_wrong_shape_or_kind_raise_one_line():
+    """A float for several candidates gets the shape error (it was an AttributeError), and
+    values that are no numbers name their type."""
+    _one_line_error(
+        lambda: acquisition_noise(lambda r: lambda X: 0.5, X_TOY), r"make_acqf\(0\).*\(8,\).*\(\)"
+    )
+    _one_line_error(
+        lambda: acquisition_noise(lambda r: lambda X: np.zeros((8, 1)), X_TOY), r"\(8, 1\)"
+    )
+    with pytest.raises(TypeError, match=r"make_acqf\(0\).*NoneType") as info:
+        acquisition_noise(lambda r: lambda X: None, X_TOY)
+    assert "\n" not in str(info.value)

@@ -27,8 +27,8 @@ from optuna.samplers._base import (
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from orthobench.config.params import is_integer
 from orthobench.exceptions import OrthobenchWarning, one_line
-from orthobench.optimizers.base import check_at_least
 from orthobench.optimizers.orthobo import OrthoBO
 from orthobench.registry import OPTIMIZERS
 from orthobench.seeding import derive_seed
@@ -146,8 +146,9 @@ class OrthoBOSampler(BaseSampler):
             ``raw_samples=512``, ``num_restarts=8``).
 
     Raises:
-        ValueError: on one line, at construction, for ``n_startup_trials < 0`` or an unknown or
-            invalid OrthoBO parameter (the registry's check of a suite's parameters,
+        ValueError: on one line, at construction, for an ``n_startup_trials`` other than an int
+            ``>= 0`` (a bool, None or a float included) or an unknown or invalid OrthoBO
+            parameter (the registry's check of a suite's parameters,
             :meth:`orthobench.registry.Registry.check_params`); in :meth:`sample_relative`, for
             a multi-objective study or complete trials with different constraint names.
 
@@ -174,9 +175,16 @@ class OrthoBOSampler(BaseSampler):
         warn_independent_sampling: bool = True,
         **orthobo_params: Any,
     ) -> None:
-        check_at_least(0, n_startup_trials=n_startup_trials)
+        # An int only: 1.5 would act as 2 trials, and None fails its comparison with a TypeError.
+        if not is_integer(n_startup_trials) or n_startup_trials < 0:
+            raise ValueError(
+                f"`n_startup_trials` must be an int >= 0, but got {n_startup_trials=}."
+            )
         OPTIMIZERS.check_params("orthobo", orthobo_params)
-        self._seed = secrets.randbits(63) if seed is None else seed
+        if seed is not None and not is_integer(seed):
+            raise ValueError(f"`seed` must be an int or None, but got {seed=}.")
+        # A Python int: derive_seed hashes the text, and np.int64(0)'s is not 0's.
+        self._seed = secrets.randbits(63) if seed is None else int(seed)
         self._n_startup_trials = n_startup_trials
         self._independent_sampler = independent_sampler or RandomSampler(seed=seed)
         self._constraints_func = constraints_func

@@ -320,6 +320,27 @@ def test_bad_params_raise_at_construction(params: dict) -> None:
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("n_startup_trials", "shown"),
+    [(1.5, "1.5"), (None, "None"), (True, "True"), (-1, "-1"), (np.float64(3.0), "3.0")],
+)
+def test_n_startup_trials_must_be_a_count(n_startup_trials: object, shown: str) -> None:
+    """``1.5`` was accepted (acting as 2 trials) and ``None`` raised a bare ``TypeError`` from a
+    comparison: each is refused on one line naming the argument and its value."""
+    with pytest.raises(ValueError, match=f"n_startup_trials=.*{shown}") as info:
+        OrthoBOSampler(n_startup_trials=n_startup_trials)
+    assert "\n" not in str(info.value)
+
+
+def test_a_numpy_seed_is_the_int_seed_and_a_float_seed_is_refused() -> None:
+    """``np.int64(0)`` was kept as given and hashed by its text, so it proposed other points
+    than ``0``; ``1.5`` failed later in Optuna's sampler, or not at all."""
+    assert OrthoBOSampler(seed=np.int64(3))._seed == 3
+    assert type(OrthoBOSampler(seed=np.int64(3))._seed) is int
+    with pytest.raises(ValueError, match=r"`seed` must be an int or None, but got seed=1.5"):
+        OrthoBOSampler(seed=1.5)
+
+
 def test_multi_objective_raises() -> None:
     study = optuna.create_study(directions=["minimize", "minimize"], sampler=OrthoBOSampler())
     search_space = {"x": FloatDistribution(0.0, 1.0)}
