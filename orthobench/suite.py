@@ -78,7 +78,7 @@ _LABEL_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_LABEL - 1}}}", re.AS
 #: two cells share an id (and a file).
 ID_SEPARATOR = "__"
 _LABEL_CHARS = (
-    f"1 to {MAX_LABEL} letters, digits, '.', '_' or '-', starting with a letter or a digit, "
+    f"1 to {MAX_LABEL} ASCII letters, digits, '.', '_' or '-', starting with a letter or a digit, "
     f"without {ID_SEPARATOR!r} (it joins the labels of a cell id)"
 )
 
@@ -358,9 +358,13 @@ class ProbeSpec:
         min_length=1,
         description="estimator names",
     )
-    top_k: ProbeCount = Field(10, description="size of the top set in the ranking metrics")
+    top_k: ProbeCount = Field(
+        10, description="size of the top set in the ranking metrics (at most n_probes are used)"
+    )
     reference_samples: ProbeCount = Field(
-        4096, description="draws behind each high-precision reference value"
+        4096,
+        description="draws behind each high-precision reference value (at least the largest "
+        "of mc_samples)",
     )
     seeds: Seeds = Field((0,), description="seeds of the states (a count n stands for 0..n-1)")
     laplace: Annotated[str, AfterValidator(_check_laplace)] = Field(
@@ -376,6 +380,14 @@ class ProbeSpec:
             _check_distinct(getattr(self, key), key.replace("_", " "), key)
         _check_components(self.tasks, "tasks", TASKS)
         self._check_state_optimizer()
+        if self.reference_samples < max(self.mc_samples):
+            # The reference is what each estimate's error is measured against: with fewer draws
+            # than an estimate, its own error would dominate the MSE it stands for.
+            raise ConfigError(
+                "reference_samples",
+                f"must be at least the largest of mc_samples ({max(self.mc_samples)}) for a "
+                f"high-precision reference, but got {self.reference_samples}.",
+            )
         budgets = {f"mc_samples[{i}]": s for i, s in enumerate(self.mc_samples)}
         for name in self.estimators:
             check_even_budgets(names.parse_estimator(name), budgets)

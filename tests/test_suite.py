@@ -190,7 +190,12 @@ def test_good_suite_expands_into_cells(write_suite):
         (
             f"name: x\nbudget: 1\ntasks: [{{name: hartmann6, label: {'a' * 5000}}}]\noptimizers: [sobol]\n",
             "tasks[0].label",
-            f"1 to {MAX_LABEL} letters",
+            f"1 to {MAX_LABEL} ASCII letters",
+        ),
+        (  # a non-ASCII letter is refused: the message said "letters"
+            "name: x\nbudget: 1\ntasks: [{name: hartmann6, label: härtmann}]\noptimizers: [sobol]\n",
+            "tasks[0].label",
+            "ASCII letters, digits",
         ),
         (
             "name: x\nbudget: 1\ntasks: [{name: hartmann6, params: []}]\noptimizers: [sobol]\n",
@@ -438,6 +443,13 @@ HARTMANN = ComponentSpec(name="hartmann6", label="hartmann6")
         ({"tasks": ()}, "tasks", "must not be empty"),
         ({"tasks": (HARTMANN, HARTMANN)}, "tasks[1].label", "used twice"),
         ({"state_optimizer": "mc-ei"}, "state_optimizer", "must be a ComponentSpec"),
+        # A "high-precision" reference of 2 draws was accepted beside estimates of 8.
+        (
+            {"mc_samples": (8, 32), "reference_samples": 16},
+            "reference_samples",
+            "must be at least the largest of mc_samples (32) for a high-precision reference, "
+            "but got 16.",
+        ),
     ],
 )
 def test_probe_spec_built_in_code_is_validated(kwargs, field, fragment):
