@@ -419,3 +419,17 @@ def test_an_evaluation_process_that_dies_fails_its_cell_in_one_line(tmp_path):
         run_cell(spec, journal=journal, evaluations=ProcessEvaluations(2, threads=1))
     assert time.monotonic() - start < 60
     assert [r.iteration for r, _ in journal.read()] == [0, 1]
+
+
+def test_starting_the_evaluation_processes_is_kept_off_the_cells_clock():
+    """The reported bug: a q = 4 cell's first 1 s evaluation had wall_seconds 10.1, the 9 s of
+    spawning its evaluation processes, which differ from cell to cell."""
+    from orthobench.evaluation import Evaluations
+
+    class SlowToOpen(Evaluations):
+        def open(self, *args) -> None:
+            time.sleep(1.0)
+            super().open(*args)
+
+    records = run_cell(cell(n_init=2, budget=1), "cpu", evaluations=SlowToOpen())
+    assert len(records) == 3 and max(r.wall_seconds for r in records) < 0.9
