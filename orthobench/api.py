@@ -242,6 +242,16 @@ def _load_suite_file(suite_file: str | os.PathLike[str]) -> Suite:
     return load_suite(suite_file)
 
 
+def _results_dir(output: str | os.PathLike[str] | None, suite_name: str) -> Path:
+    """``output``, or ``results/<suite name>`` without one; an empty ``output`` (``-o ''``) is
+    an error, not the default: it is a path the user meant to give."""
+    if output is None:
+        return Path("results") / suite_name
+    if not str(output).strip():
+        raise OrthobenchError("-o/--output is empty; name a results directory or leave it out.")
+    return Path(output)
+
+
 def _make_executor(
     executor: str | None,
     workers: int,
@@ -255,6 +265,12 @@ def _make_executor(
     written: one that is not there leaves no folder."""
     from orthobench.executors import check_scheduler, make_executor
 
+    if executor == "inline" and workers > 1:
+        # Inline runs one unit at a time in this process: N workers would be ignored silently.
+        raise OrthobenchError(
+            f"--workers {workers} needs --executor process or dask, but got --executor inline "
+            "(it runs one unit at a time in this process)."
+        )
     name = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
     chosen = make_executor(
         name,
@@ -321,7 +337,7 @@ def _prepare_run(
     if not isinstance(suite, Suite):
         suite = _load_suite_file(suite)
     resolved = resolve_device(device or suite.device)
-    store = ResultStore(Path(output) if output else Path("results") / suite.name)
+    store = ResultStore(_results_dir(output, suite.name))
     runner = _make_executor(
         executor,
         workers,

@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from orthobench.api import _load_suite_file, _make_executor, _refuse_changed
+from orthobench.api import _load_suite_file, _make_executor, _refuse_changed, _results_dir
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
 
 EXIT_USAGE = 2
@@ -426,7 +426,7 @@ def _probe_suite(
         )
     resolved = resolve_device(device or suite.device)
     # Absolute now: a task that changes the working directory must not move the report.
-    store = ResultStore(output or Path("results") / suite.name)
+    store = ResultStore(_results_dir(output, suite.name))
     out_dir = store.root
     runner = _make_executor(executor, workers, scheduler, scheduler_timeout, timeout)
     units = probe_units(suite.name, suite.probe)

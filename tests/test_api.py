@@ -163,3 +163,34 @@ def test_non_integer_counts_raise_before_any_work(write_suite, tmp_path, kwargs,
         orthobench.run_suite(suite, output=out, progress=False, report=False, **kwargs)
     assert shown in str(info.value) and "\n" not in str(info.value)
     assert not out.exists()
+
+
+def test_inline_with_several_workers_and_an_empty_output_are_refused(tmp_path, monkeypatch):
+    """``--workers 2 --executor inline`` ran on one worker without a word, and ``-o ''`` wrote
+    to the default ``results/<suite>``: both are one-line errors before anything runs."""
+    monkeypatch.chdir(tmp_path)  # where the default results/<suite> would be written
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: s\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    with pytest.raises(OrthobenchError, match=r"^--workers 2 needs --executor process or dask"):
+        orthobench.run_suite(suite, output=tmp_path / "out", executor="inline", workers=2)
+    with pytest.raises(OrthobenchError, match=r"^-o/--output is empty"):
+        orthobench.run_suite(suite, output="", progress=False)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "results").exists()
+
+
+def test_a_suite_refused_with_the_store_held_leaves_no_folder(tmp_path):
+    """TuRBO cannot take pending points, which an asynchronous cell needs: refused with the
+    store held (the checks that build every optimizer), the run left ``out/.lock`` behind."""
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        "name: s\nn_init: 3\nbudget: 2\nq: 2\nasynchronous: true\n"
+        "tasks: [hartmann6]\noptimizers: [turbo]\n"
+    )
+    out = tmp_path / "out"
+    with pytest.raises(OrthobenchError, match="turbo"):
+        orthobench.run_suite(suite, output=out, progress=False)
+    assert not out.exists()
+    (out / "runs").mkdir(parents=True)  # a folder that was there is left as it was
+    with pytest.raises(OrthobenchError, match="turbo"):
+        orthobench.run_suite(suite, output=out, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "runs"]

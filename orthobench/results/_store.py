@@ -83,11 +83,16 @@ class ResultStore(BaseStore):
         The kernel releases the lock when the process ends, however it ends, so a killed run
         never leaves the directory locked.
 
+        A directory this call created is removed again when the block raises before anything
+        but the lock was written in it (a suite refused by the checks that run with the store
+        held): bad input leaves no folder behind.
+
         Raises:
             OrthobenchError: naming the directory when it cannot be created or written, or naming
                 the PID of the process that holds it (checked at once; nothing waits).
         """
         target = self.root
+        created = not self.root.exists()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             for target in (self.root, self.runs_dir, self.probe_dir, self.root / "partial"):
@@ -124,6 +129,11 @@ class ResultStore(BaseStore):
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             yield self
+        except BaseException:
+            if created and {p.name for p in self.root.iterdir()} == {self.lock_path.name}:
+                self.lock_path.unlink()
+                self.root.rmdir()
+            raise
         finally:
             os.close(fd)  # releases the lock
 
