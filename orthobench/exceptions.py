@@ -8,6 +8,8 @@ that is huge or holds line breaks still gives one short line.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import Any
 
 #: The most characters of a message's reason (and of :func:`one_line`'s result by default).
@@ -88,6 +90,14 @@ def _fallback_text(err: BaseException) -> str:
         return f"<unprintable {type(err).__name__}>"
 
 
+def did_you_mean(name: object, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the known name closest to a mistyped ``name`` (difflib's
+    ratio of at least 0.6), else ``""``: put after the name, before the list of known names,
+    which a long message may cut."""
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 class OrthobenchError(Exception):
     """Base class of errors caused by user input or the environment (not by a bug)."""
 
@@ -162,7 +172,10 @@ class UnknownNameError(RegistryError):
         self.name = name
         self.known = tuple(known)
         super().__init__(
-            field, reason or f"Unknown {kind} {name!r}; known: {', '.join(self.known)}."
+            field,
+            reason
+            or f"Unknown {kind} {name!r}{did_you_mean(name, self.known)}; known: "
+            f"{', '.join(self.known)}.",
         )
 
     def __reduce__(self) -> tuple:

@@ -61,6 +61,7 @@ from orthobench.exceptions import (
     RegistryError,
     UnknownNameError,
     describe_error,
+    did_you_mean,
     error_message,
     one_line,
     show_value,
@@ -286,7 +287,8 @@ class Registry:
             name,
             known,
             "name",
-            f"Unknown {self.kind} {name!r}; known: {', '.join(known)}. Use a 'module:attr' "
+            f"Unknown {self.kind} {name!r}{did_you_mean(name, known)}; known: "
+            f"{', '.join(known)}. Use a 'module:attr' "
             f"import path or an entry point in group {self.group!r} for your own.",
         )
 

@@ -74,7 +74,17 @@ def test_good_suite_expands_into_cells(write_suite):
         (
             "name: x\nbudget: 1\nbugdet: 2\ntasks: [hartmann6]\noptimizers: [sobol]\n",
             "bugdet",
-            "unknown key",
+            "unknown key (did you mean 'budget'?); allowed keys:",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [hartman6]\noptimizers: [sobol]\n",
+            "tasks[0].name",
+            "Unknown task 'hartman6' (did you mean 'hartmann6'?); known: ackley8",
+        ),
+        (
+            "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobl]\n",
+            "optimizers[0].name",
+            "Unknown optimizer 'sobl' (did you mean 'sobol'?); known:",
         ),
         (
             "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [{name: qlogei, params: {mc_sample: 3}}]\n",

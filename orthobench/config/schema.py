@@ -27,7 +27,7 @@ import pydantic.dataclasses
 from pydantic import ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
-from orthobench.exceptions import ConfigError, show_value
+from orthobench.exceptions import ConfigError, did_you_mean, show_value
 
 __all__ = ["Shorthand", "Unit", "float_text_hint", "from_yaml", "section", "within"]
 
@@ -104,7 +104,7 @@ def from_yaml(cls: type[_T], value: Any, path: str = "", **excluded: Any) -> _T:
     keys = _yaml_keys(cls)
     for key in value:
         if key not in keys:
-            raise ConfigError(_join(path, str(key)), _unknown_key(cls))
+            raise ConfigError(_join(path, str(key)), _unknown_key(cls, key))
     kwargs = {}
     for key, item in value.items():
         field = _fields(cls)[key]
@@ -157,7 +157,7 @@ def _config_error(cls: type, kwargs: dict[str, Any], err: ValidationError) -> Co
     name = str(loc[0])
     field = _fields(cls).get(name)
     if field is None:
-        return ConfigError(name, _unknown_key(cls))
+        return ConfigError(name, _unknown_key(cls, name))
     annotation, metadata, optional = _unwrap(field.annotation, field.metadata)
     where, rest, value = name, loc[1:], error["input"]
     if rest and isinstance(rest[0], int) and get_origin(annotation) is tuple:
@@ -242,8 +242,9 @@ def _pydantic_rule(error: Any) -> str:
     return str(error["msg"]).replace("Input should be", "must be", 1)
 
 
-def _unknown_key(cls: type) -> str:
-    return f"unknown key; allowed keys: {', '.join(_yaml_keys(cls))}."
+def _unknown_key(cls: type, key: object) -> str:
+    keys = _yaml_keys(cls)
+    return f"unknown key{did_you_mean(key, keys)}; allowed keys: {', '.join(keys)}."
 
 
 def _join(path: str, field: str) -> str:
