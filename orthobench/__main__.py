@@ -1,3 +1,3 @@
-from orthobench.cli import main
+from orthobench._console import main
 
 main()

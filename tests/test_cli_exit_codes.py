@@ -150,3 +150,22 @@ def test_only_a_closed_pipe_is_tolerated_other_write_errors_are_raised():
     with pytest.raises(OSError) as info:
         full.flush()
     assert info.value.errno == errno.ENOSPC
+
+
+def test_a_ctrl_c_while_the_command_line_is_imported_exits_130_with_one_line():
+    """The console script imports the command line for about a second before its Ctrl-C handler
+    exists: an interrupt there printed a traceback through the imports and ended the process by
+    the signal. Here importing ``orthobench.cli`` is what is interrupted."""
+    code = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'orthobench.cli':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "from orthobench._console import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 130
+    assert done.stderr == "orthobench: interrupted while starting; nothing was run.\n"
