@@ -452,8 +452,7 @@ def _annotation_text(annotation: Any) -> str:
 
 
 #: Annotations of a required parameter that say its type as a default's type would.
-_PLAIN_ANNOTATIONS = {"bool": bool, "int": int, "float": float, "str": str, "list": list}
-_PLAIN_ANNOTATIONS |= {"dict": dict, "tuple": tuple}
+_PLAIN_ANNOTATIONS = {t.__name__: t for t in (bool, int, float, str, list, tuple, dict)}
 
 
 def _expected_type(default: Any, annotation: str) -> type | None:
