@@ -156,14 +156,48 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
 
 
+#: The classes of MNIST and CIFAR-10: a label outside ``0..9`` is a damaged or foreign file.
+N_CLASSES = 10
+
+
+def _checked_labels(labels: Any, source: str) -> np.ndarray:
+    """``labels`` as int64, refused unless they are integers in ``0..N_CLASSES - 1`` in one
+    dimension: a cast would truncate 1.7 to 1, and one label of 255 would make a 256-class
+    network (the classes are counted from the largest label).
+
+    Raises:
+        OrthobenchError: naming ``source`` and the first bad label.
+    """
+    array = np.asarray(labels)
+    if array.ndim != 1 or not (np.issubdtype(array.dtype, np.integer) or array.size == 0):
+        raise OrthobenchError(
+            f"{source}: labels must be one integer per image, but got {array.dtype} labels of "
+            f"shape {array.shape}."
+        )
+    bad = np.flatnonzero((array < 0) | (array >= N_CLASSES))
+    if bad.size:
+        raise OrthobenchError(
+            f"{source}: label {array[bad[0]]} (index {bad[0]}) is outside 0..{N_CLASSES - 1}."
+        )
+    return array.astype(np.int64)
+
+
 def read_mnist(directory: Path) -> ImageSplit:
-    """MNIST from a directory holding the four IDX files (``store.MNIST_MEMBERS``)."""
+    """MNIST from a directory holding the four IDX files (``store.MNIST_MEMBERS``): images of
+    unsigned bytes (IDX type 0x08, as MNIST's; another pixel type would be cast to bytes, floats
+    in [0, 1] to 0), labels in ``0..9``."""
     train_x, train_y, test_x, test_y = (read_idx(idx_file(directory, m)) for m in MNIST_MEMBERS)
     for images, labels, part in ((train_x, train_y, "train"), (test_x, test_y, "t10k")):
         if images.ndim != 3 or len(images) != len(labels):
             raise OrthobenchError(
                 f"{directory}: {part} images {images.shape} and labels {labels.shape} do not match."
             )
+        if images.dtype != np.uint8:
+            raise OrthobenchError(
+                f"{directory}: {part} images are {images.dtype}; MNIST's IDX images are unsigned "
+                "bytes (0-255)."
+            )
+        _checked_labels(labels, f"{directory}: {part} labels")
     return ImageSplit(
         train_x[:, None].astype(np.uint8),
         train_y.astype(np.int64),
@@ -235,7 +269,7 @@ def read_cifar_batch(raw: bytes, source: str) -> tuple[np.ndarray, np.ndarray]:
             f"{source}: a CIFAR-10 batch needs uint8 data of shape (n, 3072) and n labels, but "
             f"got data {shape} and {None if labels is None else len(labels)} labels."
         )
-    return data.reshape(-1, 3, 32, 32), np.asarray(labels, dtype=np.int64)
+    return data.reshape(-1, 3, 32, 32), _checked_labels(labels, source)
 
 
 def _cifar_batches(location: Path) -> dict[str, bytes]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import pickle
+import re
 import tarfile
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from orthobench.exceptions import OrthobenchError
 from orthobench.tasks.datasets import load
 from orthobench.tasks.datasets.readers import read_cifar_batch, read_idx, stratified_split
+from orthobench.tasks.datasets.store import MNIST_MEMBERS
 from tests.tasks.datasets.formats import (
     cifar_batch_bytes,
     idx_bytes,
@@ -76,6 +78,40 @@ def test_mnist_from_a_directory_of_idx_files(tmp_path, gz):
     np.testing.assert_array_equal(split.x_train[:, 0], arrays["train-images-idx3-ubyte"])
     np.testing.assert_array_equal(split.y_test, arrays["t10k-labels-idx1-ubyte"])
     assert split.y_train.dtype == np.int64 and split.n_classes == 10
+
+
+@pytest.mark.parametrize(
+    ("member", "array", "fragment"),
+    [
+        # float pixels in [0, 1] were cast to bytes: every image all 0
+        (0, np.full((40, 28, 28), 0.5, np.float32), "train images are float32"),
+        # one damaged label made a 256-class network
+        (1, np.r_[np.arange(39) % 10, 255].astype(np.uint8), "label 255 (index 39)"),
+        (3, (np.arange(20) % 10).astype(np.float64), "labels must be one integer per image"),
+    ],
+    ids=["float-pixels", "label-255", "float-labels"],
+)
+def test_mnist_of_other_pixel_types_or_labels_is_refused(tmp_path, member, array, fragment):
+    """The reader cast any IDX type to bytes and counted classes from the largest label, so
+    such files trained silently on wrong data."""
+    write_mnist(tmp_path, gz=False)
+    write_idx(tmp_path / MNIST_MEMBERS[member], array, gz=False)
+    with pytest.raises(OrthobenchError, match=re.escape(fragment)):
+        load("mnist", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("labels", "fragment"),
+    [
+        ([0, 99], "label 99 (index 1) is outside 0..9"),
+        ([-1, 0], "label -1 (index 0)"),
+        ([1.7, 3.2], "labels must be one integer per image, but got float64"),
+    ],
+)
+def test_a_cifar_batch_with_labels_outside_its_classes_is_refused(labels, fragment):
+    raw = cifar_batch_bytes(np.zeros((2, 3072), np.uint8), labels, "x")
+    with pytest.raises(OrthobenchError, match=re.escape(fragment)):
+        read_cifar_batch(raw, "x")
 
 
 @pytest.mark.parametrize("archive", [True, False], ids=["archive", "extracted"])
