@@ -192,6 +192,28 @@ def test_cache_key_and_reuse(tmp_path):
     assert stale.extracted and stale.features.shape == (5, 3) and len(calls) == 2
 
 
+@pytest.mark.parametrize("damage", ["flip", "truncate", "foreign"])
+def test_a_damaged_cache_file_is_recomputed_and_replaced(tmp_path, damage):
+    """A flipped bit raised BadZipFile out of every cell of the task, run after run, without
+    naming the file: a cache that does not read is stale, as one of another key is."""
+    key = FeatureKey(
+        model="m", dataset_sha256="0" * 64, image_size=224, device="cpu", dtype="float32"
+    )
+    features = np.arange(12, dtype=np.float32).reshape(4, 3)
+    path = load_or_extract(key, lambda: features, n=4, directory=tmp_path).path
+    raw = bytearray(path.read_bytes())
+    if damage == "flip":
+        raw[len(raw) // 3] ^= 0xFF
+    elif damage == "truncate":
+        raw = raw[: len(raw) // 2]
+    else:
+        raw = bytearray(b"not a numpy archive")
+    path.write_bytes(bytes(raw))
+    again = load_or_extract(key, lambda: features, n=4, directory=tmp_path)
+    assert again.extracted and np.array_equal(again.features, features)
+    assert not load_or_extract(key, lambda: features, n=4, directory=tmp_path).extracted
+
+
 def test_a_failed_cache_write_leaves_no_file_and_no_temporary(tmp_path, monkeypatch):
     """A cache write that fails half-way leaves no ``.tmp`` beside the cache, and the next call
     extracts again instead of reading a partial file."""

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -146,8 +147,8 @@ def load_or_extract(
 ) -> CachedFeatures:
     """The features of ``key``: read from the cache, else computed by ``extract`` and stored.
 
-    A cache file whose stored key, version or row count does not match is recomputed and
-    replaced. Processes that ask for the same key at once (several workers starting together)
+    A cache file whose stored key, version or row count does not match, or that does not read
+    (damaged), is recomputed and replaced. Processes that ask for the same key at once (several workers starting together)
     extract it once: an exclusive ``flock`` on ``<file>.lock`` makes the others wait, then read
     what the first stored (where the file system has no ``flock``, each extracts its own).
 
@@ -183,25 +184,37 @@ def _exclusive(lock: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def _read_cache(key: FeatureKey, n: int, path: Path) -> CachedFeatures | None:
+    """The features stored at ``path`` for ``key``, or None where the file is stale (another
+    key, version or row count) or damaged (a truncated write of another tool, a flipped bit):
+    either way it is recomputed and replaced, as a cache should be, rather than failing every
+    cell until someone deletes it."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            meta = json.loads(str(npz["meta"]))
+            features = npz["features"]
+            seconds = float(meta["extraction_seconds"])
+    # What np.load and the zip reader raise for a damaged file, and a meta that is no longer ours.
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+        return None
+    if (
+        not isinstance(meta, dict)
+        or meta.get("format_version") != _FORMAT_VERSION
+        or meta.get("key") != asdict(key)
+        or features.shape[0] != n
+    ):
+        return None
+    return CachedFeatures(
+        features=features, key=key, path=path, extraction_seconds=seconds, extracted=False
+    )
+
+
 def _load_or_extract(
     key: FeatureKey, extract: Callable[[], np.ndarray], n: int, path: Path
 ) -> CachedFeatures:
     """:func:`load_or_extract` at ``path``, under its lock."""
-    if path.is_file():
-        with np.load(path, allow_pickle=False) as npz:
-            meta = json.loads(str(npz["meta"]))
-            if (
-                meta.get("format_version") == _FORMAT_VERSION
-                and meta.get("key") == asdict(key)
-                and npz["features"].shape[0] == n
-            ):
-                return CachedFeatures(
-                    features=npz["features"],
-                    key=key,
-                    path=path,
-                    extraction_seconds=float(meta["extraction_seconds"]),
-                    extracted=False,
-                )
+    if path.is_file() and (cached := _read_cache(key, n, path)) is not None:
+        return cached
     t0 = time.perf_counter()
     features = np.ascontiguousarray(extract(), dtype=np.float32)
     seconds = time.perf_counter() - t0
