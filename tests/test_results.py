@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -713,3 +714,21 @@ def test_the_report_of_a_task_whose_evaluations_all_failed_builds(tmp_path):
     assert frame.groupby("task")["y"].count().to_dict() == {"ackley8": 3, "hartmann6": 0}
     html = build_report([tmp_path], tmp_path / "r.html").read_text()
     assert "hartmann6" in html and "ackley8" in html
+
+
+def test_a_symbolic_link_is_written_through_and_a_special_file_is_refused(tmp_path):
+    """``convert-wm811k --out LINK`` replaced the link with a regular file, leaving its target
+    with the old conversion; a FIFO given as the path was replaced the same way."""
+    target = tmp_path / "data" / "wm.npz"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    link = tmp_path / "link.npz"
+    link.symlink_to(target)
+    results.write_atomic(link, lambda fh: fh.write(b"new"))
+    assert link.is_symlink() and target.read_bytes() == b"new"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as info:
+        results.write_atomic(fifo, lambda fh: fh.write(b"new"))
+    assert results.os_error_text(info.value) == f"{fifo}: exists and is not a regular file"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)

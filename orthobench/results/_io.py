@@ -8,6 +8,7 @@ fsync) is made to name the file it was writing.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,22 +27,28 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     readers never see a partial file and a failure (a full disk) leaves the old file or none.
 
     The data go to a temporary file beside ``path``, which is flushed, fsynced and renamed over
-    ``path``; the temporary file is removed when anything fails.
+    ``path``; the temporary file is removed when anything fails. A symbolic link is written
+    through (its target is replaced, the link kept), and an existing ``path`` that is not a
+    regular file (a FIFO, a device, a folder) is refused: renaming over it would replace it.
 
     Raises:
         OSError: from the file system (a full disk, a folder that cannot be written), naming
-            ``path`` where the failing call named no file (a write or an fsync).
+            ``path`` where the failing call named no file (a write or an fsync); ``ENOTSUP``
+            for a ``path`` that exists and is not a regular file.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    target = Path(os.path.realpath(path))  # errors still name the path as given
+    if target.exists() and not target.is_file():
+        raise OSError(errno.ENOTSUP, "exists and is not a regular file", str(path))
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with _naming(path):
-            path.parent.mkdir(parents=True, exist_ok=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "wb") as fh:
                 write(fh)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, path)
-            _fsync_dir(path.parent)
+            os.replace(tmp, target)
+            _fsync_dir(target.parent)
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()

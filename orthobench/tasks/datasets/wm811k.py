@@ -115,9 +115,11 @@ def require_wm811k(path: str | Path | None = None) -> Path:
     """
     resolved = Path(path) if path is not None else wm811k_path()
     if not resolved.is_file():
+        # An explicit path is where the conversion must write: the command's default is not it.
+        out = "" if path is None else f" --out {resolved}"
         raise DatasetMissingError(
             f"WM811K is not converted: {resolved} does not exist; download LSWMD.pkl "
-            f"(http://mirlab.org/dataset/public/) and run `{CONVERT_COMMAND}`."
+            f"(http://mirlab.org/dataset/public/) and run `{CONVERT_COMMAND}{out}`."
         )
     return resolved
 

@@ -241,10 +241,15 @@ def test_missing_dataset_is_one_line_naming_the_convert_command(tmp_path, monkey
     assert wm811k_path() == tmp_path / "wm811k" / "wm811k.npz"
     with pytest.raises(DatasetMissingError) as err:
         require_wm811k()
-    assert "orthobench data convert-wm811k PATH/LSWMD.pkl" in str(err.value)
+    assert "orthobench data convert-wm811k PATH/LSWMD.pkl`" in str(err.value)
     assert "\n" not in str(err.value)
     with pytest.raises(DatasetMissingError, match="does not exist"):
         read_lswmd(tmp_path / "LSWMD.pkl")
+    # A task's own `path:`: the command's default output would not be read, so it names --out.
+    own = tmp_path / "mine" / "wm.npz"
+    with pytest.raises(DatasetMissingError) as err:
+        require_wm811k(own)
+    assert f"orthobench data convert-wm811k PATH/LSWMD.pkl --out {own}`" in str(err.value)
 
 
 def test_bad_files_name_the_row_or_the_columns(tmp_path):
