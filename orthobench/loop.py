@@ -121,13 +121,22 @@ def _build(component: str, build: Callable[[], _T], timeout: float, where: str =
     at ``component`` (``tasks.<label>``, ``optimizers.<label>``), ``where`` added to its reason.
 
     A ``ValueError`` or ``TypeError`` (a constructor refusing its parameters) gives its message; any
-    other exception, ``SystemExit`` included, its type and message. An
-    :class:`~orthobench.exceptions.OrthobenchError` is raised as it is: it names its cause already.
-    A ``KeyboardInterrupt`` is not caught: Ctrl-C ends the run.
+    other exception, ``SystemExit`` included, its type and message. A :class:`ConfigError` keeps
+    its reason, its field put under ``component`` unless it is there (``batch_size`` becomes
+    ``tasks.<label>.batch_size``: two tasks of one suite may both have one); any other
+    :class:`~orthobench.exceptions.OrthobenchError` is raised as it is: it names its cause
+    already (a missing dataset, its fetch command). A ``KeyboardInterrupt`` is not caught: Ctrl-C
+    ends the run.
     """
     try:
         with runner_signals_kept(), evaluation_deadline(timeout, what="construction"):
             return build()
+    except ConfigError as err:
+        if err.field == component or err.field.startswith(f"{component}."):
+            raise  # named already (make_task's check of what the factory built)
+        raise ConfigError(
+            f"{component}.{err.field}" if err.field else component, err.reason
+        ) from None
     except OrthobenchError:
         raise
     except EvaluationTimeout:

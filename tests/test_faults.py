@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from orthobench import execution
-from orthobench.exceptions import OrthobenchError, OrthobenchWarning, describe_error
+from orthobench.exceptions import ConfigError, OrthobenchError, OrthobenchWarning, describe_error
 from orthobench.executors import make_executor
 from orthobench.executors._pool import _kill_tree
 from orthobench.loop import check_buildable, run_cell
@@ -126,6 +126,8 @@ class RaisesInInit(Sphere):
             raise Unprintable("secret")
         if error == "sleep":
             time.sleep(60)
+        if error == "config":  # a parameter the task checks itself, by its own name
+            raise ConfigError("batch_size", "must be an integer >= 1, but got 0.")
         super().__init__()
 
 
@@ -353,6 +355,8 @@ def test_an_inline_run_leaves_a_sigint_handler_that_python_did_not_install_alone
         ("RaisesInInit", {"error": "exit"}, "cannot be built: SystemExit: 5"),
         ("RaisesInInit", {"error": "unprintable"}, "cannot be built: Unprintable('secret')"),
         ("returns_a_number", {}, "must build a Task, but returned int 42."),
+        # Its field was "batch_size" alone: which of a suite's tasks has it?
+        ("RaisesInInit", {"error": "config"}, "t.batch_size: must be an integer >= 1"),
     ],
 )
 def test_a_task_that_cannot_be_built_stops_the_run_with_one_line_naming_it(
