@@ -380,5 +380,6 @@ def test_any_orthobench_error_prints_one_capped_line(tmp_path, monkeypatch):
     assert result.exit_code == 2, result.output
     error = result.stderr.partition("orthobench: error: ")[2]  # after the run's header line
     assert error.count("\n") == 1 and error.endswith("\n"), result.stderr
-    assert error.startswith("path: no dataset here:\\n  tried /a\\n")
+    # The task's own field, under the task that raised it.
+    assert error.startswith("tasks.Unbuildable.path: no dataset here:\\n  tried /a\\n")
     assert len(error) <= 2 * MESSAGE_LIMIT + 1
