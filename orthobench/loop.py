@@ -485,7 +485,22 @@ def run_cell(
             journal.append(final[closing - iterations.start], state_dict())
 
     def asked(n: int, pending: np.ndarray | None) -> tuple[np.ndarray, dict[str, Any]]:
-        """``n`` points asked (``n x d``, unit cube) and the step's seconds and info."""
+        """``n`` points asked (``n x d``, unit cube) and the step's seconds and info.
+
+        Raises:
+            OrthobenchError: when evaluations without a value (timed out, invalid) left the
+                optimizer fewer observations than it needs to ask (its ``min_observations``):
+                the cell fails saying so, not with the optimizer's "tell the initial design".
+        """
+        told_values = len(optimizer.train_y)
+        if told_values < optimizer.min_observations:
+            lost = sum(r.status != "ok" for r in records)
+            raise OrthobenchError(
+                f"{cell.optimizer.label} needs {optimizer.min_observations} evaluations with a "
+                f"value before it proposes, but has {told_values}: {lost} of the cell's "
+                f"{len(records)} evaluations so far gave none (timed out or invalid); raise "
+                "n_init or evaluation_timeout_s."
+            )
         # A plugin's ``ask(n)`` override need not take ``pending``: only asynchronous cells pass it.
         suggestion = ask(n) if pending is None else ask(n, pending=pending)
         info = dict(suggestion.info)

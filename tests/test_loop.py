@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from orthobench.deadlines import evaluation_deadline
-from orthobench.exceptions import NumericsWarning, OrthobenchWarning
+from orthobench.exceptions import NumericsWarning, OrthobenchError, OrthobenchWarning
 from orthobench.loop import run_cell
 from orthobench.results import EvaluationJournal
 from orthobench.space import SearchSpace
@@ -111,6 +111,32 @@ def test_a_task_reporting_y_true_gets_its_regret_from_it():
     np.testing.assert_allclose([r.best_y for r in records], np.minimum.accumulate(y_true + 1.0))
     # The task's extras are stored as they are; y_true has its own column, not an info key.
     assert all(json.loads(r.info) == {"note": "extra"} for r in records if r.phase == "init")
+
+
+class NoValueAtFirst(Task):
+    """Its first 3 evaluations have no value (NaN, stored ``invalid``), as if timed out."""
+
+    def __init__(self) -> None:
+        super().__init__(SearchSpace.box([(-1.0, 1.0)] * 2))
+        self.calls = 0
+
+    def evaluate(self, x, *, seed, device):
+        self.calls += 1
+        return Evaluation(y=float("nan") if self.calls <= 3 else 1.0)
+
+
+def test_a_cell_whose_evaluations_left_its_optimizer_too_few_values_says_so():
+    """3 of 4 initial evaluations without a value left OrthoBO 1 observation of the 2 it
+    needs: the cell failed with the optimizer's "tell the initial design first", blaming the
+    caller for what the evaluations did."""
+    spec = cell(task=f"{__name__}:NoValueAtFirst", optimizer="orthobo", n_init=4, budget=1)
+    with pytest.raises(OrthobenchError) as err:
+        run_cell(spec)
+    assert str(err.value) == (
+        "orthobo needs 2 evaluations with a value before it proposes, but has 1: 3 of the cell's "
+        "4 evaluations so far gave none (timed out or invalid); raise n_init or "
+        "evaluation_timeout_s."
+    )
 
 
 class HangsOnce(Task):
