@@ -122,10 +122,12 @@ GLOSSARY: dict[str, str] = {
         "evaluation."
     ),
     "fit / acquisition / evaluation seconds": (
-        "Wall seconds per BO step spent fitting the surrogate (Hessians included), building and "
+        "Seconds per BO step spent fitting the surrogate (Hessians included), building and "
         "maximizing the acquisition, and evaluating the task; initial-design steps left out. "
         "A step of q points fits and acquires once; its evaluation seconds are the mean over "
-        "its q evaluations."
+        "its q evaluations: the step's time when they run at once. Where they ran one after "
+        "another (inline, or more points than workers) the step took longer: 'Wall time per BO "
+        "step' gives the measured time."
     ),
     "eigenvalue floored": (
         "BO steps where some eigenvalue of the Laplace Hessian was raised to the floor (routine "

@@ -354,7 +354,10 @@ def runtime_section(results: ResultSet, colors: figures.Palette) -> Section | No
     return Section(
         "runtime",
         "Runtime per BO step",
-        "Wall-clock seconds per BO step, mean ± standard deviation over steps and seeds.",
+        "Seconds per BO step, mean ± standard deviation over steps and seeds: fit and "
+        "acquisition, and one evaluation (the mean of the step's q), so at q > 1 the step's "
+        "time when its evaluations run at once; the measured wall time of batch steps is in "
+        "'Wall time per BO step'.",
         [
             Figure(figures.runtime_svg(runs.assign(series=series(runs)), colors)),
             Table("runtime", header, rows, table),

@@ -151,6 +151,16 @@ def test_wall_seconds_alone_show_the_batch_sections(tmp_path):
     assert ids.index("runtime") < ids.index("step-time")
 
 
+def test_the_runtime_table_does_not_call_one_evaluation_a_steps_wall_time(tmp_path):
+    """Its evaluation column is the mean of a step's q evaluations; it was captioned
+    "Wall-clock seconds per BO step", half the measured step time of an inline q = 2 cell."""
+    spec = cell("s", "known", "orthobo", 0, n_init=2, budget=4)
+    write_cell(tmp_path, spec, YS[1, 0], wall_seconds=WALL[1, 0])
+    sections = {s.id: s for s in build_sections(load_results([tmp_path]), "orthobo", None)}
+    caption = sections["runtime"].intro
+    assert "Wall-clock" not in caption and "'Wall time per BO step'" in caption
+
+
 def test_the_html_report_shows_batch_steps(batch_dir, tmp_path):
     out = build_report([batch_dir], tmp_path / "r.html")
     html = out.read_text()
