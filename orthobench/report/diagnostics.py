@@ -17,6 +17,8 @@ from orthobench.report.tables import KEY
 def ensemble_steps(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (OrthoBO step, ensemble member).
 
+    A step of ``q`` points is one step, at its first evaluation.
+
     Columns: the :data:`~.tables.KEY`, ``seed``, ``evaluation`` (1-based), ``kernel``, ``weight``,
     ``entropy`` (of the step's weights, nats), ``max_entropy`` (``log M``), ``eig_floored``,
     ``min_eigenvalue`` (of the raw Laplace Hessian), ``jittered_draws``, ``indefinite`` (that
@@ -29,6 +31,8 @@ def ensemble_steps(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=columns)
     bo = runs[runs["phase"] == "bo"]
+    if "batch" in bo:  # the q rows of a step carry its info: one row per step
+        bo = bo.sort_values("iteration", kind="stable").drop_duplicates([*KEY, "seed", "batch"])
     info = step_info(bo)
     rows = []
     for row, parsed in zip(bo.itertuples(), info, strict=True):

@@ -189,7 +189,8 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     Wilcoxon signed-rank; NaN for the reference and where not ``testable``), ``p_holm`` (Holm
     over the task's testable comparisons), ``significant`` (``p_holm < 0.05``), ``evaluations``
     (the largest count of a seed), ``failed_evals`` (``status != "ok"``), ``outliers``
-    (``is_outlier``) and ``fallbacks`` (rows with a recorded fallback).
+    (``is_outlier``) and ``fallbacks`` (BO steps with a recorded fallback: a step's ``q`` rows
+    carry its fallback, and count once).
     """
     finals = final_values(runs)
     rows = []
@@ -229,7 +230,7 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
                 "evaluations": int(group["evaluations"].max()),
                 "failed_evals": int((cell["status"] != "ok").sum()),
                 "outliers": int(cell["is_outlier"].sum()),
-                "fallbacks": int(cell["fallback"].notna().sum()),
+                "fallbacks": _steps(cell[cell["fallback"].notna()]),
             }
         )
     columns = [
@@ -265,6 +266,12 @@ def _rank(table: pd.DataFrame) -> pd.Series:
         )  # ahead[i, j]: j ranks before i
         rank[group.index] = np.where(np.isnan(mean), np.nan, 1.0 + ahead.sum(axis=1))
     return rank
+
+
+def _steps(rows: pd.DataFrame) -> int:
+    """The BO steps ``rows`` belong to: distinct ``(seed, batch)``, or rows where a frame has
+    no ``batch`` (one point per step)."""
+    return len(rows.drop_duplicates(["seed", "batch"])) if "batch" in rows else len(rows)
 
 
 #: The parts of a BO step's seconds in :func:`step_seconds` and :func:`runtime_table`.

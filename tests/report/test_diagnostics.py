@@ -40,6 +40,31 @@ def test_ensemble_steps_and_counts_by_hand():
     assert table["final_entropy"] == pytest.approx(-(0.3 * math.log(0.3) + 0.7 * math.log(0.7)))
 
 
+def test_a_batch_step_counts_once_in_the_diagnostics_and_the_fallbacks(tmp_path):
+    """The reported bug: each of a step's q rows carries its info and fallback, and both tables
+    counted rows: 2 steps of q = 4 read as 8 steps, 8 floored, and a fallback as 4."""
+    from orthobench.report.data import load_results
+    from orthobench.report.tables import final_table
+
+    from .conftest import cell, write_cell
+
+    spec = cell("s", "t", "orthobo", 0, n_init=2, budget=2, q=4)
+    batches = [0, 0, 1, 1, 1, 1, 2, 2, 2, 2]  # the step of each evaluation
+    fallback = "rbf-iso: Laplace Hessian not positive definite"
+    write_cell(
+        tmp_path,
+        spec,
+        [float(10 - i) for i in range(10)],
+        infos=[ensemble_info(b) for b in batches],
+        fallbacks=[fallback if b == 2 else None for b in batches],
+    )
+    runs = load_results([tmp_path]).runs
+    table = diagnostics_table(ensemble_steps(runs)).iloc[0]
+    # ensemble_info floors even steps: step 2 of the two.
+    assert (table["steps"], table["floored_steps"], table["fallback_steps"]) == (2, 1, 1)
+    assert final_table(runs, reference="orthobo (q=4)").iloc[0]["fallbacks"] == 1
+
+
 # An OrthoBO step as the first version wrote it (commit 26f9c11): ``mc_samples``, since dropped,
 # and none of the keys added later (``rb``, ``theta_samples``, ``n_evaluations``, the fit's).
 FIRST_VERSION = {
