@@ -322,10 +322,12 @@ def runtime_table(runs: pd.DataFrame) -> pd.DataFrame:
 def step_time_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Wall seconds per BO step per key, from ``wall_seconds`` (rows without it are left out).
 
-    A step's wall seconds are the largest ``wall_seconds`` of its ``batch`` minus that of the
-    batch before (batch 1 from the end of the initial design, batch 0); a seed's wall seconds per
-    step are their mean over its BO steps. A step's fit and acquisition seconds are the largest
-    of its rows' (a step fits and acquires once for its ``q`` points).
+    A seed's wall seconds per step are the time from the end of its initial design (batch 0) to
+    its last BO evaluation's end, over its BO steps (batches): for synchronous steps the mean of
+    each step's end minus the step's before; an asynchronous cell's asks finish out of order, so
+    the span, not the last ask's end, counts the evaluations that finish after it. A step's fit
+    and acquisition seconds are the largest of its rows' (a step fits and acquires once for its
+    ``q`` points).
 
     Columns: the :data:`KEY`, ``q``, ``seeds``, ``steps`` (BO steps of the longest seed),
     ``wall_median``, ``wall_min``, ``wall_max`` (over seeds, of each seed's wall seconds per
@@ -341,11 +343,12 @@ def step_time_table(runs: pd.DataFrame) -> pd.DataFrame:
     steps = timed.groupby([*cell, "batch"], sort=True).agg(
         end=("wall_seconds", "max"), fit=("fit_seconds", "max"), acq=("acq_seconds", "max")
     )
-    steps["wall"] = steps["end"] - steps.groupby(level=cell)["end"].shift()
+    init_end = steps[steps.index.get_level_values("batch") == 0]["end"].droplevel("batch")
     steps = steps[steps.index.get_level_values("batch") >= 1].reset_index()
     if steps.empty:
         return pd.DataFrame(columns=columns)
-    per_seed = steps.groupby(cell, sort=True).agg(wall=("wall", "mean"), steps=("batch", "size"))
+    per_seed = steps.groupby(cell, sort=True).agg(end=("end", "max"), steps=("batch", "size"))
+    per_seed["wall"] = (per_seed["end"] - init_end.reindex(per_seed.index)) / per_seed["steps"]
     by_key = per_seed.groupby([*KEY, "q"], sort=True)
     table = by_key.agg(
         seeds=("wall", "size"),

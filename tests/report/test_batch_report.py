@@ -121,6 +121,18 @@ def test_the_wall_time_per_step_by_hand(runs):
     np.testing.assert_allclose(table["eval_median"], [0.01, 0.01])
 
 
+def test_the_wall_time_per_step_of_asks_that_finish_out_of_order(runs):
+    """An asynchronous cell's asks finish out of order: batch 1's last point after batch 2's.
+    The per-batch end differences (8 and -6 here) gave a mean of 1 s per step; the span from
+    the initial design's end to the cell's last evaluation is 8 s over the 2 asks."""
+    seed0 = runs[(runs["optimizer"] == Q4) & (runs["seed"] == 0)].copy()
+    seed0["batch"] = [0, 0, 1, 1, 1, 1, 2, 2, 2, 1]  # batch 1's last point ends at 10, last
+    seed0["wall_seconds"] = [1.0, 2.0, 3.0, 3.0, 3.0, 3.0, 4.0, 4.0, 4.0, 10.0]
+    table = step_time_table(seed0)
+    assert table["steps"].tolist() == [2]
+    np.testing.assert_allclose(table["wall_median"], [4.0])
+
+
 def test_old_rows_without_the_batch_columns_load_as_one_point_per_step(batch_dir):
     old = load_runs([batch_dir]).drop(columns=["q", "batch", "wall_seconds"])
     old = old[old["cell_id"] == "known__orthobo__seed0"].assign(source="d")
