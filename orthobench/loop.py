@@ -266,10 +266,23 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict
             raise ConfigError(
                 f"optimizers.{cell.optimizer.label}",
                 f"{cell.optimizer.name!r} does not handle constraints, but task "
-                f"{cell.task.label!r} has {n_constraints}: choose an optimizer that does (sobol) "
-                "or an unconstrained task.",
+                f"{cell.task.label!r} has {n_constraints}: choose an optimizer that does "
+                f"({', '.join(_constrained_optimizers())}) or an unconstrained task.",
             )
     return {label: n_constraints for label, (_, n_constraints) in shapes.items()}
+
+
+def _constrained_optimizers() -> list[str]:
+    """The registered optimizers that handle constraints (``handles_constraints``)."""
+    names = []
+    for name in OPTIMIZERS.names():
+        try:
+            factory = OPTIMIZERS.resolve(name).factory
+        except OrthobenchError:  # a plugin that does not load here is not a suggestion
+            continue
+        if getattr(factory, "handles_constraints", False) is True:
+            names.append(name)
+    return names
 
 
 #: Unit-cube distance within which a re-asked point of an unfinished step is the journaled one.
