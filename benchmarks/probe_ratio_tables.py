@@ -3,7 +3,10 @@
 Reads the rows of ``orthobench probe SUITE -o DIR`` (``suites/probe-batch.yaml``: q = 1 and
 q > 1; ``suites/probe-constrained.yaml``: constrained EI) and prints two tables.
 
-1. Per (function, q, estimator, S): the MSE ratio of naive theta-MC over the estimator
+A state is one surrogate (a GP kernel, or TPE) of one BO state at one q; each estimator is
+compared with its state's naive baseline (``mc``; ``mc-tpe`` on TPE states).
+
+1. Per (function, kernel, q, estimator, S): the MSE ratio of naive theta-MC over the estimator
    (> 1: better; with ``--log`` the variance ratio of the outer-log values), median and
    [min, max] over the states, the states where it is below 1, and
    the two-sided Wilcoxon signed-rank p-value of the log ratios against 0 over the states,
@@ -32,24 +35,30 @@ from orthobench.results import load_probe
 
 #: The paper's estimator, the reference of the equal-accuracy table.
 PAPER = "orth"
+#: The columns of one probed state: a kernel's (or TPE's) surrogate of one BO state, at one q.
+STATE = ["task", "kernel", "seed", "state_iteration", "q"]
+#: Each state's naive estimator, the one its ratios are against: theta-MC on GP states, the
+#: TPE probe's own on TPE states (which have no ``mc`` row).
+BASELINES = ("mc", "mc-tpe")
 
 
 def with_log_variance_ratio(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with ``mse_ratio`` replaced by the variance ratio of the outer-log values,
-    ``mc``'s ``probe_variance_log`` over the estimator's on the same state and S (``--log``)."""
-    key = ["task", "seed", "state_iteration", "q", "mc_samples"]
-    mc = rows[rows["estimator"] == "mc"][[*key, "probe_variance_log"]]
-    merged = rows.merge(mc.rename(columns={"probe_variance_log": "mc_log"}), on=key)
+    """``rows`` with ``mse_ratio`` replaced by the variance ratio of the outer-log values, the
+    state's baseline's ``probe_variance_log`` over the estimator's at the same S (``--log``)."""
+    key = [*STATE, "mc_samples"]
+    base = rows[rows["estimator"].isin(BASELINES)][[*key, "probe_variance_log"]]
+    merged = rows.merge(base.rename(columns={"probe_variance_log": "mc_log"}), on=key)
     return merged.assign(mse_ratio=merged["mc_log"] / merged["probe_variance_log"])
 
 
 def against_mc(rows: pd.DataFrame) -> pd.DataFrame:
-    """Table 1: one row per (task, q, estimator, S) of the estimators other than ``mc``."""
+    """Table 1: one row per (task, kernel, q, estimator, S) of the estimators other than the
+    baselines; ``all functions`` pools the tasks of one kernel."""
     out = []
-    others = rows[rows["estimator"] != "mc"]
+    others = rows[~rows["estimator"].isin(BASELINES)]
     pooled = others.assign(task="all functions")
-    for (task, q, est, s), group in pd.concat([others, pooled]).groupby(
-        ["task", "q", "estimator", "mc_samples"]
+    for (task, kernel, q, est, s), group in pd.concat([others, pooled]).groupby(
+        ["task", "kernel", "q", "estimator", "mc_samples"]
     ):
         ratio = group["mse_ratio"].to_numpy(dtype=float)
         # Undefined on a state whose values and reference are all 0 (constrained EI underflows
@@ -58,14 +67,16 @@ def against_mc(rows: pd.DataFrame) -> pd.DataFrame:
         log = np.log(defined)
         p = stats.wilcoxon(log).pvalue if log.size >= 5 and np.any(log != 0) else np.nan
         out.append(
-            {"task": task, "q": q, "estimator": est, "S": s, "states": defined.size,
+            {"task": task, "kernel": kernel, "q": q, "estimator": est, "S": s,
+             "states": defined.size,
              "undefined": ratio.size - defined.size, "median": np.median(defined),
              "min": defined.min(), "max": defined.max(), "below_1": int((defined < 1).sum()),
              "p": p}
         )  # fmt: skip
     table = pd.DataFrame(out)
     table["p_holm"] = np.nan
-    for _, group in table[table["task"] != "all functions"].groupby(["q", "estimator", "S"]):
+    functions = table[table["task"] != "all functions"]
+    for _, group in functions.groupby(["kernel", "q", "estimator", "S"]):
         valid = group["p"].dropna()
         if not valid.empty:
             table.loc[valid.index, "p_holm"] = holm(valid.to_numpy())
@@ -75,9 +86,9 @@ def against_mc(rows: pd.DataFrame) -> pd.DataFrame:
 def equal_accuracy(rows: pd.DataFrame) -> pd.DataFrame:
     """Table 2: per (q, estimator, S), MSE over ``orth``'s at the largest S on the same state."""
     largest = rows["mc_samples"].max()
-    key = ["task", "seed", "state_iteration", "q"]
     paper = rows[(rows["estimator"] == PAPER) & (rows["mc_samples"] == largest)]
-    merged = rows.merge(paper[[*key, "mse"]].rename(columns={"mse": "paper_mse"}), on=key)
+    # States without the paper's estimator (TPE states) have nothing to compare with.
+    merged = rows.merge(paper[[*STATE, "mse"]].rename(columns={"mse": "paper_mse"}), on=STATE)
     merged["ratio"] = merged["mse"] / merged["paper_mse"]
     merged = merged[np.isfinite(merged["ratio"])]  # states whose values are all 0 (see above)
     table = (
@@ -114,13 +125,14 @@ def main() -> None:
     else:
         table, metric = against_mc(rows), "MSE ratio"
     print(
-        f"task | q | estimator | S | states (undefined) | {metric} vs mc: median [min, max] | "
-        "below 1 | signed-rank p (Holm over functions)"
+        f"task | kernel | q | estimator | S | states (undefined) | {metric} vs mc: median "
+        "[min, max] | below 1 | signed-rank p (Holm over functions)"
     )
     for r in table.itertuples():
         print(
-            f"{r.task} | {r.q} | {r.estimator} | {r.S} | {r.states} ({r.undefined}) | {r.median:.2f} "
-            f"[{r.min:.2f}, {r.max:.2f}] | {r.below_1} | {r.p:.3g} ({r.p_holm:.3g})"
+            f"{r.task} | {r.kernel} | {r.q} | {r.estimator} | {r.S} | {r.states} ({r.undefined}) "
+            f"| {r.median:.2f} [{r.min:.2f}, {r.max:.2f}] | {r.below_1} | {r.p:.3g} "
+            f"({r.p_holm:.3g})"
         )
     equal, largest = equal_accuracy(rows)
     print(f"\nq | estimator | S | states | MSE / MSE of {PAPER} at S={largest}: worst | median")

@@ -21,6 +21,7 @@ from orthobench.loop import make_task, run_cell
 from orthobench.registry import TASKS
 from orthobench.results._provenance import cpu_description
 from orthobench.suite import Cell, ComponentSpec
+from tests.helpers import load_script
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -138,3 +139,36 @@ def test_stored_machine_line_names_where_the_results_were_computed(tmp_path):
     assert importlib.import_module("_timing").stored_machine_line(tmp_path / "none") == (
         "computed on: no results files"
     )
+
+
+def _probe_rows(kernel: str, estimators: dict[str, float], seed: int = 0) -> list[dict]:
+    """Rows of one probe state whose estimator ``e`` has MSE ``estimators[e]`` at S = 8 (its
+    ratio against the state's first estimator, the baseline)."""
+    base = next(iter(estimators.values()))
+    return [
+        {"task": "h", "kernel": kernel, "seed": seed, "state_iteration": 0, "q": 1,
+         "estimator": e, "mc_samples": 8, "mse": mse, "mse_ratio": base / mse,
+         "probe_variance_log": mse}
+        for e, mse in estimators.items()
+    ]  # fmt: skip
+
+
+def test_probe_ratio_tables_keep_kernels_and_tpe_states_apart():
+    """The reported bug: states were keyed without their kernel, so with two kernels one
+    kernel's MSE was divided by the other's (``orth`` against itself: 217, not 1), and TPE's
+    baseline ``mc-tpe`` was an estimator "vs mc"."""
+    tables = load_script("probe_ratio_tables")
+    rows = pd.DataFrame(
+        _probe_rows("matern52-ard", {"mc": 4.0, "orth": 2.0})
+        + _probe_rows("rbf-iso", {"mc": 400.0, "orth": 100.0})
+        + _probe_rows("tpe", {"mc-tpe": 8.0, "orthobo-tpe": 4.0})
+    )
+    equal, largest = tables.equal_accuracy(rows)
+    orth = equal.set_index("estimator").loc["orth"]
+    assert largest == 8 and (orth["worst"], orth["states"]) == (1.0, 2)
+    assert set(equal["estimator"]) == {"mc", "orth"}  # TPE states have no orth to compare with
+    ratios = tables.against_mc(tables.with_log_variance_ratio(rows))
+    by = ratios[ratios["task"] == "h"].set_index(["kernel", "estimator"])["median"]
+    assert by.to_dict() == {
+        ("matern52-ard", "orth"): 2.0, ("rbf-iso", "orth"): 4.0, ("tpe", "orthobo-tpe"): 2.0
+    }  # fmt: skip
