@@ -60,7 +60,7 @@ def stored_machine_line(directory: str | Path) -> str:
         torch_version = (meta.get("versions") or {}).get("torch")
         machines[
             f"{meta.get('cpu') or 'CPU not recorded'}; torch {torch_version}; "
-            f"{meta.get('threads_per_cell')} torch thread(s)"
+            f"{meta.get('threads_per_cell', meta.get('threads'))} torch thread(s)"
         ] += 1
     found = ", ".join(f"{machine} ({n} files)" for machine, n in sorted(machines.items()))
     return f"computed on: {found or 'no results files'}"

@@ -172,3 +172,12 @@ def test_probe_ratio_tables_keep_kernels_and_tpe_states_apart():
     assert by.to_dict() == {
         ("matern52-ard", "orth"): 2.0, ("rbf-iso", "orth"): 4.0, ("tpe", "orthobo-tpe"): 2.0
     }  # fmt: skip
+
+
+def test_stored_machine_line_reads_a_probe_states_thread_count(tmp_path):
+    """A probe state records ``threads``, not ``threads_per_cell``: the line said "None"."""
+    from tests.report.conftest import write_probe_state
+
+    write_probe_state(tmp_path, "p", 0, {("orth", 8): 2.0})
+    line = importlib.import_module("_timing").stored_machine_line(tmp_path)
+    assert line.endswith("; 1 torch thread(s) (1 files)")

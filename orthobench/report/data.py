@@ -124,7 +124,8 @@ def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
         task = cell.get("task", {}).get("label") or (state.get("task") or {}).get("label")
         optimizer = cell.get("optimizer") or {}
         versions = meta.get("versions") or {}
-        threads = meta.get("threads_per_cell")
+        # A cell's count is threads_per_cell, a probe state's threads (ProbeJob.metadata).
+        threads = meta.get("threads_per_cell", meta.get("threads"))
         rows.append(
             {
                 "source": source,

@@ -150,7 +150,8 @@ def write_probe_state(
     ]
     state_id = f"{task}__{kernel}__seed{seed}__it0"
     state = {"suite": suite, "task": {"label": task}, "surrogate": kernel, "seed": seed}
-    metadata = {"device": "cpu", "git_sha": "b" * 40, "state": state}
+    # A probe state's thread count is `threads` (ProbeJob.metadata), a cell's threads_per_cell.
+    metadata = {"device": "cpu", "git_sha": "b" * 40, "state": state, "threads": 1}
     ResultStore(root).write_probe_state(state_id, "h", records, metadata, 1.0)
 
 

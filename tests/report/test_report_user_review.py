@@ -163,6 +163,15 @@ def test_the_summary_names_the_cpus_and_says_when_run_sets_were_computed_on_seve
     assert frame.set_index("run_set")["cpus"].to_dict() == {"a": one, "b": other}
 
 
+def test_the_summary_names_the_thread_count_of_probe_states(tmp_path):
+    """A probe state records its count as ``threads``; the summary read ``threads_per_cell``
+    alone and said "not recorded"."""
+    write_probe_state(tmp_path, "p", 0, {("orth", 8): 2.0})
+    build_report([tmp_path], tmp_path / "r.html")
+    frame = pd.read_csv(tmp_path / "r.summary.csv")
+    assert frame["threads"].astype(str).tolist() == ["1"]
+
+
 def test_the_summary_names_the_gpu_of_a_cuda_run(tmp_path):
     gpu = {"device": "cuda:0", "gpu": "NVIDIA H100 80GB HBM3"}
     write_cell(tmp_path, cell("s", "t", "sobol", 0, 2, 2), [4, 3, 2, 1], metadata=gpu)
