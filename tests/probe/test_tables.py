@@ -193,6 +193,18 @@ def _timed(mse: dict[tuple[str, int], float], seconds: dict[tuple[str, int], flo
     )
 
 
+def test_the_baseline_at_its_own_budgets_is_not_extrapolated():
+    """exp(log 8) is 7.999999999999998: the baseline's own smallest budget was flagged as
+    extrapolated, and counted so in the ranking."""
+    frame = _timed(
+        {("qmc-owen+rb", 8): 1.0, ("qmc-owen+rb", 16): 0.5},
+        {("qmc-owen+rb", 8): 1.0, ("qmc-owen+rb", 16): 3.0},
+    )
+    timed = equal_time_frame(frame).set_index(["estimator", "mc_samples"])
+    assert timed.loc[("qmc-owen+rb", 8), "time_budget"] == pytest.approx(8.0)
+    assert not timed["time_extrapolated"].any()
+
+
 def test_equal_time_interpolates_the_baseline_in_log_log():
     """The baseline costs 1 s at S = 32 and 4 s at S = 128 (cost ~ S) with MSE 1 and 1/16
     (MSE ~ S^-2). An estimator at 2 s per call has the time of the baseline at S' = 64, whose
