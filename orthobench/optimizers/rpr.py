@@ -44,7 +44,6 @@ from botorch.models.robust_relevance_pursuit_model import (
     FRACTIONS_OF_OUTLIERS,
     RobustRelevancePursuitSingleTaskGP,
 )
-from botorch.models.transforms.outcome import Standardize
 from botorch.models.utils.gpytorch_modules import get_gaussian_likelihood_with_lognormal_prior
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
@@ -54,7 +53,7 @@ from orthobench.exceptions import ModelFittingError, NumericsWarning
 from orthobench.optimizers.base import Suggestion, check_at_least
 from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
-from orthobench.surrogates.gp import make_kernel
+from orthobench.surrogates.gp import make_kernel, standardize
 
 
 def fit_robust_gp(
@@ -84,7 +83,7 @@ def fit_robust_gp(
         train_Y=train_y.unsqueeze(-1),
         likelihood=get_gaussian_likelihood_with_lognormal_prior(),
         covar_module=make_kernel(kernel, train_x.shape[-1]),
-        outcome_transform=Standardize(m=1),
+        outcome_transform=standardize(),
         convex_parameterization=convex_parameterization,
         prior_mean_of_support=prior_outlier_fraction * t,
     )

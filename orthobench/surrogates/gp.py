@@ -67,6 +67,18 @@ def make_kernel(name: str, dim: int, *, outputscale: bool = False) -> Kernel:
     return base
 
 
+#: The smallest spread of the targets that :func:`standardize` scales to 1 (float32's smallest
+#: normal number): BoTorch's default, 1e-8, in the objective's own units, took targets of a
+#: spread below it as constant, and a GP of an objective on the scale of 1e-9 ignored the data.
+MIN_OUTCOME_STD = torch.finfo(torch.float32).tiny
+
+
+def standardize() -> Standardize:
+    """The outcome transform of every GP here: ``Standardize(m=1)`` whatever the targets'
+    scale (:data:`MIN_OUTCOME_STD`); exactly constant targets keep a spread of 1."""
+    return Standardize(m=1, min_stdv=MIN_OUTCOME_STD)
+
+
 def build_gp(
     train_x: torch.Tensor,
     train_y: torch.Tensor,
@@ -84,5 +96,5 @@ def build_gp(
         train_Y=train_y.unsqueeze(-1),
         covar_module=make_kernel(kernel, train_x.shape[-1], outputscale=outputscale),
         likelihood=get_gaussian_likelihood_with_lognormal_prior(),
-        outcome_transform=Standardize(m=1),
+        outcome_transform=standardize(),
     )

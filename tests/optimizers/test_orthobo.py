@@ -81,6 +81,21 @@ def test_ensemble_weights_move_and_are_recorded() -> None:
     assert 0.0 <= last["ensemble_entropy"] <= last["ensemble_max_entropy"]
 
 
+@pytest.mark.parametrize("scale", [1e-9, 1e-12, 1e6])
+def test_a_proposal_does_not_depend_on_the_objectives_scale(scale: float) -> None:
+    """The outcome is standardized, so a scaled objective gives the same step; below a spread
+    of 1e-8 BoTorch's default standardization took the targets as constant, and the proposal
+    was a corner of the cube, the data ignored."""
+    x = torch.quasirandom.SobolEngine(2, scramble=True, seed=0).draw(8).double().numpy()
+    y = np.sum((x - 0.3) ** 2, axis=-1)
+    proposals = []
+    for values in (y, scale * y):
+        optimizer = OrthoBO(2, seed=4, **SMALL)
+        optimizer.tell(x, values)
+        proposals.append(optimizer.ask(1).x[0])
+    np.testing.assert_allclose(proposals[1], proposals[0], atol=1e-6)
+
+
 @pytest.mark.slow  # the default run has it in test_conformance.py's contract of orthobo
 def test_same_seed_same_suggestions_other_seed_differs() -> None:
     a = _run(OrthoBO(2, seed=3, **SMALL))[0]
