@@ -42,6 +42,11 @@ class Parameter:
             raise ValueError(f"Bounds must be finite, but got ({self.low=}, {self.high=}).")
         if not self.low < self.high:
             raise ValueError(f"`low < high` must hold, but got ({self.low=}, {self.high=}).")
+        if not math.isfinite(self.high - self.low):  # every decoded value would be NaN or a bound
+            raise ValueError(
+                f"The width `high - low` must be finite, but ({self.low=}, {self.high=}) "
+                "overflows it."
+            )
         if self.kind == "log" and not self.low > 0:
             raise ValueError(f"A log parameter needs `low > 0`, but got {self.low=}.")
         if self.kind == "int" and not (

@@ -65,3 +65,9 @@ def test_infinite_bounds_are_refused(low, high):
     """An infinite bound decodes every point to ``nan`` or ``inf``."""
     with pytest.raises(ValueError, match="finite"):
         Parameter(name="x", low=low, high=high)
+
+
+def test_bounds_whose_width_overflows_are_refused():
+    """Both bounds finite, ``high - low`` infinite: every decoded point was NaN or a bound."""
+    with pytest.raises(ValueError, match="width `high - low` must be finite"):
+        Parameter(name="x", low=-1e308, high=1e308)

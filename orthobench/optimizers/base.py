@@ -255,7 +255,11 @@ class Optimizer(ABC):
                 unit cube, or a non-finite objective or constraint value; nothing is added.
         """
         x_a = np.atleast_2d(np.asarray(x, dtype=np.float64))
-        y_t = torch.as_tensor(np.atleast_1d(y), device=self.device, dtype=self.dtype)
+        y_a = np.atleast_1d(y)
+        # A bool would be told as 0 or 1, a complex value without its imaginary part.
+        if y_a.dtype.kind not in "iuf":
+            raise ValueError(f"tell() needs real numbers as y, but got {y_a.dtype} values.")
+        y_t = torch.as_tensor(y_a, device=self.device, dtype=self.dtype)
         if x_a.ndim != 2 or x_a.shape[-1] != self.dim or y_t.ndim != 1 or len(x_a) != len(y_t):
             raise ValueError(
                 f"tell() needs x of shape n x {self.dim} and y of shape n, got {x_a.shape} and "

@@ -66,6 +66,16 @@ def test_tell_clips_round_off_beyond_the_cube_and_checks_the_shapes() -> None:
     assert opt.train_y.shape == (1,)
 
 
+@pytest.mark.parametrize(("y", "kind"), [([True], "bool"), ([1 + 2j], "complex128")])
+def test_tell_refuses_objective_values_that_are_not_real_numbers(y, kind) -> None:
+    """A bool was told as 1.0 and a complex value without its imaginary part (a torch warning
+    the only sign); an ``Evaluation`` refuses both, an ask/tell user got neither."""
+    opt = make("sobol")
+    with pytest.raises(ValueError, match=f"tell\\(\\) needs real numbers as y, but got {kind}"):
+        opt.tell(np.full((1, DIM), 0.5), y)
+    assert opt.train_y.shape == (0,)
+
+
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_an_empty_tell_changes_nothing(name: str) -> None:
     """Telling no points (every evaluation of a step invalid, in a plugin loop) is a no-op:
