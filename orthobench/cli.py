@@ -190,6 +190,7 @@ def _executor_options(command):
         click.option(
             "--scheduler-timeout",
             type=click.FloatRange(min=0, min_open=True),
+            callback=_check_timeout,  # nan passed the range, inf overflowed the socket's
             default=SCHEDULER_TIMEOUT_S,
             show_default=True,
             metavar="SECONDS",

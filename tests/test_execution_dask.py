@@ -7,6 +7,7 @@ which must be the external worker's, not the CLI's nor a private LocalCluster's.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -565,3 +566,76 @@ def test_a_job_seen_on_another_worker_runs_there_from_the_start(monkeypatch):
         assert _dask._expired(client, {job}, started, timeout=5.0) == []
     clock["now"] = 9.5
     assert _dask._expired(client, {job}, started, timeout=5.0) == [job]
+
+
+def test_a_server_of_another_protocol_is_one_line_not_a_memory_error(tmp_path, write_suite):
+    """An HTTP server on the port: Dask read "HTTP/1.1" as a frame length and asked for 3 EiB,
+    a MemoryError traceback with exit 1."""
+    from click.testing import CliRunner
+
+    from orthobench.cli import cli
+
+    suite = write_suite(
+        "name: t\nseeds: 1\nn_init: 1\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n"
+    )
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+
+        def answer() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    connection, _ = server.accept()
+                    with connection:
+                        connection.recv(4096)
+                        connection.sendall(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+
+        threading.Thread(target=answer, daemon=True).start()
+        address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        result = CliRunner().invoke(
+            cli, ["run", str(suite), "-o", str(tmp_path / "out"), "--scheduler", address]
+        )
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith(f"orthobench: error: the server at {address} does not speak Dask")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_scheduler_timeout_that_is_not_a_finite_number_is_a_usage_error(value, write_suite):
+    """nan passed the option's range and raised a ValueError later, inf overflowed the socket's
+    timeout: both were tracebacks with exit 1."""
+    from click.testing import CliRunner
+
+    from orthobench.cli import cli
+
+    suite = write_suite("name: t\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    result = CliRunner().invoke(
+        cli, ["run", str(suite), "--scheduler", "tcp://127.0.0.1:1", "--scheduler-timeout", value]
+    )
+    assert result.exit_code == 2 and "--scheduler-timeout" in result.output, result.output
+
+
+@pytest.mark.slow
+def test_a_scheduler_without_workers_warns_and_a_lost_scheduler_is_one_error(monkeypatch):
+    """A scheduler with no worker left the run at 0% for ever without a word; a scheduler that
+    went away raised Dask's FuturesCancelledError out of the runner (exit 1, no resume line)."""
+    import dask.distributed
+    from dask.distributed import LocalCluster
+    from distributed.client import CancelledFuturesGroup, FuturesCancelledError
+
+    from orthobench.exceptions import OrthobenchError, OrthobenchWarning
+    from orthobench.executors import DaskExecutor
+
+    def lost(*args, **kwargs):
+        raise FuturesCancelledError([CancelledFuturesGroup([], "scheduler-connection-lost")])
+
+    monkeypatch.setattr(dask.distributed, "wait", lost)
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster:
+        executor = DaskExecutor(scheduler=cluster.scheduler_address)
+        with (
+            pytest.warns(OrthobenchWarning, match="has no workers: the 1 jobs wait"),
+            pytest.raises(
+                OrthobenchError, match=r"lost the Dask scheduler .* \(scheduler-connection-lost\)"
+            ),
+        ):
+            executor.run([_TagJob(_Unit("cell0"), "cpu", "tag")], KeptResults())

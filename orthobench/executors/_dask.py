@@ -158,6 +158,12 @@ def check_scheduler(address: str, timeout: float) -> None:
         found = asyncio.run(asyncio.wait_for(_server_type(address, timeout), timeout))
     except (OSError, asyncio.TimeoutError) as err:
         raise _unanswered(address, timeout, err) from None
+    except Exception as err:  # noqa: BLE001 -- another protocol's answer, read as Dask frames
+        # An HTTP server's "HTTP/1.1" read as a frame length asked for 3 EiB (a MemoryError).
+        raise OrthobenchError(
+            f"the server at {address} does not speak Dask's protocol ({describe_error(err)[:80]}); "
+            "give a Dask scheduler's address to --scheduler."
+        ) from None
     if found != "Scheduler":
         raise OrthobenchError(
             f"a Dask {found} answers at {address}, not a scheduler; give the scheduler's address "
@@ -304,7 +310,9 @@ class DaskExecutor(Executor):
                     threads_per_worker=1,
                     processes=True,
                     resources={"GPU": 1} if gpu else None,
-                    dashboard_address=None,
+                    # A free port: None still takes 8787, and a second run on the machine (or any
+                    # Dask scheduler there) made Dask warn that it was in use.
+                    dashboard_address=":0",
                     # A job's timeout clock starts at submission: workers import its module
                     # (torch, BoTorch: seconds) when they start, not inside the first job's time.
                     preload=sorted({type(job).__module__ for job in jobs}),
@@ -331,7 +339,15 @@ class DaskExecutor(Executor):
         """Run ``jobs`` on ``client``'s cluster; with ``own_workers`` (the private
         ``LocalCluster``: one thread per worker), each job in flight on workers of its own."""
         from dask.distributed import wait
+        from distributed.client import FuturesCancelledError
 
+        if not own_workers and not client.nthreads():
+            warnings.warn(
+                f"the Dask scheduler at {self.scheduler} has no workers: the {len(jobs)} jobs "
+                "wait until one connects (start one with `dask worker ADDRESS`).",
+                OrthobenchWarning,
+                stacklevel=4,
+            )
         queue = deque(jobs)
         futures: dict[Any, Job] = {}  # distributed.Future -> its job
         owned: dict[Any, tuple[str, ...]] = {}  # distributed.Future -> its workers (own_workers)
@@ -388,6 +404,16 @@ class DaskExecutor(Executor):
                 done, pending = wait(pending, timeout=1.0, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 done = set()
+            except FuturesCancelledError as err:
+                # The scheduler went away (its process ended, the network dropped): the jobs
+                # in flight are lost with it, what was stored stays, and a rerun resumes.
+                where = self.scheduler or "of the private cluster"
+                groups = getattr(err, "error_groups", None)
+                reason = groups[0].reason if groups else type(err).__name__
+                raise OrthobenchError(
+                    f"lost the Dask scheduler {where} ({reason}); the units stored so far are "
+                    "kept: rerun the same command to resume the others."
+                ) from None
             for future in done:
                 job = futures[future]
                 session.progress.advance(job.size)
