@@ -639,3 +639,21 @@ def test_a_scheduler_without_workers_warns_and_a_lost_scheduler_is_one_error(mon
             ),
         ):
             executor.run([_TagJob(_Unit("cell0"), "cpu", "tag")], KeptResults())
+
+
+@pytest.mark.slow
+def test_the_private_cluster_takes_no_fixed_port(recwarn):
+    """Its HTTP server took 8787 (``dashboard_address=None`` does not turn it off): a second run
+    on the machine, or any Dask scheduler there, made Dask warn that the port was in use."""
+    from orthobench.executors import DaskExecutor
+
+    with socket.socket() as taken:
+        try:
+            taken.bind(("127.0.0.1", 8787))
+        except OSError:
+            pytest.skip("port 8787 is in use here already")
+        taken.listen(1)
+        session = KeptResults()
+        DaskExecutor(workers=1).run([_TagJob(_Unit("cell0"), "cpu", "tag")], session)
+    assert session.results["cell0"].records == ["tag"]
+    assert not [w for w in recwarn if "8787" in str(w.message)]
