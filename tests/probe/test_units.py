@@ -162,6 +162,7 @@ def test_the_report_of_probe_shows_the_rows_the_suite_names(plugin, write_suite,
     assert "orth" in set(load_probe([out])["estimator"])
 
 
+@pytest.mark.slow  # two probes of q = 2 states; the key itself: tests/report/test_data.py
 def test_the_report_of_probe_leaves_out_a_batch_size_the_suite_dropped(
     plugin, write_suite, tmp_path
 ):

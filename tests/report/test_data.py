@@ -146,3 +146,19 @@ def test_only_the_given_cells_are_read_with_their_failures_and_files(tmp_path):
     assert set(some.runs["cell_id"]) == {kept.id} and some.failures.empty
     assert list(some.files["file"]) == [kept.id] and some.optimizers == ["sobol"]
     assert set(some.runs["run_set"]) == {"s"}
+
+
+def test_probe_row_keys_tell_batch_sizes_apart_and_read_a_missing_q_as_1():
+    """The report ``probe`` writes selects the suite's rows by these keys; without ``q`` in
+    them it kept the rows of a batch size the suite no longer probes."""
+    import numpy as np
+    import pandas as pd
+
+    from orthobench.report.data import probe_row_keys
+
+    frame = pd.DataFrame(
+        {"task": ["t", "t"], "kernel": ["k", "k"], "seed": [0, 0], "state_iteration": [0, 0],
+         "q": [np.nan, 2.0], "estimator": ["e", "e"], "mc_samples": [8, 8]}
+    )  # fmt: skip
+    assert probe_row_keys(frame) == [("t", "k", 0, 0, 1, "e", 8), ("t", "k", 0, 0, 2, "e", 8)]
+    assert probe_row_keys(frame.drop(columns="q"))[1][4] == 1  # rows stored before the column
