@@ -80,6 +80,7 @@ def _with_stdout_closed(*args: str) -> subprocess.CompletedProcess:
         os.close(write)
 
 
+@pytest.mark.slow  # a subprocess importing the CLI (2.6 s); the tolerance is unit-tested below
 def test_a_closed_stdout_is_not_an_error_of_list():
     """The reported bug: `orthobench list | head -1` printed 'orthobench: error: Broken pipe' and
     exited 2, the code of bad input."""

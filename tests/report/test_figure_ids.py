@@ -83,6 +83,7 @@ def _assert_page_ids_unique(html: str) -> None:
     assert _refs(html) <= set(ids)
 
 
+@pytest.mark.slow  # a whole report (2.3 s); the default tier builds others
 def test_a_report_has_no_duplicate_id(demo_dir: Path, tmp_path: Path) -> None:
     html = build_report([demo_dir], tmp_path / "r.html").read_text()
     _assert_page_ids_unique(html)

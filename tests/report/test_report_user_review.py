@@ -253,6 +253,7 @@ def test_all_equal_pairs_are_no_difference_not_too_few_seeds(tmp_path):
     assert verdicts[8] == "no difference (6 pairs equal)", verdicts
 
 
+@pytest.mark.slow  # 12 series, every figure drawn (2.4 s)
 def test_the_series_of_one_figure_get_distinct_colours(tmp_path):
     """With more than 10 series the palette is husl, whose neighbouring hues (22.5 degrees
     apart for 16) look alike: sorted labels put one run set's series side by side, so two
