@@ -81,7 +81,8 @@ GLOSSARY: dict[str, str] = {
         "rank): first by the share of an optimizer's seeds without a final value (a seed that "
         "never found a feasible point, or whose every evaluation failed), smaller first, then "
         "by the mean final value, lower first. The mean is over the seeds with a final value, "
-        "so without the first key the seeds an optimizer failed on would not count against it."
+        "so without the first key the seeds an optimizer failed on would not count against it; "
+        "one with no final value on any seed ranks last (and counts so in the mean rank)."
     ),
     "Wilcoxon signed-rank, Holm": (
         "Every optimizer of a seed starts from the same initial design, so two optimizers (or a "

@@ -251,7 +251,10 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
 
 def _rank(table: pd.DataFrame) -> pd.Series:
     """The rank of each key within its run set and task (1 = best, ties share the smaller rank):
-    a smaller share of seeds without a final value first, then a lower mean; NaN without a mean.
+    a smaller share of seeds without a final value first, then a lower mean. A key without a
+    final value on any seed (share 1) ranks after every key with one, tied with the others
+    that have none: left unranked, it dropped out of the mean rank over tasks, so failing a
+    task made a method look better.
 
     The mean is over the seeds with a final value only, so ranking by it alone would put a
     method that found a feasible point on one seed of five ahead of one that found one on
@@ -264,7 +267,7 @@ def _rank(table: pd.DataFrame) -> pd.Series:
         ahead = (share[None, :] < share[:, None]) | (
             (share[None, :] == share[:, None]) & (mean[None, :] < mean[:, None])
         )  # ahead[i, j]: j ranks before i
-        rank[group.index] = np.where(np.isnan(mean), np.nan, 1.0 + ahead.sum(axis=1))
+        rank[group.index] = np.where(np.isnan(share), np.nan, 1.0 + ahead.sum(axis=1))
     return rank
 
 

@@ -276,3 +276,19 @@ def test_seeds_without_a_final_value_do_not_win_the_rank() -> None:
     finals = {"a": {0: 0.1, 1: NAN}, "b": {0: 0.5, 1: NAN}, "c": {0: 0.1, 1: NAN}}
     ranks = final_table(_final_runs(finals), reference="b").set_index("optimizer")["rank"]
     assert ranks.to_dict() == {"a": 1, "b": 3, "c": 1}
+
+
+def test_a_method_without_any_final_value_ranks_last_and_counts_in_the_mean_rank() -> None:
+    """The reported bug: a method that failed every seed of a task was unranked there, and the
+    mean rank over tasks left that task out: 1.00 over 1 task, ahead of a method ranked 1 and
+    2."""
+    from orthobench.report.aggregate import mean_ranks
+
+    finals = {"a": dict.fromkeys(range(3), NAN), "b": dict.fromkeys(range(3), 0.5)}
+    table = final_table(_final_runs(finals), reference="b").set_index("optimizer")
+    assert table["rank"].to_dict() == {"a": 2, "b": 1}
+    both_failed = {"a": dict.fromkeys(range(3), NAN), "c": dict.fromkeys(range(3), NAN)}
+    tied = final_table(_final_runs(both_failed), reference="c").set_index("optimizer")
+    assert tied["rank"].to_dict() == {"a": 1, "c": 1}  # no final value on either: a tie
+    ranks = mean_ranks(table.reset_index()).set_index("optimizer")
+    assert ranks.loc["a", "tasks"] == 1 and ranks.loc["a", "mean_rank"] == 2.0
