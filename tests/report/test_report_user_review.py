@@ -299,3 +299,18 @@ def test_a_run_set_without_the_reference_says_so(tmp_path):
     tests = {(row[0], row[2]): row[8] for row in _rows(html, "final")}
     assert tests[("B", "sobol")] == "- (qlogei not run here)"
     assert tests[("A", "qlogei")] == "reference"
+
+
+def test_the_normalized_score_divides_by_sobol_where_another_label_also_runs_sobol(tmp_path):
+    """The reported bug: ``sobol-b`` (another Sobol run of the suite) sorts before ``sobol`` in
+    the stored files ('-' < '_'), and the score was taken against it, the caption saying Sobol."""
+    from orthobench.report.sections import sobol_baselines
+
+    for task in ("t1", "t2"):
+        for label in ("sobol-b=sobol", "sobol"):
+            for seed in range(2):
+                write_cell(tmp_path, cell("s", task, label, seed, 2, 2), [4, 3, 2, 1 + seed])
+    results = load_results([tmp_path])
+    assert sobol_baselines(results) == {"s": "sobol"}
+    html = build_report([tmp_path], tmp_path / "r.html").read_text()
+    assert "0 is the final regret of sobol on the same seed" in unescape(_section(html, "across"))
