@@ -43,7 +43,9 @@ def palette(labels: Sequence[str]) -> dict[str, tuple[float, float, float]]:
 
 @contextmanager
 def _style(salt: str) -> Iterator[None]:
-    rc = {"svg.fonttype": "none", "svg.hashsalt": salt, "figure.dpi": 96}
+    # Labels are names and directories a user chose: "$" in one is text, not mathtext (a
+    # directory named a$\frac$ failed the report with matplotlib's parse error).
+    rc = {"svg.fonttype": "none", "svg.hashsalt": salt, "figure.dpi": 96, "text.parse_math": False}
     with sns.axes_style("whitegrid"), sns.plotting_context("paper"), plt.rc_context(rc):
         yield
 

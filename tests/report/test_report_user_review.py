@@ -314,3 +314,13 @@ def test_the_normalized_score_divides_by_sobol_where_another_label_also_runs_sob
     assert sobol_baselines(results) == {"s": "sobol"}
     html = build_report([tmp_path], tmp_path / "r.html").read_text()
     assert "0 is the final regret of sobol on the same seed" in unescape(_section(html, "across"))
+
+
+def test_a_dollar_sign_in_a_directory_name_is_text_in_the_figures(tmp_path):
+    """Run sets are labelled ``suite @ DIR``: a directory named ``a$\\frac$`` failed the report
+    with matplotlib's mathtext parse error, and ``r$x^2$`` lost its dollar signs."""
+    dirs = [tmp_path / "a$\\frac$", tmp_path / "b"]
+    for root in dirs:
+        _store_seeds(root, range(2), [1.0, 2.0])
+    html = build_report(dirs, tmp_path / "r.html").read_text()
+    assert "a$\\frac$" in unescape(_section(html, "curves"))
