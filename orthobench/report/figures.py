@@ -9,6 +9,7 @@ colour in every figure. Intervals are the ones of the tables (:mod:`orthobench.r
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import io
@@ -65,6 +66,10 @@ _ID_ATTRIBUTE = re.compile(r'(\sid=")([^"]+)(")')
 _REFERENCE = re.compile(r'(url\(#)([^)]+)(\))|(href="#)([^"]+)(")')
 
 
+#: The id prefix :func:`_unique_ids` gives a figure.
+_PREFIX = re.compile(r'id="(f[0-9a-f]{10}-)')
+
+
 def _unique_ids(svg: str) -> str:
     """``svg`` with every id, and every reference to it, prefixed by a hash of ``svg``.
 
@@ -86,6 +91,19 @@ def _unique_ids(svg: str) -> str:
         return _REFERENCE.sub(reference, text)
 
     return _TAG.sub(tag, svg)
+
+
+def unique_in_page(svg: str, seen: collections.Counter[str]) -> str:
+    """``svg`` (from :func:`_unique_ids`) with its id prefix made unique in a page where the
+    same figure was drawn before (``seen`` counts the prefixes already placed): two directories
+    of identical probe results draw identical figures, whose shared ids (clip paths referenced
+    by ``url(#...)``) the browser resolves to the first."""
+    match = _PREFIX.search(svg)
+    if match is None:
+        return svg
+    prefix = match.group(1)
+    seen[prefix] += 1
+    return svg if seen[prefix] == 1 else svg.replace(prefix, f"{prefix}{seen[prefix]}-")
 
 
 def _needs_log(values: np.ndarray) -> bool:

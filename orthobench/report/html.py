@@ -3,6 +3,8 @@ with every table also written as CSV beside it, each file atomically."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import os
 from collections.abc import Collection, Iterable
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from orthobench.exceptions import OrthobenchError
+from orthobench.report import figures
 from orthobench.report.data import load_results, unique_dirs
 from orthobench.report.glossary import GLOSSARY
 from orthobench.report.sections import Figure, Table, build_sections
@@ -106,6 +109,14 @@ def build_report(
         )
     reference = reference or results.default_reference()
     sections = build_sections(results, reference, None if baseline is None else str(baseline))
+    placed: collections.Counter[str] = collections.Counter()
+    for section in sections:
+        section.blocks[:] = [
+            dataclasses.replace(b, svg=figures.unique_in_page(b.svg, placed))
+            if isinstance(b, Figure)
+            else b
+            for b in section.blocks
+        ]
     if title is None:
         suites = sorted(set(results.runs["suite"]) | set(results.probe["suite"]))
         title = "orthobench report" + (": " + ", ".join(suites) if suites else "")

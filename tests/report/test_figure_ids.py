@@ -116,3 +116,17 @@ def test_a_report_of_two_real_runs_has_no_duplicate_id(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["report", *dirs, "-o", str(tmp_path / "both.html")])
     assert result.exit_code == 0, result.output
     _assert_page_ids_unique((tmp_path / "both.html").read_text())
+
+
+def test_two_identical_figures_in_one_page_get_ids_of_their_own(tmp_path: Path) -> None:
+    """Two directories of the same deterministic probe draw identical figures: their hashed id
+    prefixes were equal, 170 duplicate ids in the page (clip paths of the second figure
+    pointing at the first's)."""
+    from tests.report.conftest import write_probe_state
+
+    for root in (tmp_path / "a", tmp_path / "b"):
+        for seed in range(2):
+            write_probe_state(root, "p", seed, {("orth", 8): 2.0 + seed, ("orth", 32): 3.0})
+    html = build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "r.html").read_text()
+    ids = _ids(html)
+    assert _duplicates(ids) == {} and _refs(html) <= set(ids)
