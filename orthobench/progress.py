@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from typing import TextIO
@@ -35,7 +36,9 @@ class Progress:
         self.label = label
         self.unit = unit
         self.stream = stream or sys.stderr
-        self.enabled = enabled
+        # No stream at all where stderr is closed (`2>&-`: Python sets sys.stderr to None): a
+        # progress display there failed every cell on its first write.
+        self.enabled = enabled and self.stream is not None
         self.interval = interval
         self.done = 0
         self.start = time.perf_counter()
@@ -54,19 +57,27 @@ class Progress:
             return
         now = time.perf_counter()
         if self._tty:
-            self.stream.write("\r" + self.line())
+            self.stream.write("\r\033[K" + self._fitted(self.line()))
             self.stream.flush()
         elif now - self._last_print >= self.interval or self.done >= self.total:
             self.stream.write(self.line() + "\n")
             self.stream.flush()
             self._last_print = now
 
+    @staticmethod
+    def _fitted(line: str) -> str:
+        """``line`` cut to the terminal's width: a line that wraps is not redrawn in place by
+        ``\r``, which returns to the start of its last screen row only. (A shorter line than the
+        one before is cleared to its end by the caller's ``\033[K``.)"""
+        width = shutil.get_terminal_size().columns
+        return line if len(line) < width else line[: max(width - 2, 1)] + "…"
+
     def message(self, text: str) -> None:
         """Print a message line (e.g. a finished cell) without breaking the progress line."""
         if not self.enabled:
             return
         if self._tty:
-            self.stream.write("\r\033[K" + text + "\n" + self.line())
+            self.stream.write("\r\033[K" + text + "\n" + self._fitted(self.line()))
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
