@@ -86,7 +86,9 @@ def test_report_command_and_empty_dir_error(sphere_suite, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     result = CliRunner().invoke(cli, ["report", str(empty)])
-    assert result.exit_code == 2 and "no stored results" in result.output
+    assert result.exit_code == 2
+    # Both folders named in full: it said "empty/runs or /probe", an absolute-looking path.
+    assert f"no stored results under {empty}/runs or {empty}/probe;" in result.output
     suite = sphere_suite(delay=0.0)
     invoke("run", str(suite), "-o", str(tmp_path / "a"), "-q")
     result = invoke(

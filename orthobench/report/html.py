@@ -76,8 +76,8 @@ def build_report(
     # A folder of failed cells alone still has a report: the failures and their errors.
     if results.runs.empty and results.probe.empty and results.failures.empty:
         raise OrthobenchError(
-            f"no stored results under {', '.join(d + '/runs or /probe' for d in dirs)}; run or "
-            "probe a suite first."
+            f"no stored results under {', '.join(f'{d}/runs or {d}/probe' for d in dirs)}; run "
+            "or probe a suite first."
         )
     if baseline is not None:
         same = [d for d in dirs if Path(d).resolve() == Path(baseline).resolve()]
@@ -96,10 +96,14 @@ def build_report(
         if baseline not in with_runs or len(with_runs) < 2:
             # The comparison is of run cells: probe rows have none, and a report that silently
             # left it out would read as "nothing to compare".
-            side = "the baseline" if baseline not in with_runs else "no other directory"
+            missing = (
+                "the baseline holds none"
+                if baseline not in with_runs
+                else "no other directory does"
+            )
             raise OrthobenchError(
-                f"--baseline compares BO run cells, but {side} holds any (directories with run "
-                f"cells: {sorted(with_runs) or 'none'}); probe results are not compared."
+                f"--baseline compares BO run cells, but {missing} (directories with run cells: "
+                f"{sorted(with_runs) or 'none'}); probe results are not compared."
             )
     labels = results.optimizers
     if reference is not None and reference not in labels:

@@ -84,9 +84,9 @@ def test_a_baseline_or_compared_set_without_run_cells_is_refused(tmp_path):
     for root in (probe, other):
         write_probe_state(root, "p", 0, {("orth", 8): 2.0})
     for dirs, baseline, side in (
-        ([probe, other], probe, "the baseline"),
-        ([runs, probe], probe, "the baseline"),
-        ([runs, probe], runs, "no other directory"),
+        ([probe, other], probe, "the baseline holds none"),
+        ([runs, probe], probe, "the baseline holds none"),
+        ([runs, probe], runs, "no other directory does"),
     ):
         with pytest.raises(OrthobenchError, match=rf"--baseline compares BO run cells, but {side}"):
             build_report(dirs, tmp_path / "r.html", baseline=baseline)
