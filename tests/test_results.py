@@ -732,3 +732,15 @@ def test_a_symbolic_link_is_written_through_and_a_special_file_is_refused(tmp_pa
         results.write_atomic(fifo, lambda fh: fh.write(b"new"))
     assert results.os_error_text(info.value) == f"{fifo}: exists and is not a regular file"
     assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_a_results_folder_named_with_bytes_that_are_not_utf8_reads_back(tmp_path):
+    """pyarrow encodes a path it opens as UTF-8, which a name of other bytes (surrogate-escaped
+    by Python) cannot be: the cells were stored, then every read (the report, a rerun's check of
+    what is stored) failed with a UnicodeEncodeError traceback."""
+    root = tmp_path / os.fsdecode(b"bad\xffname")
+    spec = cell(n_init=1, budget=0)
+    store = ResultStore(root)
+    store.write_cell(spec, [run_record()], {}, 0.1)
+    assert store.is_stored(spec)
+    assert len(load_runs([root])) == 1

@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from orthobench.exceptions import OrthobenchWarning, one_line
 from orthobench.results._io import _naming
-from orthobench.results._parquet import _ARROW_ERRORS
+from orthobench.results._parquet import _ARROW_ERRORS, read_footer, read_table
 from orthobench.results._records import (
     METADATA_KEY,
     SCHEMA_VERSION,
@@ -80,7 +78,7 @@ def _pages_problem(path: Path) -> str | None:
     key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key not in _PAGES:
         try:
-            pq.read_table(path)
+            read_table(path)
             _PAGES[key] = None
         except _ARROW_ERRORS as err:
             _PAGES[key] = one_line(str(err), 200)
@@ -96,7 +94,7 @@ def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
     if not path.exists():
         return f"missing ({path})"
     try:
-        footer = pq.read_metadata(path)
+        footer = read_footer(path)
         meta = json.loads((footer.metadata or {}).get(METADATA_KEY, b"{}"))
     except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
         return f"corrupt ({path}: {one_line(str(err), 200)})"

@@ -42,6 +42,20 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
 _ARROW_ERRORS = (OSError, pa.ArrowException)
 
 
+def read_table(path: str | Path, **kwargs: Any) -> pa.Table:
+    """``pq.read_table`` of the file at ``path``, opened by Python: pyarrow's own path handling
+    encodes the name as UTF-8, which a name holding other bytes (surrogate-escaped by Python)
+    cannot be, so a results folder of such a name failed to read with a traceback."""
+    with open(path, "rb") as fh:
+        return pq.read_table(fh, **kwargs)
+
+
+def read_footer(path: str | Path) -> pq.FileMetaData:
+    """``pq.read_metadata`` of the file at ``path``, opened by Python (:func:`read_table`)."""
+    with open(path, "rb") as fh:
+        return pq.read_metadata(fh)
+
+
 class _UnreadableFileError(ResultsError):
     """A file under ``runs/`` or ``probe/`` that is not an orthobench results file: not readable
     Parquet (truncated, corrupt), or Parquet that orthobench did not write (foreign)."""
@@ -61,7 +75,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
             holds no orthobench metadata (a Parquet file that orthobench did not write).
     """
     try:
-        meta = pq.read_schema(path).metadata or {}
+        meta = read_footer(path).metadata or {}
         if METADATA_KEY not in meta:
             raise _UnreadableFileError(
                 f"{path}: not an orthobench results file (its Parquet metadata has no "
@@ -91,8 +105,8 @@ def read_records(path: str | Path, record_type: type) -> pd.DataFrame:
         )
     try:
         if record_type is RunRecord:
-            return _with_added_run_columns(pq.read_table(path)).to_pandas()
-        return pq.read_table(path, schema=_SCHEMAS[record_type]).to_pandas()
+            return _with_added_run_columns(read_table(path)).to_pandas()
+        return read_table(path, schema=_SCHEMAS[record_type]).to_pandas()
     except _ARROW_ERRORS as err:
         raise _unreadable(path, err) from err
 

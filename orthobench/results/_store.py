@@ -21,12 +21,16 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, ResultsError
 from orthobench.results._base import BaseStore
 from orthobench.results._journal import EvaluationJournal, Journal
-from orthobench.results._parquet import read_metadata, read_records, write_parquet_atomic
+from orthobench.results._parquet import (
+    read_metadata,
+    read_records,
+    read_table,
+    write_parquet_atomic,
+)
 from orthobench.results._provenance import code_version
 from orthobench.results._records import (
     _SCHEMAS,
@@ -257,7 +261,7 @@ class ResultStore(BaseStore):
         return self._write_state(unit, [], metadata, seconds, table, version)
 
     def _probe_table(self, state_id: str) -> pa.Table:
-        return pq.read_table(self.probe_path(state_id), schema=_SCHEMAS[ProbeRecord])
+        return read_table(self.probe_path(state_id), schema=_SCHEMAS[ProbeRecord])
 
     def _write_state(
         self,
