@@ -10,6 +10,7 @@ prints them as one line and exits with code 2.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -47,7 +48,9 @@ def _wm811k_row(data_dir: str | None) -> str:
     from orthobench.tasks.datasets.wm811k import CONVERT_COMMAND, load_wm811k, wm811k_path
 
     path = wm811k_path(store.data_dir(data_dir))
-    fix = CONVERT_COMMAND if data_dir is None else f"{CONVERT_COMMAND} --out {path}"
+    fix = (
+        CONVERT_COMMAND if data_dir is None else f"{CONVERT_COMMAND} --out {shlex.quote(str(path))}"
+    )
     if not path.is_file():
         return _row("wm811k", False, None, "-", path, fix)
     try:
@@ -71,7 +74,8 @@ def status(data_dir: str | None) -> None:
     for row in store.status(data_dir):
         fix = store.get(row.name).obtain
         if data_dir is not None and fix.startswith("orthobench data fetch"):
-            fix += f" --data-dir {data_dir}"  # where this status looked, not the default
+            # Where this status looked, not the default; quoted, so the command can be pasted.
+            fix += f" --data-dir {shlex.quote(data_dir)}"
         click.echo(_row(row.name, row.present, row.size, row.checksum, row.path, fix))
     click.echo(_wm811k_row(data_dir))
 

@@ -166,6 +166,15 @@ def test_status_hints_name_the_data_directory_they_were_given(tmp_path, monkeypa
     assert "(orthobench data fetch mnist)" in default or "mnist      present" in default
 
 
+def test_status_hints_quote_a_data_directory_with_a_space(tmp_path, monkeypatch):
+    """``--data-dir "my data"`` printed ``--data-dir my data``, which breaks when pasted."""
+    monkeypatch.delenv(store.DATA_DIR_ENV, raising=False)
+    spaced = tmp_path / "my data"
+    output = invoke("status", "--data-dir", str(spaced)).output
+    assert f"(orthobench data fetch mnist --data-dir '{spaced}')" in output
+    assert f"--out '{spaced}/wm811k/wm811k.npz')" in output
+
+
 def test_data_help_names_every_command():
     assert "convert-wm811k" in invoke("--help").output.split("Commands:")[0]
 
