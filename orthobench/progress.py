@@ -66,7 +66,7 @@ class Progress:
 
     @staticmethod
     def _fitted(line: str) -> str:
-        """``line`` cut to the terminal's width: a line that wraps is not redrawn in place by
+        r"""``line`` cut to the terminal's width: a line that wraps is not redrawn in place by
         ``\r``, which returns to the start of its last screen row only. (A shorter line than the
         one before is cleared to its end by the caller's ``\033[K``.)"""
         width = shutil.get_terminal_size().columns
