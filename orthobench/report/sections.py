@@ -155,7 +155,9 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
             test = "reference"
         elif r.pairs == 0:
             shared = (r.run_set, r.task) in with_reference
-            test = "- (no seed shared)" if shared else f"- ({reference} not run here)"
+            # Pairs are seeds with a final value on both sides: the seeds may be shared, and one
+            # side have no value on any of them (never feasible, every evaluation failed).
+            test = "- (no seed with a value in both)" if shared else f"- ({reference} not run here)"
         elif not r.testable:
             test = f"too few seeds for a test ({pairs}, min p {sig(r.p_min)})"
         else:
@@ -363,7 +365,11 @@ def runtime_section(results: ResultSet, colors: figures.Palette) -> Section | No
         "time when its evaluations run at once; the measured wall time of batch steps is in "
         "'Wall time per BO step'.",
         [
-            Figure(figures.runtime_svg(runs.assign(series=series(runs)), colors)),
+            Figure(
+                figures.runtime_svg(runs.assign(series=series(runs)), colors),
+                "Seconds per BO step by part, mean ± standard deviation over steps and seeds "
+                "(the table below).",
+            ),
             Table("runtime", header, rows, table),
         ],
         ("fit / acquisition / evaluation seconds",),

@@ -292,3 +292,18 @@ def test_a_method_without_any_final_value_ranks_last_and_counts_in_the_mean_rank
     assert tied["rank"].to_dict() == {"a": 1, "c": 1}  # no final value on either: a tie
     ranks = mean_ranks(table.reset_index()).set_index("optimizer")
     assert ranks.loc["a", "tasks"] == 1 and ranks.loc["a", "mean_rank"] == 2.0
+
+
+def test_a_reference_without_a_value_on_shared_seeds_is_not_called_unshared() -> None:
+    """The reference ran the same seeds but has no final value on any (never feasible): the
+    test cell said "no seed shared"."""
+    from orthobench.report.data import ResultSet
+    from orthobench.report.sections import final_section
+
+    finals = {"a": dict.fromkeys(range(3), 0.5), "ref": dict.fromkeys(range(3), NAN)}
+    runs = _final_runs(finals).assign(source="d")
+    files = pd.DataFrame(columns=["kind", "task", "run_set", "n_init", "budget"])
+    empty = pd.DataFrame()
+    (table,) = final_section(ResultSet(runs, empty, empty, files), "ref").tables
+    row = next(r for r in table.rows if r[1] == "a")
+    assert row[7] == "- (no seed with a value in both)"
