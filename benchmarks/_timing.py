@@ -18,7 +18,7 @@ from typing import TypeVar
 import torch
 
 from orthobench.exceptions import ResultsError
-from orthobench.results import read_metadata
+from orthobench.results import read_metadata, stored_threads
 from orthobench.results._provenance import cpu_description
 
 _T = TypeVar("_T")
@@ -60,7 +60,7 @@ def stored_machine_line(directory: str | Path) -> str:
         torch_version = (meta.get("versions") or {}).get("torch")
         machines[
             f"{meta.get('cpu') or 'CPU not recorded'}; torch {torch_version}; "
-            f"{meta.get('threads_per_cell', meta.get('threads'))} torch thread(s)"
+            f"{stored_threads(meta)} torch thread(s)"
         ] += 1
     found = ", ".join(f"{machine} ({n} files)" for machine, n in sorted(machines.items()))
     return f"computed on: {found or 'no results files'}"

@@ -408,8 +408,7 @@ class DaskExecutor(Executor):
                 # The scheduler went away (its process ended, the network dropped): the jobs
                 # in flight are lost with it, what was stored stays, and a rerun resumes.
                 where = self.scheduler or "of the private cluster"
-                groups = getattr(err, "error_groups", None)
-                reason = groups[0].reason if groups else type(err).__name__
+                reason = err.error_groups[0].reason if err.error_groups else type(err).__name__
                 raise OrthobenchError(
                     f"lost the Dask scheduler {where} ({reason}); the units stored so far are "
                     "kept: rerun the same command to resume the others."

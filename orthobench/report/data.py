@@ -28,7 +28,7 @@ import pandas as pd
 
 from orthobench.exceptions import OrthobenchWarning, RegistryError, ResultsError
 from orthobench.registry import OPTIMIZERS
-from orthobench.results import ResultStore, load_probe, load_runs, read_metadata
+from orthobench.results import ResultStore, load_probe, load_runs, read_metadata, stored_threads
 from orthobench.suite import ID_SEPARATOR
 from orthobench.work import CELL, ID_FIELDS, PROBE_STATE
 
@@ -124,8 +124,7 @@ def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
         task = cell.get("task", {}).get("label") or (state.get("task") or {}).get("label")
         optimizer = cell.get("optimizer") or {}
         versions = meta.get("versions") or {}
-        # A cell's count is threads_per_cell, a probe state's threads (ProbeJob.metadata).
-        threads = meta.get("threads_per_cell", meta.get("threads"))
+        threads = stored_threads(meta)
         rows.append(
             {
                 "source": source,

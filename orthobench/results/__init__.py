@@ -6,7 +6,7 @@ Re-exports only; the layout of a results directory is documented on :class:`Resu
 from orthobench.results._base import BaseStore
 from orthobench.results._io import os_error_text, write_atomic
 from orthobench.results._journal import EvaluationJournal
-from orthobench.results._parquet import load_probe, load_runs, read_metadata
+from orthobench.results._parquet import load_probe, load_runs, read_metadata, stored_threads
 from orthobench.results._provenance import code_version, run_metadata, where_run
 from orthobench.results._records import (
     METADATA_KEY,
@@ -34,6 +34,7 @@ __all__ = [
     "os_error_text",
     "read_metadata",
     "run_metadata",
+    "stored_threads",
     "where_run",
     "write_atomic",
 ]

@@ -86,6 +86,12 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
         raise _unreadable(path, err) from err
 
 
+def stored_threads(meta: dict[str, Any]) -> int | None:
+    """The torch threads a stored unit ran with, from its metadata (:func:`read_metadata`): a
+    cell's ``threads_per_cell``, a probe state's ``threads``; None where neither is recorded."""
+    return meta.get("threads_per_cell", meta.get("threads"))
+
+
 def read_records(path: str | Path, record_type: type) -> pd.DataFrame:
     """Rows of one stored file as a frame with the columns of ``record_type``.
 
