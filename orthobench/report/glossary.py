@@ -6,7 +6,12 @@ glossary lists those, in order of first use.
 
 from __future__ import annotations
 
+import math
+
+from orthobench.probe.tables import MAX_RATIO
 from orthobench.report.aggregate import N_TARGETS
+
+_MAX_EXPONENT = round(math.log10(MAX_RATIO))
 
 GLOSSARY: dict[str, str] = {
     "best-so-far regret": (
@@ -181,7 +186,26 @@ GLOSSARY: dict[str, str] = {
         "('rebuilds'): that state's 95% percentile bootstrap over paired rebuilds (2000 "
         "resamples, seeded)."
     ),
-    "worst state": "The smallest ratio of any single state.",
+    "worst state": (
+        "The smallest ratio of any single state, with that state's 95% rebuild interval "
+        "(percentile bootstrap over its paired rebuilds); 'which state' names it."
+    ),
+    "undefined states": (
+        "States whose MSE ratio is undefined: NaN, not positive, infinite or outside "
+        f"[1e-{_MAX_EXPONENT}, 1e{_MAX_EXPONENT}] (one estimator's variance is about 0 there, so the "
+        "ratio measures round-off, not a variance reduction). They are counted here and left out "
+        "of every statistic over states."
+    ),
+    "probe ranking": (
+        "One row per budget S and estimator over every (task, kernel) of a run set. 'worst state "
+        "MSE ratio': the smallest MSE ratio of any single state, named in 'worst state' "
+        "(task/kernel and seed), with that state's upper 95% rebuild bound ('upper rebuild "
+        "CI'); 'median': the median over (task, kernel) of each one's median over states; "
+        "'worst median': the smallest of those medians, in 'worst cell'; 'max excess "
+        "bias²/MSE': the largest over states of max(bias² − probe variance / R, 0) / MSE, the "
+        "share of the MSE that is bias beyond what R rebuilds leave in an unbiased estimator's "
+        "bias² (about 0 when unbiased). Rows are sorted by the worst state, best first."
+    ),
     "median point ratio": (
         "Median over probe points of the per-point ratio (shows whether a few heavy-tailed "
         "points carry the mean); geometric mean over states."

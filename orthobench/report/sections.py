@@ -530,8 +530,8 @@ def probe_section(results: ResultSet) -> Section | None:
         "over states by geometric mean.",
         blocks,
         ("probe state", "rebuild", "probe variance", "bias²", "EI evals", "variance / MSE ratio",
-         "CI over states", "worst state", "median point ratio", "top-1 agreement", "flip rate",
-         "regret (probe)"),
+         "CI over states", "worst state", "undefined states", "median point ratio",
+         "top-1 agreement", "flip rate", "regret (probe)", "probe ranking"),
     )  # fmt: skip
 
 

@@ -115,6 +115,21 @@ def test_the_glossary_names_the_intervals_over_probe_states_that_are_computed():
     assert "rebuild" in text  # one state: that state's bootstrap over rebuilds
 
 
+def test_the_glossary_defines_the_probe_tables_columns(tmp_path):
+    """The ranking table's 'upper rebuild CI', 'worst median', 'worst cell' and 'max excess
+    bias²/MSE', and the summary's 'undefined states', were defined nowhere in the report."""
+    root = tmp_path / "p"
+    for seed in range(2):
+        write_probe_state(root, "p", seed, {("orth", 8): 2.0 + seed})
+    html = unescape(build_report([root], tmp_path / "r.html").read_text())
+    glossary = html[html.index('id="glossary"') :]
+    terms = re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", glossary, re.S)
+    assert {"undefined states", "probe ranking"} <= {term for term, _ in terms}
+    ranking = dict(terms)["probe ranking"]
+    for column in ("upper rebuild CI", "worst median", "worst cell", "max excess bias²/MSE"):
+        assert f"'{column}'" in ranking, column
+
+
 def test_a_report_of_failed_cells_only_writes_no_empty_table_and_readable_csvs(tmp_path):
     """Only failures: the summary was an empty table and its CSV a bare newline (pandas:
     EmptyDataError), and the glossary an empty section."""
