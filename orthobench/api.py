@@ -15,7 +15,6 @@ and ``orthobench run`` calls them (:mod:`orthobench.cli`).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,9 +93,9 @@ def run_suite(
     Args:
         suite:
             A suite file (YAML) or a :class:`~orthobench.Suite` from
-            :func:`~orthobench.load_suite`. As on the command line, the folder of a suite file is
-            appended to ``sys.path`` (after everything else, and left there), so a module next to
-            it that the suite names is found.
+            :func:`~orthobench.load_suite`, which appends the folder of a suite file to
+            ``sys.path`` (after everything else, and left there), so a module next to it that the
+            suite names is found.
         output:
             The results directory [default: ``results/<suite name>`` in the working directory].
         device:
@@ -225,23 +224,6 @@ def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
 # `check` use the first three too.
 
 
-def _load_suite_file(suite_file: str | os.PathLike[str]) -> Suite:
-    """Load a suite, with its folder searched last for the ``module:attr`` names it uses.
-
-    So a user's module next to their suite works without PYTHONPATH and never shadows an installed
-    one: the folder is appended to ``sys.path``, after the standard library, site-packages and
-    PYTHONPATH (a ``botorch.py`` next to the suite is not what ``import botorch`` finds). It stays
-    there for the whole command: worker processes started later (process pool, Dask LocalCluster)
-    inherit the parent's ``sys.path`` and import the same module.
-    """
-    from orthobench.suite import load_suite
-
-    folder = str(Path(suite_file).resolve().parent)
-    if folder not in sys.path:
-        sys.path.append(folder)
-    return load_suite(suite_file)
-
-
 def _results_dir(output: str | os.PathLike[str] | None, suite_name: str) -> Path:
     """``output``, or ``results/<suite name>`` without one; an empty ``output`` (``-o ''``) is
     an error, not the default: it is a path the user meant to give."""
@@ -332,10 +314,10 @@ def _prepare_run(
     of another configuration (:func:`_refuse_changed`)."""
     from orthobench.devices import resolve_device
     from orthobench.results import ResultStore
-    from orthobench.suite import Suite
+    from orthobench.suite import Suite, load_suite
 
     if not isinstance(suite, Suite):
-        suite = _load_suite_file(suite)
+        suite = load_suite(suite)
     resolved = resolve_device(device or suite.device)
     store = ResultStore(_results_dir(output, suite.name))
     runner = _make_executor(

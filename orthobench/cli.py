@@ -25,8 +25,9 @@ from typing import Any
 
 import click
 
-from orthobench.api import _load_suite_file, _make_executor, _refuse_changed, _results_dir
+from orthobench.api import _make_executor, _refuse_changed, _results_dir
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
+from orthobench.suite import load_suite
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
@@ -420,7 +421,7 @@ def _probe_suite(
     from orthobench.probe.runner import probe_units, run_probe
     from orthobench.results import ResultStore
 
-    suite = _load_suite_file(suite_file)
+    suite = load_suite(suite_file)
     if suite.probe is None:
         raise SuiteError(
             suite_file, "probe", "missing; `probe` and `check` need a probe section in the suite."

@@ -32,6 +32,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict
 from functools import partial
@@ -603,13 +604,23 @@ def parse_suite(data: Any, file: str = "<suite>") -> Suite:
 
 
 def load_suite(path: str | Path) -> Suite:
-    """Read and validate a suite file.
+    """Read and validate a suite file, with its folder searched last for the ``module:attr``
+    names it uses.
+
+    So a user's module next to their suite works without PYTHONPATH and never shadows an installed
+    one: the folder is appended to ``sys.path``, after the standard library, site-packages and
+    PYTHONPATH (a ``botorch.py`` next to the suite is not what ``import botorch`` finds). It stays
+    there: worker processes started later (process pool, Dask LocalCluster) inherit the parent's
+    ``sys.path`` and import the same module.
 
     Raises:
         SuiteError: on any problem, with a one-line message naming the file and the field.
     """
     path = Path(path)
     file = str(path)
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
     try:
         with path.open("rb") as stream:
             raw = stream.read(MAX_FILE_BYTES + 1)

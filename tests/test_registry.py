@@ -303,6 +303,24 @@ def test_a_module_next_to_the_suite_resolves_and_shadows_no_installed_one(tmp_pa
     assert not list(tmp_path.glob("*-executed"))
 
 
+def test_the_public_load_suite_finds_a_module_next_to_the_suite(tmp_path):
+    """``orthobench.load_suite(path)`` refused what ``orthobench run path`` loads ("not next to
+    the suite file", which it had not searched), so ``run_suite(load_suite(path))`` failed."""
+    (tmp_path / "mytasks.py").write_text(LOCAL_TASK)
+    (tmp_path / "suite.yaml").write_text(SUITE_NEXT_TO_MODULE)
+    code = (
+        "import sys, orthobench; "
+        f"suite = orthobench.load_suite({str(tmp_path / 'suite.yaml')!r}); "
+        "print([task.label for task in suite.tasks], sys.path[-1])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["['quadratic',", "'hartmann6']", str(tmp_path.resolve())]
+
+
 CONSTRAINED_PLUGIN = """
 from __future__ import annotations
 
