@@ -562,4 +562,20 @@ def load_probe_acquisition(path: str, *, field: str = "") -> type:
         raise ConfigError(
             field, f"{path!r} is the abstract class {obj.__name__}: implement {missing}."
         )
+    # The probe builds the class with no arguments and calls build(model, best_f=, samples=,
+    # rebuild=) only after a state's other estimators are computed: a signature that cannot
+    # take those failed every state at its end.
+    for call, bind in (
+        (f"{obj.__name__}()", lambda: inspect.signature(obj).bind()),
+        (
+            "build(model, *, best_f, samples, rebuild)",
+            lambda: inspect.signature(obj.build).bind(None, None, best_f=0.0, samples=1, rebuild=0),
+        ),
+    ):
+        try:
+            bind()
+        except TypeError as err:
+            raise ConfigError(field, f"{path!r}: the probe calls {call}, but {err}.") from None
+        except ValueError:  # no signature to read (a builtin): the call itself will tell
+            pass
     return obj

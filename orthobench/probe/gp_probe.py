@@ -51,6 +51,7 @@ raw-sample screen of them, so 512 batches would overstate a step's cost).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -279,6 +280,11 @@ def _plugin_log(
     with torch_seed(seed), torch.no_grad():
         acqf = plugin.build(copy.deepcopy(model), best_f=best_f, samples=samples, rebuild=rebuild)
         value = acqf(X)
+    if not isinstance(value, torch.Tensor):
+        # "Any callable" (ProbeAcquisition.build) may give a NumPy array or a list, as
+        # acquisition_noise's rebuilds may; read in float64, so no value is rounded first.
+        with contextlib.suppress(TypeError, ValueError, RuntimeError):
+            value = torch.as_tensor(value, dtype=torch.float64)
     if not isinstance(value, torch.Tensor) or tuple(value.shape) != (X.shape[0],):
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
         raise ValueError(

@@ -22,6 +22,23 @@ class Abstract(ProbeAcquisition):
     """A subclass that does not implement ``build``."""
 
 
+class NeedsArguments(ProbeAcquisition):
+    """A subclass the probe cannot build: it takes no arguments."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def build(self, model, *, best_f, samples, rebuild):
+        raise AssertionError("never called")
+
+
+class PositionalBuild(ProbeAcquisition):
+    """A ``build`` without the keyword arguments the probe passes."""
+
+    def build(self, model):
+        raise AssertionError("never called")
+
+
 def not_a_plugin(model, *, best_f, samples, rebuild):
     """A plain function of the right signature: not a ProbeAcquisition subclass."""
     raise AssertionError("never called")

@@ -20,6 +20,7 @@ from orthobench.config.names import parse_estimator
 from orthobench.exceptions import ConfigError, SuiteError
 from orthobench.executors._base import thread_limits
 from orthobench.probe import ProbeAcquisition
+from orthobench.probe.gp_probe import _plugin_log
 from orthobench.probe.runner import probe_units, run_probe
 from orthobench.probe.states import (
     ProbeState,
@@ -133,12 +134,43 @@ def test_tpe_states_get_no_plugin_rows():
 
 
 @pytest.mark.parametrize(
+    "convert",
+    [lambda v: v, lambda v: v.numpy(), lambda v: v.tolist()],
+    ids=["tensor", "numpy", "list"],
+)
+def test_a_plugins_values_may_be_any_array_like(convert):
+    """``build`` may return any callable (its docstring); values that were not a tensor failed
+    every state at its end."""
+    values = torch.tensor([0.5, -1.25, 3.0], dtype=torch.float64)
+
+    class Fixed(ProbeAcquisition):
+        def build(self, model, *, best_f, samples, rebuild):
+            return lambda X: convert(values)
+
+    X = torch.zeros(3, 1, 2, dtype=torch.float64)
+    assert torch.equal(_plugin_log(Fixed(), "fixed", None, X, 0.0, 8, 0, 1), values)
+
+
+def test_a_plugins_values_that_are_not_numbers_are_refused_naming_it():
+    class Words(ProbeAcquisition):
+        def build(self, model, *, best_f, samples, rebuild):
+            return lambda X: ["a", "b", "c"]
+
+    X = torch.zeros(3, 1, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"'words' .*shape \(3,\), but got list"):
+        _plugin_log(Words(), "words", None, X, 0.0, 8, 0, 1)
+
+
+@pytest.mark.parametrize(
     ("name", "match"),
     [
         ("builtins:dict", "standard library"),
         ("tests.probe.plugins:not_a_plugin", "not a ProbeAcquisition subclass"),
         ("tests.probe.tasks:branin2", "not a ProbeAcquisition subclass"),
         ("tests.probe.plugins:Abstract", "abstract class Abstract: implement build"),
+        # Refused only when each state's other rows were computed, failing every state.
+        ("tests.probe.plugins:NeedsArguments", r"calls NeedsArguments\(\), but missing .*'k'"),
+        ("tests.probe.plugins:PositionalBuild", r"calls build\(.*unexpected keyword .*best_f"),
         ("tests.probe.plugins:Nope", "has no attribute 'Nope'"),
         ("no_such_package.acq:QLogNEI", "No module named 'no_such_package'"),
         ("tests.probe.no_such_module:QLogNEI", "no such module"),
