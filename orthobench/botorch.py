@@ -27,7 +27,10 @@ from gpytorch.means import ConstantMean
 from torch import Tensor
 
 from orthobench.acquisition import MarginalLogEI, MarginalLogQEI, draw_inner_base_samples
-from orthobench.config.params import is_integer
+from orthobench.config.names import ThetaEstimator
+from orthobench.config.params import check_even_budgets, is_integer
+from orthobench.estimators import min_draws
+from orthobench.exceptions import ConfigError
 from orthobench.seeding import derive_seed
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_algebra import get_theta, theta_layout
@@ -150,6 +153,7 @@ def _outcome_scale(model: SingleTaskGP) -> tuple[float, float]:
 
 def _check_arguments(
     model: SingleTaskGP,
+    estimator: ThetaEstimator,
     theta_samples: int,
     q: int,
     alpha: float,
@@ -164,6 +168,16 @@ def _check_arguments(
     """
     if not is_integer(theta_samples) or theta_samples < 1:
         raise ValueError(f"`theta_samples` must be an int >= 1, but got {theta_samples=}.")
+    fewest = 1 if estimator.point_set else min_draws(estimator.base)
+    if theta_samples < fewest:
+        raise ValueError(
+            f"`theta_samples` must be >= {fewest} for estimator {estimator.name!r}, but got "
+            f"{theta_samples=}."
+        )
+    try:
+        check_even_budgets(estimator, {"theta_samples": int(theta_samples)})
+    except ConfigError as err:
+        raise ValueError(f"`{err.field}` {err.reason}") from None
     if not is_integer(q) or q < 1:
         raise ValueError(f"`q` must be an int >= 1, but got {q=}.")
     if not 0 < alpha <= 1:
@@ -291,8 +305,8 @@ def marginal_log_ei(
         torch.Size([2])
     """
     y_mean, y_std = _outcome_scale(model)
-    _check_arguments(model, theta_samples, q, alpha, best_f, X_pending, seed)
     spec = parse_theta_estimator(estimator)
+    _check_arguments(model, spec, theta_samples, q, alpha, best_f, X_pending, seed)
     # Python ints from here on (the check accepts numpy ones): torch's generators and the point
     # sets refuse numpy integers, and derive_seed hashes the repr, which for np.int64(3) is not
     # that of 3, so the same seed would give other base samples.

@@ -119,6 +119,8 @@ def test_the_api_is_exported_and_import_stays_torch_free():
     assert orthobench.RunResult is api.RunResult
     for name in ("run_suite", "load_results", "RunResult", "acquisition_noise", "AcquisitionNoise"):
         assert name in orthobench.__all__ and name in dir(orthobench)
+    # A name reached once is a global too: it was listed twice.
+    assert len(dir(orthobench)) == len(set(dir(orthobench)))
     assert orthobench._EXPORTS["acquisition_noise"] == "orthobench.noise"
     assert orthobench._EXPORTS["AcquisitionNoise"] == "orthobench.noise"
     # Reaching the API's functions imports no torch either (their modules import it on call).

@@ -340,6 +340,11 @@ def test_gradient_matches_finite_differences(small, q):
         ({"q": 2, "X_pending": torch.zeros(1, 3, dtype=DTYPE)}, "(1, 3)"),
         ({"X_pending": torch.zeros(1, 2, dtype=DTYPE)}, "(1, 2)"),
         ({"seed": 1.5}, "seed=1.5"),
+        # Refused after the Laplace posterior, or at the first evaluation, as S or n.
+        ({"theta_samples": 1, "estimator": "orth"}, "theta_samples=1"),
+        ({"theta_samples": 3, "estimator": "orth-crossfit"}, "theta_samples=3"),
+        ({"theta_samples": 3, "estimator": "mc@antithetic"}, "must be even"),
+        ({"estimator": "orthh"}, "unknown estimator 'orthh'"),
     ],
 )
 def test_bad_arguments_raise_one_line_before_any_work(small, monkeypatch, kwargs, shown):
