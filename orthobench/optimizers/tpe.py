@@ -23,7 +23,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from orthobench.config.params import Count, NonNegativeCount, PositiveFloat
-from orthobench.estimators import DEFAULT_CONTROL_VARIATE, ESTIMATORS, get_estimator
+from orthobench.estimators import DEFAULT_CONTROL_VARIATE, ESTIMATORS, get_estimator, min_draws
 from orthobench.optimizers.base import Optimizer, Suggestion, check_at_least
 from orthobench.seeding import derive_seed, torch_generator
 from orthobench.surrogates.tpe import (
@@ -328,9 +328,27 @@ class OrthoBOTPE(MCTPE):
             raise ValueError(f"`control_mean_draws` must be >= 2, but got {control_mean_draws=}.")
         if centering not in CENTERINGS:
             raise ValueError(f"`centering` must be one of {CENTERINGS}, but got {centering=}.")
+        OrthoBOTPE.check_params(
+            bootstrap_fits=bootstrap_fits,
+            estimator=estimator,
+            n_good_candidates=n_good_candidates,
+            n_sobol_candidates=n_sobol_candidates,
+        )
         self.estimator = estimator
         self.control_mean_draws = control_mean_draws
         self.centering = centering
+
+    @staticmethod
+    def check_params(*, bootstrap_fits: int, estimator: str, **rest: Any) -> None:
+        """MC-TPE's rules (:meth:`MCTPE.check_params`), and as many fits as the estimator takes:
+        cross-fitting needs 4 (2 per fold), which the first step refused after the initial
+        design."""
+        MCTPE.check_params(**rest)
+        fewest = min_draws(estimator)
+        if bootstrap_fits < fewest:
+            raise ValueError(
+                f"`bootstrap_fits` must be >= {fewest} for {estimator=}, but got {bootstrap_fits=}."
+            )
 
     def draw(self, rebuild: int = 0) -> BootstrapDraw:
         draw = super().draw(rebuild)

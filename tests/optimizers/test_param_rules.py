@@ -120,6 +120,16 @@ RULES = [
         "got (n_good_candidates=0, n_sobol_candidates=0).",
         id="orthobo-tpe-no-candidates",
     ),
+    # Refused at the first step, after the initial design (a training task's hours).
+    pytest.param(
+        "orthobo-tpe",
+        OrthoBOTPE,
+        {"estimator": "orth-crossfit", "bootstrap_fits": 3},
+        "params",
+        "optimizer 'orthobo-tpe': `bootstrap_fits` must be >= 4 for estimator='orth-crossfit', "
+        "but got bootstrap_fits=3.",
+        id="orthobo-tpe-too-few-fits-to-cross-fit",
+    ),
     # GPOptimizer's multistart rule, which qLogEI, qUCB, RPR inherit and TuRBO's includes.
     *(
         pytest.param(
