@@ -183,6 +183,12 @@ class OrthoBOSampler(BaseSampler):
         OPTIMIZERS.check_params("orthobo", orthobo_params)
         if seed is not None and not is_integer(seed):
             raise ValueError(f"`seed` must be an int or None, but got {seed=}.")
+        if independent_sampler is None and seed is not None and not 0 <= seed < 2**32:
+            # RandomSampler's (NumPy's) range: it failed at the first trial, with NumPy's words.
+            raise ValueError(
+                f"`seed` must be in [0, 2**32 - 1] with the default independent_sampler "
+                f"(RandomSampler), but got {seed=}."
+            )
         # A Python int: derive_seed hashes the text, and np.int64(0)'s is not 0's.
         self._seed = secrets.randbits(63) if seed is None else int(seed)
         self._n_startup_trials = n_startup_trials
@@ -191,6 +197,15 @@ class OrthoBOSampler(BaseSampler):
         self._warn_independent_sampling = warn_independent_sampling
         self._orthobo_params = orthobo_params
         self._intersection_search_space = optuna.search_space.IntersectionSearchSpace()
+        # Messages warned already: Python's once-per-location memory is reset by every
+        # `warnings.catch_warnings()`, which each OrthoBO step enters (fits), so the default
+        # filter showed them at every trial.
+        self._warned: set[str] = set()
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(message, OrthobenchWarning, stacklevel=3)
 
     def reseed_rng(self) -> None:
         self._independent_sampler.reseed_rng()
@@ -221,13 +236,11 @@ class OrthoBOSampler(BaseSampler):
                 for name, distribution in search_space.items()
                 if not _in_range(distribution, t.params[name])
             )
-            warnings.warn(
+            self._warn_once(
                 one_line(
                     f"OrthoBOSampler leaves out the trials with a parameter outside its "
                     f"distribution's range (fixed by `Study.enqueue_trial`?): {values}."
-                ),
-                OrthobenchWarning,
-                stacklevel=2,
+                )
             )
         if len(complete) < self._min_trials:
             return {}
@@ -237,13 +250,11 @@ class OrthoBOSampler(BaseSampler):
         y = sign * np.array([t.value for t in complete])  # t
         if not np.isfinite(y).all():
             # Named by the first such trial only, so the message stays the same as the study
-            # grows and the default warnings filter shows it once rather than at every trial.
+            # grows and is shown once rather than at every trial.
             first = min(t.number for t in complete if math.isinf(t.value))
-            warnings.warn(
+            self._warn_once(
                 f"OrthoBOSampler tells an infinite value (first in trial {first}) as the least or "
-                "the largest finite value, whichever is nearer, as GPSampler does.",
-                OrthobenchWarning,
-                stacklevel=2,
+                "the largest finite value, whichever is nearer, as GPSampler does."
             )
             y = _clip_infinite(y)
         c = _constraint_values(complete)  # t x m, m = 0 without constraints

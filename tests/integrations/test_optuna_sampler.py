@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from unittest import mock
 
 import numpy as np
@@ -341,6 +342,14 @@ def test_a_numpy_seed_is_the_int_seed_and_a_float_seed_is_refused() -> None:
         OrthoBOSampler(seed=1.5)
 
 
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_a_seed_the_default_random_sampler_refuses_is_refused_at_construction(seed: int) -> None:
+    """It failed at the first trial, in NumPy's words; any int seeds the proposals themselves."""
+    with pytest.raises(ValueError, match=rf"\[0, 2\*\*32 - 1\] .*RandomSampler.*seed={seed}"):
+        OrthoBOSampler(seed=seed)
+    OrthoBOSampler(seed=seed, independent_sampler=optuna.samplers.RandomSampler(seed=0))
+
+
 def test_multi_objective_raises() -> None:
     study = optuna.create_study(directions=["minimize", "minimize"], sampler=OrthoBOSampler())
     search_space = {"x": FloatDistribution(0.0, 1.0)}
@@ -450,6 +459,23 @@ def test_infinite_values_are_clipped_to_the_finite_range(
     x, y, _ = told[0]
     np.testing.assert_array_equal(x[:, 0], [0.1, 0.3, 0.5, 0.7, 0.9])
     np.testing.assert_array_equal(y, expected)
+
+
+def test_a_warning_is_shown_once_per_sampler_not_at_every_trial() -> None:
+    """Each OrthoBO step enters ``warnings.catch_warnings()`` (its fits), which resets Python's
+    once-per-location memory, so the default filter showed the same warning at every trial; the
+    "always" filter here shows what the sampler itself warns."""
+    study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
+    for x, value in ((0.1, 1.0), (0.3, math.inf), (0.5, 3.0)):
+        _add(study, x, value)
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            study.sampler.sample_relative(
+                study, _create_new_trial(study), {"x": FloatDistribution(0.0, 1.0)}
+            )
+    infinite = [w for w in shown if "infinite value" in str(w.message)]
+    assert len(infinite) == 1
 
 
 def test_only_infinite_values_are_told_as_zero(told: list) -> None:
