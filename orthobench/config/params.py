@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from functools import partial
@@ -145,6 +146,9 @@ def check_value(annotation: Any, value: Any, *, field: str) -> None:
         if isinstance(cause, ConfigError):  # a validator's own message, its field relative
             raise ConfigError(where + cause.field, cause.reason) from None
         rule = first["msg"].replace("Input should be", "must be", 1)
+        if isinstance(bad := first.get("input"), float) and math.isnan(bad):
+            # NaN fails every comparison: an interval's first bound named it ("less than 1").
+            rule = "must be a finite number"
         raise ConfigError(where, f"{rule}, but got {show_value(value)}.") from None
 
 

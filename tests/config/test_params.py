@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import pytest
-from annotated_types import Ge
+from annotated_types import Ge, Interval
 
 from orthobench.config.params import (
     MAX_COUNT,
@@ -53,6 +53,8 @@ def test_good_values_pass(annotation, value):
         (NonNegativeFloat, float("nan"), "p", "must be a finite number, but got float nan."),
         (NonNegativeFloat, float("inf"), "p", "must be a finite number"),
         (Probability, 1.5, "p", "less than or equal to 1"),
+        (Probability, float("nan"), "p", "must be a finite number, but got float nan."),
+        (Annotated[float, Interval(gt=0.0, lt=1.0)], float("nan"), "p", "must be a finite number"),
         (Kernel, "nope", "p", "Unknown kernel 'nope'; known: rbf-iso"),
         (KernelEnsemble, ["rbf-iso", "nope"], "p[1]", "Unknown kernel 'nope'"),
         (KernelEnsemble, [], "p", "must name at least one kernel"),
