@@ -4,9 +4,10 @@ For the GP state of ``orthobench run``'s 32-point initial design (seed 0) on Har
 Levy16 and S in {32, 512} theta draws, times ``acqf(X).sum().backward()`` for a batch of 8
 candidates (one L-BFGS restart block) with the naive mean and with each estimator on the *same*
 draws (median [min, max] ms per call over 5 rounds of 20 calls), and reports the estimator's
-extra cost as a share of the call (medians); then the one-off seconds of the estimator's draw
-weights (:meth:`~orthobench.acquisition.MarginalLogEI.draw_weights`, computed when an acquisition
-first evaluates with that estimator). Run:
+extra cost as a share of the naive mean's call (medians, :func:`change_per_call`); then the
+one-off seconds of the estimator's draw weights
+(:meth:`~orthobench.acquisition.MarginalLogEI.draw_weights`, computed when an acquisition first
+evaluates with that estimator). Run:
 ``.venv/bin/python benchmarks/acquisition_overhead.py [--threads T]``.
 """
 
@@ -18,7 +19,7 @@ import warnings
 
 import _states
 import torch
-from _timing import machine_line, time_call, timed
+from _timing import Timing, machine_line, time_call, timed
 
 from orthobench.optimizers.orthobo import OrthoBO
 
@@ -34,6 +35,12 @@ def gp_state(task: str, theta_samples: int) -> OrthoBO:
         task, SEED, N_INIT, 0, "orthobo", theta_samples=theta_samples, estimator="mc"
     )
     return _states.run(cell).optimizer(0)
+
+
+def change_per_call(t: Timing, base: Timing) -> float:
+    """An estimator's extra time per call (median ``t``) in percent of the naive mean's
+    (``base``): docs/benchmarks.md reads it as "x% more per call than the naive mean"."""
+    return 100 * (t.median - base.median) / base.median
 
 
 def row(task: str, theta_samples: int) -> str:
@@ -59,7 +66,7 @@ def row(task: str, theta_samples: int) -> str:
         acqf.estimator = estimator
         t = time_call(call)
         parts.append(
-            f"{estimator} {t} ({100 * (t.median - base.median) / t.median:+5.1f}%; "
+            f"{estimator} {t} ({change_per_call(t, base):+5.1f}%; "
             f"weights once {1000 * once:5.2f} ms)"
         )
     return " | ".join(parts)

@@ -16,6 +16,7 @@ Run: ``.venv/bin/python benchmarks/constrained_tables.py DIR [--reference orthob
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 import pandas as pd
@@ -64,13 +65,20 @@ def paired(runs: pd.DataFrame, reference: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir")
     parser.add_argument("--reference", default="orthobo")
-    args = parser.parse_args()
-    print(stored_machine_line(args.dir))
+    args = parser.parse_args(argv)
     runs = load_results([args.dir]).runs
+    if not (runs["constraints"].map(len) > 0).any():
+        sys.exit(f"constrained_tables: {args.dir} holds no constrained runs")
+    if args.reference not in set(runs["optimizer"]):
+        have = ", ".join(sorted(runs["optimizer"].unique()))
+        sys.exit(
+            f"constrained_tables: no optimizer {args.reference} (--reference); the run has {have}"
+        )
+    print(stored_machine_line(args.dir))
     print("| task | optimizer | final regret, median [min, max] | never feasible | "
           "first feasible (median) | feasible share (median) |")  # fmt: skip
     print("|---|---|---|---|---|---|")

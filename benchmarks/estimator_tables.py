@@ -212,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare the page, do not write it")
     args = parser.parse_args(argv)
     if args.results is not None:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
         frame = states_frame(args.results)
+        if frame.empty:  # else the CSV and the page's tables would be written empty
+            sys.exit(f"estimator_tables: {args.results} holds no probe results")
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.csv, index=False)
         print(f"wrote {args.csv} ({len(frame)} rows)")
     tables = blocks(pd.read_csv(args.csv))

@@ -48,12 +48,14 @@ Usage::
     python benchmarks/paper_tables.py [RESULTS] [-o OUT] [--size reduced|medium|full]
 
 Defaults: ``results/paper``, ``docs/reproduction``, ``reduced``. A suite without stored results
-is skipped with a line on stderr.
+is skipped with a line on stderr; the probe tables are read from the ``probe`` experiment alone
+(another experiment's probe rows are ignored with a line on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -62,11 +64,13 @@ import pandas as pd
 
 from orthobench.probe.tables import defined_ratios, summary_table
 from orthobench.report import stats
-from orthobench.report.data import load_results
+from orthobench.report.data import ResultSet, load_results
 from orthobench.report.diagnostics import ensemble_steps
 from orthobench.report.tables import KEY, final_table, final_values, runtime_table
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites" / "paper"
+#: The experiment whose probe rows make the probe tables.
+PROBE_EXPERIMENT = "probe"
 #: Experiments whose per-step runtimes make the paper-layout runtime table.
 RUNTIME_EXPERIMENTS = ("regret", "tpe")
 #: (OrthoBO variant, comparison) label pairs per experiment; pairs whose labels a suite lacks are
@@ -109,6 +113,28 @@ DIGITS = 4
 def experiments(size: str) -> list[str]:
     """The experiments with a suite of ``size`` in ``suites/paper/``, in file order."""
     return sorted(p.stem.removesuffix(f"-{size}") for p in SUITES_DIR.glob(f"*-{size}.yaml"))
+
+
+def stored_results(root: Path, size: str) -> dict[str, ResultSet]:
+    """The results of each experiment of ``size`` under ``root`` that the tables read: its BO
+    steps and, of :data:`PROBE_EXPERIMENT` alone, its probe rows (another experiment's would
+    overwrite the probe tables). An experiment without them is skipped with a line on stderr."""
+    stored = {}
+    for experiment in experiments(size):
+        directory = root / f"paper-{experiment}-{size}"
+        results = load_results([directory])  # no rows from a missing folder
+        if experiment != PROBE_EXPERIMENT and not results.probe.empty:
+            print(
+                f"ignored the probe rows of {directory} (the probe tables are read from "
+                f"paper-{PROBE_EXPERIMENT}-{size} only)",
+                file=sys.stderr,
+            )
+            results = dataclasses.replace(results, probe=results.probe.iloc[:0])
+        if results.probe.empty and not (results.runs["phase"] == "bo").any():
+            print(f"skipped {experiment}: no results in {directory}", file=sys.stderr)
+            continue
+        stored[experiment] = results
+    return stored
 
 
 def seeds_best(finals: pd.DataFrame) -> pd.DataFrame:
@@ -367,14 +393,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", default="docs/reproduction", type=Path)
     parser.add_argument("--size", choices=["reduced", "medium", "full"], default="reduced")
     args = parser.parse_args(argv)
+    if not args.results.is_dir():
+        sys.exit(f"paper_tables: {args.results} is not a folder")
+    stored = stored_results(args.results, args.size)
+    if not stored:
+        sys.exit(f"paper_tables: {args.results} holds no results of the {args.size} paper suites")
     args.output.mkdir(parents=True, exist_ok=True)
     runtimes = []
-    for experiment in experiments(args.size):
-        directory = args.results / f"paper-{experiment}-{args.size}"
-        if not directory.is_dir():
-            print(f"skipped {experiment}: no results in {directory}", file=sys.stderr)
-            continue
-        results = load_results([directory])
+    for experiment, results in stored.items():
         if not results.probe.empty:
             ratios = probe_ratios(results.probe)
             write(ratios, args.output / "probe-ratios.csv")

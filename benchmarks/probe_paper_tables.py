@@ -18,6 +18,7 @@ Run: ``.venv/bin/python benchmarks/probe_paper_tables.py results/probe-paper``.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pandas as pd
 from _timing import stored_machine_line
@@ -41,12 +42,14 @@ def mean_sd(values: pd.Series, fmt: str, sd: str = ".2g") -> str:
     return f"{values.mean():{fmt}} ± {values.std():{sd}}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir")
-    directory = parser.parse_args().dir
-    print(stored_machine_line(directory))
+    directory = parser.parse_args(argv).dir
     rows = load_probe([directory])
+    if rows.empty:
+        sys.exit(f"probe_paper_tables: {directory} holds no probe results")
+    print(stored_machine_line(directory))
     rows = rows.assign(var_mc=rows["probe_variance"] * rows["var_ratio"])
     largest = rows["mc_samples"].max()
     order = {t: i for i, t in enumerate(TASKS)}

@@ -24,6 +24,7 @@ Run: ``.venv/bin/python benchmarks/probe_ratio_tables.py DIR``.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 import pandas as pd
@@ -99,7 +100,7 @@ def equal_accuracy(rows: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns={"mc_samples": "S"}), largest
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir")
     parser.add_argument(
@@ -114,9 +115,11 @@ def main() -> None:
         help="table 1 as the variance ratio Var(mc) / Var(estimator) of the EI-scale values "
         "(the probe's var_ratio; docs/reproduction.md's metric) instead of the MSE ratio",
     )
-    args = parser.parse_args()
-    print(stored_machine_line(args.dir))
+    args = parser.parse_args(argv)
     rows = load_probe([args.dir])
+    if rows.empty:
+        sys.exit(f"probe_ratio_tables: {args.dir} holds no probe results")
+    print(stored_machine_line(args.dir))
     rows["q"] = rows["q"].fillna(1).astype(int)
     if args.log:
         table, metric = against_mc(with_log_variance_ratio(rows)), "log-scale variance ratio"

@@ -88,6 +88,7 @@ def take_apart(task: str, seed: int) -> dict[str, float]:
             batch_sizes.append(X.shape[0])
         return forward(self, X)
 
+    chunk = optimizer._raw_chunk(optimizer.screen_theta_samples, q=1)
     with torch_seed(optimizer._step_seed("acq")):
         starts, screen_s = timed(
             lambda: gen_batch_initial_conditions(
@@ -96,7 +97,7 @@ def take_apart(task: str, seed: int) -> dict[str, float]:
                 q=1,
                 num_restarts=optimizer.num_restarts,
                 raw_samples=optimizer.raw_samples,
-                options={"init_batch_limit": optimizer._raw_chunk(optimizer.screen_theta_samples)},
+                options={"init_batch_limit": chunk},
             )
         )
         MarginalLogEI.forward = spy

@@ -92,7 +92,7 @@ def _ratio_summary(ratios: list[float]) -> str:
     return f"{geo:.2f} [{min(ratios):.2f}, {max(ratios):.2f}]"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=4)
@@ -106,7 +106,9 @@ def main() -> None:
         default=",".join(METHODS),
         help="comma-separated subset; qlogei is the reference",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.steps < 2:
+        parser.error("--steps must be at least 2: the summary leaves out the first BO step")
     devices = args.devices.split(",")
     batch_sizes = [int(q) for q in args.q.split(",")]
     methods = ["qlogei", *(m for m in args.methods.split(",") if m != "qlogei")]

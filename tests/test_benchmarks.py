@@ -8,6 +8,7 @@ shared). The shared timing helper reports a median, its range and the thread cou
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from pathlib import Path
 
@@ -181,3 +182,117 @@ def test_stored_machine_line_reads_a_probe_states_thread_count(tmp_path):
     write_probe_state(tmp_path, "p", 0, {("orth", 8): 2.0})
     line = importlib.import_module("_timing").stored_machine_line(tmp_path)
     assert line.endswith("; 1 torch thread(s) (1 files)")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    """Results folders by what they hold: ``missing`` (no folder), ``empty``, ``run`` (a cell
+    without constraints), ``constrained`` (a cell with one) and ``probe`` (a probe state)."""
+    from tests.report.conftest import cell, write_cell, write_probe_state
+
+    root = tmp_path_factory.mktemp("folders")
+    out = {name: root / name for name in ("missing", "empty", "run", "constrained", "probe")}
+    out["empty"].mkdir()
+    write_cell(out["run"], cell("s", "h", "sobol", 0, 2, 1), [3.0, 2.0, 1.0])
+    write_cell(
+        out["constrained"], cell("s", "h", "sobol", 0, 2, 1), [3.0, 2.0, 1.0],
+        constraints=[[1.0], [-1.0], [-2.0]],
+    )  # fmt: skip
+    write_probe_state(out["probe"], "p", 0, {("mc", 8): 1.0, ("orth", 8): 2.0})
+    return out
+
+
+@pytest.mark.parametrize("folder", ["missing", "empty", "run"])
+def test_estimator_tables_refuse_a_folder_without_probe_results(folders, folder, tmp_path):
+    """The reported bug: the CSV was written with 0 rows and the page's tables emptied."""
+    doc = tmp_path / "estimators.md"
+    doc.write_text("<!-- estimator_tables:default-rule -->\n| t |\n<!-- /estimator_tables -->\n")
+    argv = [str(folders[folder]), "--csv", str(tmp_path / "states.csv"), "--doc", str(doc)]
+    with pytest.raises(SystemExit, match="holds no probe results"):
+        load_script("estimator_tables").main(argv)
+    assert not (tmp_path / "states.csv").exists() and "| t |" in doc.read_text()
+
+
+@pytest.mark.parametrize(
+    ("script", "folder", "message"),
+    [
+        *((s, f, "holds no probe results") for s in ("probe_ratio_tables", "probe_paper_tables")
+          for f in ("missing", "empty", "run")),
+        *(("constrained_tables", f, "holds no constrained runs") for f in ("missing", "run")),
+    ],
+)  # fmt: skip
+def test_table_scripts_refuse_a_folder_without_their_results(folders, script, folder, message):
+    """They raised a KeyError, or printed tables of ``nan ± nan`` and exited 0."""
+    expected = re.escape(f"{script}: {folders[folder]} {message}")
+    with pytest.raises(SystemExit, match=f"^{expected}$"):
+        load_script(script).main([str(folders[folder])])
+
+
+def test_constrained_tables_name_the_optimizers_for_an_unknown_reference(folders, capsys):
+    """An optimizer the run lacks printed an empty paired table."""
+    with pytest.raises(
+        SystemExit, match=r"no optimizer orthobo \(--reference\); the run has sobol"
+    ):
+        load_script("constrained_tables").main([str(folders["constrained"])])
+    assert capsys.readouterr().out == ""
+
+
+def test_paper_tables_refuse_results_without_any_suite(folders, tmp_path):
+    script, out = load_script("paper_tables"), tmp_path / "out"
+    for results in (folders["missing"], folders["empty"]):
+        with pytest.raises(SystemExit, match=f"^paper_tables: .*{re.escape(str(results))}"):
+            script.main([str(results), "-o", str(out)])
+    assert not out.exists()
+
+
+def test_paper_tables_read_probe_rows_of_the_probe_suite_alone(tmp_path, capsys):
+    """An empty suite folder is skipped with a line; another suite's probe rows are ignored
+    (they wrote probe-ratios.csv over the probe suite's)."""
+    from tests.report.conftest import write_probe_state
+
+    results = tmp_path / "results"
+    write_probe_state(results / "paper-probe-reduced", "p", 0, {("mc", 8): 1.0, ("orth", 8): 2.0})
+    write_probe_state(
+        results / "paper-tpe-reduced", "t", 0, {("mc", 8): 1.0, ("orth", 8): 3.0}, task="levy16"
+    )
+    (results / "paper-regret-reduced").mkdir()
+    assert load_script("paper_tables").main([str(results), "-o", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert f"skipped regret: no results in {results / 'paper-regret-reduced'}\n" in err
+    assert f"ignored the probe rows of {results / 'paper-tpe-reduced'} " in err
+    assert set(pd.read_csv(tmp_path / "out" / "probe-ratios.csv")["task"]) == {"hartmann6"}
+
+
+def test_step_benchmark_needs_a_step_past_the_first(monkeypatch, capsys):
+    """``--steps 1`` ran every cell, then found no step to summarize."""
+    script = load_script("step_benchmark")
+    monkeypatch.setattr(script, "run", lambda *a, **k: pytest.fail("ran a cell"))
+    with pytest.raises(SystemExit):
+        script.main(["--steps", "1"])
+    assert "--steps must be at least 2" in capsys.readouterr().err
+
+
+def test_acquisition_overhead_is_a_share_of_the_naive_means_call():
+    """docs/benchmarks.md reads it as "more per call than the naive mean": 3 ms against 2 ms
+    is +50%, not +33% (a share of the estimator's call)."""
+    timing = importlib.import_module("_timing").Timing
+    t, base = (timing(median, median, median, 5, 1) for median in (3e-3, 2e-3))
+    assert load_script("acquisition_overhead").change_per_call(t, base) == pytest.approx(50.0)
+
+
+def test_restart_costs_take_a_step_apart(monkeypatch):
+    """The take-apart on a small state (4 points, 16 draws, 2 restarts, one timing round):
+    it called ``OrthoBO._raw_chunk`` without the ``q`` it gained."""
+    script, timing = load_script("restart_costs"), importlib.import_module("_timing")
+    states = importlib.import_module("_states")
+    small = {"theta_samples": 16, "screen_theta_samples": 8, "raw_samples": 16, "num_restarts": 2}
+
+    def small_state(task, seed):
+        return states.run(states.cell(task, seed, 4, 0, "orthobo", **small)).optimizer(0)
+
+    monkeypatch.setattr(script, "gp_state", small_state)
+    monkeypatch.setattr(
+        script, "time_call", lambda f: timing.time_call(f, rounds=1, number=1, warmup=0)
+    )
+    parts = script.take_apart("hartmann6", 0)
+    assert parts["evaluations"] > 0 and all(v >= 0 for v in parts.values())
