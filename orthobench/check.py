@@ -14,16 +14,21 @@ A thresholds file (YAML, versioned in the repo next to its suite) lists rules::
 Every rule is checked on every matching probe row, one per BO state (seed, state iteration) and
 S, never on an aggregate over states: a threshold holds on every state, so the worst state
 decides (a mean over states would let a good state hide a bad one). A ``relative_to_baseline``
-rule compares with the baseline of the same state and S (and batch size ``q``, where the
-rows of batch probes carry one; a rule applies to the rows of every ``q``). A rule that matches no row fails too,
-so a renamed estimator cannot pass the gate silently, and so does a rule on a row whose metric
-(or whose baseline's row or metric) is missing or NaN.
+rule compares with the baseline row of the same state and S (and batch size ``q``, where the
+rows of batch probes carry one; a rule applies to the rows of every ``q``). For a point set whose
+evaluation count differs from S that row is naive MC at S, not the like-for-like baseline of the
+row's ratios (naive MC at the point set's count, :class:`~orthobench.results.ProbeRecord`). A rule
+on a row whose metric (or whose baseline's row or metric) is missing, NaN or, for a ratio,
+undefined (:func:`~orthobench.probe.tables.defined_ratios`: the report leaves such a ratio out)
+fails, and so does a rule that matches no row once the probe ran (a state failed).
 
 Everything the file alone can tell is a one-line error when it is read, before the probe runs
 (minutes of it in CI): a file that is not UTF-8 or not YAML, a duplicate key (the last would win
-and could weaken a bound unseen), a value of the wrong type, a ``metric`` that is not a numeric
-probe column and a ``kernel`` that no probe state has. An estimator or task name is not checked
-here: which rows exist depends on the suite, and a name that matches none fails its rule.
+and could weaken a bound unseen), a value of the wrong type, ``min`` above ``max``, an
+``mc_samples`` below 1, a ``metric`` that is not a numeric probe column and a ``kernel`` that no
+probe state has. A rule that matches no row the suite's probe asks for (a renamed estimator, an S
+the suite does not probe) is refused before the probe too (:func:`check_rules_match`), so it cannot
+pass the gate silently.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
@@ -39,7 +45,11 @@ import yaml
 from orthobench.config.names import KERNELS
 from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import OrthobenchError
+from orthobench.probe.tables import defined_ratios
 from orthobench.results import PROBE_SCHEMA
+
+if TYPE_CHECKING:
+    from orthobench.probe.states import ProbeUnit
 
 _RULE_KEYS = (
     "estimator",
@@ -78,6 +88,15 @@ class Threshold:
     relative_to_baseline: bool = False
     description: str = ""
 
+    def selection(self) -> str:
+        """The rows the rule selects, e.g. ``estimator 'orth', mc_samples 32``."""
+        filters = [
+            f"{column} {getattr(self, column)!r}"
+            for column in ("mc_samples", "kernel", "task")
+            if getattr(self, column) is not None
+        ]
+        return ", ".join([f"estimator {self.estimator!r}", *filters])
+
     def bound(self) -> str:
         parts = ([f">= {self.min:g}"] if self.min is not None else []) + (
             [f"<= {self.max:g}"] if self.max is not None else []
@@ -90,7 +109,7 @@ class CheckResult:
     threshold: Threshold
     task: str
     kernel: str
-    mc_samples: int
+    mc_samples: int | None  # None: the rule's S where it matched no row and has no S filter
     state: str
     value: float
     passed: bool
@@ -112,7 +131,8 @@ def load_thresholds(path: str | Path) -> list[Threshold]:
     data = _parse_yaml(text, path)
     if (
         not isinstance(data, dict)
-        or data.get("version") != 1
+        or type(data.get("version")) is not int  # `true` and 1.0 equal 1
+        or data["version"] != 1
         or not isinstance(data.get("thresholds"), list)
         or not data["thresholds"]
     ):
@@ -135,6 +155,18 @@ def load_thresholds(path: str | Path) -> list[Threshold]:
             raise OrthobenchError(f"{where}: needs `min` or `max`.")
         _check_types(rule, where)
         _check_names(rule, where)
+        if (
+            rule.get("min") is not None
+            and rule.get("max") is not None
+            and rule["min"] > rule["max"]
+        ):
+            raise OrthobenchError(
+                f"{where}: `min` {rule['min']:g} is above `max` {rule['max']:g}; no value passes."
+            )
+        if rule.get("mc_samples") is not None and rule["mc_samples"] < 1:
+            raise OrthobenchError(
+                f"{where}: `mc_samples` must be >= 1, but got {rule['mc_samples']}."
+            )
         try:
             rules.append(Threshold(**rule))
         except TypeError as err:
@@ -189,12 +221,50 @@ def _check_types(rule: dict, where: str) -> None:
             raise OrthobenchError(f"{where}: `{key}` must be {kind}, but got {value!r}.")
 
 
-def _number(value: object) -> float:
-    """A metric value as a float; NaN where it is missing or not a number (the rule fails)."""
+def check_rules_match(rules: list[Threshold], units: list[ProbeUnit], path: str | Path) -> None:
+    """Refuse a rule that matches none of the rows ``units`` (the suite's probe states) ask for,
+    before they are probed: after the probe it would only fail, minutes later.
+
+    Raises:
+        OrthobenchError: one line naming the rule and what the suite probes.
+    """
+    rows = pd.DataFrame(
+        [
+            (name, s, unit.state.task.label, unit.state.surrogate)
+            for unit in units
+            for name, s in unit.rows()
+        ],
+        columns=["estimator", "mc_samples", "task", "kernel"],
+    )
+    for i, rule in enumerate(rules):
+        if _matching(rows, rule).empty:
+            probed = "; ".join(
+                f"{column}: {', '.join(str(v) for v in sorted(rows[column].unique()))}"
+                for column in rows
+            )
+            raise OrthobenchError(
+                f"{path}: thresholds[{i}] ({rule.selection()}) matches no row the suite's probe "
+                f"asks for ({probed})."
+            )
+
+
+def _matching(frame: pd.DataFrame, rule: Threshold) -> pd.DataFrame:
+    """The rows of ``frame`` a rule applies to: its estimator and filters."""
+    rows = frame[frame["estimator"] == rule.estimator]
+    for column in ("mc_samples", "kernel", "task"):
+        if getattr(rule, column) is not None:
+            rows = rows[rows[column] == getattr(rule, column)]
+    return rows
+
+
+def _number(value: object, metric: str) -> float:
+    """A metric value as a float; NaN where it is missing, not a number or, for a ratio,
+    undefined (the rule fails)."""
     try:
-        return float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return math.nan
+    return float(defined_ratios([number])[0]) if "ratio" in metric else number
 
 
 def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResult]:
@@ -207,17 +277,22 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
     if "q" in frame:  # batch probes: a row's baseline is at its q (rows stored before: q = 1)
         frame = frame.assign(q=frame["q"].fillna(1).astype(int))
     for rule in thresholds:
-        rows = frame[frame["estimator"] == rule.estimator]
-        for column in ("mc_samples", "kernel", "task"):
-            if getattr(rule, column) is not None:
-                rows = rows[rows[column] == getattr(rule, column)]
-        if rows.empty:
+        rows = _matching(frame, rule)
+        if rows.empty:  # the suite asks for such rows (check_rules_match): their states failed
             results.append(
-                CheckResult(rule, "-", "-", 0, "no matching probe rows", float("nan"), False)
+                CheckResult(
+                    rule,
+                    rule.task or "*",
+                    rule.kernel or "*",
+                    rule.mc_samples,
+                    "no matching probe rows",
+                    math.nan,
+                    False,
+                )
             )
             continue
         for row in rows.itertuples():
-            value = _number(getattr(row, rule.metric))
+            value = _number(getattr(row, rule.metric), rule.metric)
             if rule.relative_to_baseline:
                 base = frame[
                     (frame["estimator"] == row.baseline)
@@ -229,7 +304,7 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
                     & ((frame["q"] == row.q) if "q" in frame else True)
                 ]
                 # No baseline row (or no number in it): NaN, the rule fails on this row.
-                value -= _number(base[rule.metric].iloc[0]) if len(base) else math.nan
+                value -= _number(base[rule.metric].iloc[0], rule.metric) if len(base) else math.nan
             passed = (rule.min is None or value >= rule.min) and (
                 rule.max is None or value <= rule.max
             )
@@ -242,15 +317,33 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
     return results
 
 
+def _shown(value: float, rule: Threshold) -> str:
+    """``value`` to 4 significant digits, or as many more as its verdict needs: 2.543734 against
+    ``min: 2.5438`` printed as "2.544 >= 2.5438" on a failing line."""
+    for digits in range(4, 18):
+        text = f"{value:.{digits}g}"
+        shown = float(text)
+        if math.isnan(value) or (
+            (rule.min is None or shown >= rule.min) == (rule.min is None or value >= rule.min)
+            and (rule.max is None or shown <= rule.max) == (rule.max is None or value <= rule.max)
+        ):
+            return text
+    return repr(value)
+
+
 def format_results(results: list[CheckResult]) -> str:
-    """A fixed-width table of the check, one line per (rule, probe row)."""
+    """A fixed-width table of the check, one line per (rule, probe row); a failing rule's
+    description follows its bound."""
     lines = [
-        f"{'':4} {'estimator':<14} {'metric':<22} {'task':<14} {'kernel':<13} {'S':>4} {'state':<16} {'value':>10}  bound"
+        f"{'':4} {'estimator':<14} {'metric':<30} {'task':<14} {'kernel':<13} {'S':>4} {'state':<16} {'value':>10}  bound"
     ]
     for r in results:
-        metric = r.threshold.metric + (" - base" if r.threshold.relative_to_baseline else "")
+        rule = r.threshold
+        metric = rule.metric + (" - base" if rule.relative_to_baseline else "")
+        why = f"  ({rule.description})" if rule.description and not r.passed else ""
         lines.append(
-            f"{'ok' if r.passed else 'FAIL':<4} {r.threshold.estimator:<14} {metric:<22} {r.task:<14} {r.kernel:<13} "
-            f"{r.mc_samples:>4} {r.state:<16} {r.value:>10.4g}  {r.threshold.bound()}"
+            f"{'ok' if r.passed else 'FAIL':<4} {rule.estimator:<14} {metric:<30} {r.task:<14} {r.kernel:<13} "
+            f"{'*' if r.mc_samples is None else r.mc_samples:>4} {r.state:<16} "
+            f"{_shown(r.value, rule):>10}  {rule.bound()}{why}"
         )
     return "\n".join(lines)

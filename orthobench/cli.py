@@ -27,7 +27,7 @@ import click
 
 from orthobench.api import _make_executor, _refuse_changed, _results_dir
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
-from orthobench.suite import load_suite
+from orthobench.suite import Suite, load_suite
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
@@ -396,8 +396,19 @@ def _probe_options(command):
     return command
 
 
+def _probe_section(suite_file: str) -> Suite:
+    """The suite of ``suite_file``, refused in one line without a probe section."""
+    suite = load_suite(suite_file)
+    if suite.probe is None:
+        raise SuiteError(
+            suite_file, "probe", "missing; `probe` and `check` need a probe section in the suite."
+        )
+    return suite
+
+
 def _probe_suite(
     suite_file: str,
+    suite: Suite,
     output: str | None,
     device: str | None,
     workers: int,
@@ -409,8 +420,8 @@ def _probe_suite(
     force: bool,
     quiet: bool,
 ):
-    """Load a suite with a probe section and run the probe; returns the rows, the run's summary
-    and the store, or exits 130 on Ctrl-C.
+    """Run the probe of ``suite`` (from ``suite_file``, :func:`_probe_section`); returns the rows,
+    the run's summary and the store, or exits 130 on Ctrl-C.
 
     States with another configuration than they were stored with stop the command, listed, unless
     ``force``; states that failed are listed, the others stored, and the caller exits 1 after its
@@ -421,11 +432,6 @@ def _probe_suite(
     from orthobench.probe.runner import probe_units, run_probe
     from orthobench.results import ResultStore
 
-    suite = load_suite(suite_file)
-    if suite.probe is None:
-        raise SuiteError(
-            suite_file, "probe", "missing; `probe` and `check` need a probe section in the suite."
-        )
     resolved = resolve_device(device or suite.device)
     # Absolute now: a task that changes the working directory must not move the report.
     store = ResultStore(_results_dir(output, suite.name))
@@ -484,7 +490,7 @@ def probe(suite_file: str, **options: Any) -> None:
     from orthobench.report import build_report
     from orthobench.report.data import probe_row_keys
 
-    frame, summary, store = _probe_suite(suite_file, **options)
+    frame, summary, store = _probe_suite(suite_file, _probe_section(suite_file), **options)
     click.echo(format_summary(frame))
     if frame.empty:  # every state failed: a report of no rows would only raise "no results"
         click.echo(
@@ -518,19 +524,25 @@ def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
     bad suite, thresholds file or setting, 130 on Ctrl-C. A reader that closes the output early
     (``| head``) does not change it.
     """
-    from orthobench.check import evaluate, format_results, load_thresholds
+    from orthobench.check import check_rules_match, evaluate, format_results, load_thresholds
+    from orthobench.probe.runner import probe_units
 
+    # The suite first: a missing suite is named, not the thresholds file beside it.
+    suite = _probe_section(suite_file)
     path = (
         Path(thresholds)
         if thresholds
         else Path(suite_file).with_name(Path(suite_file).stem + ".thresholds.yaml")
     )
     rules = load_thresholds(path)
-    frame, summary, store = _probe_suite(suite_file, **options)
+    check_rules_match(rules, probe_units(suite.name, suite.probe), path)
+    frame, summary, store = _probe_suite(suite_file, suite, **options)
     results = evaluate(frame, rules)
     click.echo(format_results(results))
     failed = sum(not r.passed for r in results)
-    click.echo(f"check: {len(results) - failed} passed, {failed} failed ({path})")
+    states = summary.count("failed")
+    unprobed = f", {states} state(s) not probed" if states else ""
+    click.echo(f"check: {len(results) - failed} passed, {failed} failed{unprobed} ({path})")
     _exit_on_failures(summary, store.probe_journal.path)
     if failed:
         sys.exit(1)

@@ -157,6 +157,19 @@ def test_a_relative_rule_without_its_baseline_row_fails_the_rule():
             "`mc_samples`",
         ),
         ("version: 1\nthresholds:\n  - {estimator: [x], metric: y, min: 1}\n", "`estimator`"),
+        # No value passes, or no row has it: they failed every row after the probe.
+        (
+            "version: 1\nthresholds:\n  - {estimator: x, metric: var_ratio, min: 2, max: 1}\n",
+            "`min` 2 is above `max` 1",
+        ),
+        (
+            "version: 1\nthresholds:\n  - {estimator: x, metric: var_ratio, min: 1, mc_samples: -5}\n",
+            "`mc_samples` must be >= 1, but got -5",
+        ),
+        (
+            "version: true\nthresholds:\n  - {estimator: x, metric: var_ratio, min: 1}\n",
+            "version: 1",
+        ),
     ],
 )
 def test_bad_thresholds_files_are_one_line_errors(tmp_path, text, fragment):
@@ -278,6 +291,98 @@ def test_a_metric_or_kernel_that_no_probe_row_has_is_refused_before_the_probe(
     result = check_with(write_suite, tmp_path, text.encode())
     assert_refused_before_the_probe(result, probes, tmp_path, fragment)
     assert "allowed: " in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("rule", "selection"),
+    [
+        (
+            "{estimator: orth-shrink, metric: var_ratio, min: 1, kernel: rbf-iso}",
+            "kernel 'rbf-iso'",
+        ),
+        ("{estimator: orth-shrink, metric: var_ratio, min: 1, mc_samples: 32}", "mc_samples 32"),
+        ("{estimator: orth-shrink, metric: var_ratio, min: 1, task: levy16}", "task 'levy16'"),
+        ("{estimator: orth, metric: var_ratio, min: 1}", "estimator 'orth'"),
+    ],
+)
+def test_a_rule_the_suites_probe_cannot_match_is_refused_before_the_probe(
+    write_suite, tmp_path, probes, rule, selection
+):
+    """The reported bug: such a rule failed only after the probe, as a line that named neither
+    the rule nor the filter that matched nothing."""
+    text = f"version: 1\nthresholds:\n  - {{estimator: orth-shrink, metric: var_ratio, min: 0}}\n  - {rule}\n"
+    result = check_with(write_suite, tmp_path, text.encode())
+    assert_refused_before_the_probe(result, probes, tmp_path, "thresholds[1] (estimator '")
+    assert f"{selection}) matches no row" in result.stderr
+    assert "mc_samples: 16; task: hartmann6; kernel: matern52-ard" in result.stderr
+
+
+def test_the_summary_line_counts_the_states_that_were_not_probed(
+    write_suite, tmp_path, monkeypatch
+):
+    """It read "check: 1 passed, 0 failed" with exit 1, the reason only on stderr."""
+    from orthobench.execution import Outcome, RunSummary
+    from orthobench.probe.runner import probe_units
+    from orthobench.suite import load_suite
+
+    suite = write_suite(SUITE, "gate.yaml")
+    (state,) = probe_units("gate", load_suite(suite).probe)
+    stored = _states({("orth-shrink", 0): 2.0}, metric="var_ratio")
+    failed = RunSummary([Outcome(state, "failed", error="ValueError: x")])
+    monkeypatch.setattr("orthobench.probe.runner.run_probe", lambda *a, **k: (stored, failed))
+    (tmp_path / "t.yaml").write_text(
+        "version: 1\nthresholds:\n  - {estimator: orth-shrink, metric: var_ratio, min: 1}\n"
+    )
+    args = ["check", str(suite), "-t", str(tmp_path / "t.yaml"), "-o", str(tmp_path / "o"), "-q"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    assert "check: 1 passed, 0 failed, 1 state(s) not probed (" in result.stdout
+
+
+def test_a_missing_suite_is_named_not_its_thresholds_file(tmp_path):
+    """``check nosuch.yaml`` said that ``nosuch.thresholds.yaml`` could not be read."""
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "nosuch.yaml"), "-q"])
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'nosuch.yaml'}: (file): cannot read" in result.stderr
+    assert "thresholds" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "rule", "shown"),
+    [
+        (2.543734, Threshold(estimator="e", metric="var_ratio", min=2.5438), "2.5437"),
+        (0.99997, Threshold(estimator="e", metric="var_ratio", min=1.0), "0.99997"),
+        (1.0, Threshold(estimator="e", metric="top1_agreement", max=0.9999999), "1"),
+        (2.543734, Threshold(estimator="e", metric="var_ratio", min=1.0), "2.544"),
+    ],
+)
+def test_a_value_is_printed_with_the_digits_its_verdict_needs(value, rule, shown):
+    """4 significant digits printed "FAIL ... 2.544 >= 2.5438" and "FAIL ... 1 >= 1"."""
+    frame = _states({("e", 0): value}, metric=rule.metric)
+    (result,) = evaluate(frame, [rule])
+    line = format_results([result]).splitlines()[1]
+    assert f" {shown}  {rule.bound()}" in line
+
+
+def test_an_undefined_ratio_fails_its_rule_as_nan_does():
+    """The report leaves a ratio beyond 1e12 out as round-off (one variance ~0); the gate passed
+    6.8e23 as ``>= 1``."""
+    frame = _states({("e", 0): 6.8e23, ("e", 1): 3.0, ("e", 2): math.inf}, metric="var_ratio")
+    results = evaluate(frame, [Threshold(estimator="e", metric="var_ratio", min=1.0)])
+    assert [r.passed for r in results] == [False, True, False]
+    flips = _states({("e", 0): 0.0}, metric="flip_rate")  # not a ratio: 0 is a value
+    assert evaluate(flips, [Threshold(estimator="e", metric="flip_rate", max=0.1)])[0].passed
+
+
+def test_a_failing_rule_shows_its_description_and_a_rule_without_rows_its_filters():
+    frame = _states({("e", 0): 0.5}, metric="var_ratio")
+    rules = [
+        Threshold(estimator="e", metric="var_ratio", min=1.0, description="not noisier than MC"),
+        Threshold(estimator="e", metric="var_ratio", min=1.0, mc_samples=64, kernel="rbf-iso"),
+    ]
+    failing, unmatched = format_results(evaluate(frame, rules)).splitlines()[1:]
+    assert failing.endswith(">= 1  (not noisier than MC)")
+    assert " rbf-iso " in unmatched and "   64 no matching probe rows" in unmatched
 
 
 def test_every_metric_and_kernel_a_probe_row_has_is_accepted(tmp_path):
