@@ -67,7 +67,11 @@ def runner_signals_kept() -> Iterator[None]:
 
 def nonfinite_as_null(value: Any) -> Any:
     """``value`` with each non-finite float in it (in nested dicts, lists and tuples) replaced by
-    None: JSON has no NaN or infinity, and the stored ``info`` must be standard JSON."""
+    None: JSON has no NaN or infinity, and the stored ``info`` must be standard JSON. NumPy and
+    torch numbers and arrays become Python ones first (``json.dumps``'s ``default=str`` stored
+    ``np.float32(0.25)`` as the string "0.25" and its NaN as "nan")."""
+    if isinstance(value, np.generic | np.ndarray | torch.Tensor):
+        value = value.tolist()
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):

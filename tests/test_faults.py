@@ -70,6 +70,18 @@ class Sphere(Task):
             return Evaluation(y=True)
         if self.fault == "nan-info":
             return Evaluation(y=y, info={"loss": math.nan, "curve": [1.0, -math.inf]})
+        if self.fault == "numpy-info":
+            return Evaluation(
+                y=y,
+                info={
+                    "f32": np.float32(0.25),
+                    "f32nan": np.float32("nan"),
+                    "i64": np.int64(7),
+                    "flag": np.bool_(True),
+                    "t": torch.tensor(0.5),
+                    "curve": np.array([1.0, np.inf]),
+                },
+            )
         if self.fault == "sigint-self" and self.calls == 2:
             os.kill(os.getpid(), signal.SIGINT)  # as the user's Ctrl-C would arrive
         if self.fault == "spawn-and-hang" and self.calls == 2:
@@ -259,6 +271,13 @@ def test_non_finite_floats_in_info_are_stored_as_null_in_standard_json() -> None
     infos = [json.loads(r.info, parse_constant=refuse) for r in records]
     assert all(i["loss"] is None and i["curve"] == [1.0, None] for i in infos)
     assert all(r.status == "ok" for r in records)
+
+
+def test_numpy_and_torch_values_in_info_are_stored_as_json_numbers() -> None:
+    """``json.dumps(default=str)`` stored ``np.float32(0.25)`` as "0.25" and its NaN as "nan"."""
+    records = run_cell(cell("Sphere", {"fault": "numpy-info"}))
+    expected = {"f32": 0.25, "f32nan": None, "i64": 7, "flag": True, "t": 0.5, "curve": [1.0, None]}
+    assert all(json.loads(r.info).items() >= expected.items() for r in records)
 
 
 # ---------------------------------------------------------------------------------------------
