@@ -19,8 +19,11 @@ def _counts(record: RunRecord) -> bool:
 
 
 def _true(record: RunRecord) -> float:
-    """The noise-free value regret is computed from: ``y_true`` where known, else ``y``."""
-    return record.y if record.y_true is None else record.y_true
+    """The noise-free value regret is computed from: ``y_true`` where known, else ``y``; a
+    non-finite ``y_true`` (the task could not compute it) is never the best: -inf made every
+    later regret of the cell undefined."""
+    value = record.y if record.y_true is None else record.y_true
+    return value if math.isfinite(value) else math.inf
 
 
 class Bests:

@@ -59,7 +59,7 @@ from orthobench.registry import OPTIMIZERS, TASKS
 from orthobench.results import EvaluationJournal, RunRecord
 from orthobench.seeding import derive_seed
 from orthobench.suite import Cell
-from orthobench.tasks.base import Task
+from orthobench.tasks.base import Task, feasible
 
 #: Per-evaluation callback: called with the number of evaluations just finished (1).
 ProgressCallback = Callable[[int], None]
@@ -467,7 +467,7 @@ def run_cell(
                 allow_nan=False,
             ),
             constraints=list(outcome.constraints),
-            feasible=all(c <= 0 for c in outcome.constraints),
+            feasible=feasible(outcome.constraints),
         )
 
     def run_step(batch: int, units: np.ndarray, step: dict[str, Any]) -> None:

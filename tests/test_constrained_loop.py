@@ -48,6 +48,27 @@ class FailedSimulation(Corner):
         return Evaluation(y=float(np.sum(np.asarray(x) ** 2)), constraints=(c,))
 
 
+class MinusInfinity(Corner):
+    """Its constraint is -inf where ``x2 > 0.5``: a failed simulation, not a very feasible point."""
+
+    def evaluate(self, x, *, seed, device):
+        c = 0.8 - float(x[0]) if x[1] <= 0.5 else -float("inf")
+        return Evaluation(y=float(np.sum(np.asarray(x) ** 2)), constraints=(c,))
+
+
+class UnknownTrueValue(Task):
+    """``sum(x^2)`` whose noise-free value is -inf (not computed) where ``x2 > 0.5``."""
+
+    optimal_value = 0.0
+
+    def __init__(self) -> None:
+        super().__init__(SearchSpace.box([(0.0, 1.0)] * 2))
+
+    def evaluate(self, x, *, seed, device):
+        y = float(np.sum(np.asarray(x) ** 2))
+        return Evaluation(y=y, y_true=y if x[1] <= 0.5 else -float("inf"))
+
+
 def cell(task=f"{__name__}:Corner", optimizer="sobol", n_init=5, budget=6) -> Cell:
     return Cell(
         suite="t",
@@ -87,6 +108,23 @@ def test_an_evaluation_with_a_nan_constraint_is_invalid_and_infeasible_not_a_fai
     assert failed and len(records) == 8  # the cell ran to its end
     assert all(r.status == "invalid" and not r.feasible for r in failed)
     assert all(r.status == "ok" for r in records if not np.isnan(r.constraints[0]))
+
+
+def test_an_evaluation_with_a_minus_infinite_constraint_is_invalid_and_infeasible():
+    """-inf <= 0 stored it as feasible, though it is invalid and never told."""
+    records = run_cell(cell(task=f"{__name__}:MinusInfinity"))
+    failed = [r for r in records if np.isinf(r.constraints[0])]
+    assert failed and all(r.status == "invalid" and not r.feasible for r in failed)
+    assert not Evaluation(y=1.0, constraints=(-float("inf"),)).feasible
+
+
+def test_a_minus_infinite_true_value_does_not_end_the_cells_regret():
+    """``min(best, -inf)`` made every later regret of the cell None."""
+    records = run_cell(cell(task=f"{__name__}:UnknownTrueValue"))
+    true = np.array([r.y_true for r in records])
+    assert np.isinf(true).any() and np.isfinite(true[0])
+    best = np.minimum.accumulate(np.where(np.isfinite(true), true, np.inf))
+    assert [r.regret for r in records] == pytest.approx(best.tolist())
 
 
 def test_unconstrained_records_are_feasible_without_constraints():

@@ -55,15 +55,15 @@ class RunRecord:
             which the evaluation finished; a resumed cell continues from its last replayed
             evaluation, so the time it was not running does not count. NaN in results stored
             before it was recorded.
-        status: ``ok``, ``invalid`` (a non-finite ``y``) or ``timeout`` (stopped at the suite's
+        status: ``ok``, ``invalid`` (a non-finite ``y`` or constraint value) or ``timeout`` (stopped at the suite's
             ``evaluation_timeout_s``); only ``ok`` evaluations are told to the optimizer.
         fallback: What the optimizer fell back to in this step, if anything.
         info: JSON object: the optimizer's step diagnostics and the task's extras.
         constraints: The task's ``n_constraints`` constraint values ``c_i(x)`` (feasible where
             all are ``<= 0``); NaN each where the evaluation gave none (a timeout); empty for an
             unconstrained task and in results stored before they were recorded.
-        feasible: Whether every constraint value is ``<= 0``: True without constraints (and in
-            results stored before they were recorded, all unconstrained).
+        feasible: Whether every constraint value is finite and ``<= 0``: True without
+            constraints (and in results stored before they were recorded, all unconstrained).
     """
 
     suite: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -26,15 +27,16 @@ class Evaluation:
         y: Observed objective value (to be minimized), noise included: a real number, not a bool.
             A non-finite ``y`` is stored with ``status="invalid"``.
         y_true: The noise-free value where the task knows it (synthetic functions); regret is
-            computed from it, else from ``y``.
+            computed from it, else from ``y`` (a non-finite one never counts as the best).
         is_outlier: True when the task corrupted this evaluation on purpose (outlier injection):
             a bool.
         info: A dict of JSON-serializable extras (e.g. training accuracy), stored with the record.
             Non-finite floats in it (a diverged loss) are stored as null: JSON has no NaN.
         constraints: The ``n_constraints`` constraint values ``c_i(x)`` of a constrained task
             (:attr:`Task.n_constraints`), real numbers (a list is stored as a tuple of floats);
-            the point is feasible when every ``c_i(x) <= 0`` (a NaN one is not). Empty for an
-            unconstrained task.
+            the point is feasible when every ``c_i(x) <= 0`` (a non-finite one is not, and makes
+            the evaluation ``invalid``, as a non-finite ``y`` does). Empty for an unconstrained
+            task.
     """
 
     y: float
@@ -69,8 +71,14 @@ class Evaluation:
 
     @property
     def feasible(self) -> bool:
-        """Whether every constraint value is ``<= 0`` (True without constraints)."""
-        return all(c <= 0 for c in self.constraints)
+        """Whether every constraint value is finite and ``<= 0`` (:func:`feasible`)."""
+        return feasible(self.constraints)
+
+
+def feasible(constraints: Sequence[float]) -> bool:
+    """Whether every constraint value is finite and ``<= 0`` (True without constraints): a
+    non-finite one (a failed simulation, NaN for a timeout) is infeasible, -inf included."""
+    return all(math.isfinite(c) and c <= 0 for c in constraints)
 
 
 def _is_real(value: Any) -> bool:
