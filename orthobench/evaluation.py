@@ -6,8 +6,9 @@ an optional time limit (:func:`~orthobench.deadlines.evaluation_deadline`): an e
 runs longer is stopped, the processes it started are killed and its outcome is a ``timeout``.
 :class:`Evaluations` runs a cell's requests here, one after the other; its subclasses run them at
 once in worker processes or on Dask (:mod:`orthobench.executors._evaluations`). The SIGINT and
-SIGTERM handlers a task or optimizer changes while it runs are put back afterwards
-(:func:`runner_signals_kept`), so the runner's Ctrl-C keeps working.
+SIGTERM handlers and the torch thread count a task or optimizer changes while it runs are put
+back afterwards (:func:`runner_state_kept`), so the runner's Ctrl-C keeps working and the cell
+runs at its recorded thread count.
 """
 
 from __future__ import annotations
@@ -40,26 +41,30 @@ from orthobench.tasks.base import Evaluation, Task
 _T = TypeVar("_T")
 
 #: The signals whose handlers are the runner's: a task or optimizer that changes them gets them
-#: put back (:func:`runner_signals_kept`).
+#: put back (:func:`runner_state_kept`).
 _RUNNER_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextlib.contextmanager
-def runner_signals_kept() -> Iterator[None]:
-    """Run the block, then put back the SIGINT and SIGTERM handlers it found.
+def runner_state_kept() -> Iterator[None]:
+    """Run the block, then put back the SIGINT and SIGTERM handlers and torch's thread count it
+    found.
 
-    A task may change them (a training library that ignores SIGINT): without this, Ctrl-C would
-    be off for the rest of an inline run. Only a process's main thread can set handlers, so
-    elsewhere (a Dask worker thread) the block just runs; a handler Python did not install
-    (``signal.getsignal`` gives None) is left as it is.
+    A task may change them (a training library that ignores SIGINT, or sets its own thread
+    count): without this, Ctrl-C would be off for the rest of an inline run, and the optimizer
+    would run at a thread count the cell's metadata does not record (its values depend on it).
+    Only a process's main thread can set handlers, so elsewhere (a Dask worker thread) only the
+    thread count is put back; a handler Python did not install (``signal.getsignal`` gives None)
+    is left as it is.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {signum: signal.getsignal(signum) for signum in _RUNNER_SIGNALS}
+    threads = torch.get_num_threads()
+    main = threading.current_thread() is threading.main_thread()
+    before = {signum: signal.getsignal(signum) for signum in _RUNNER_SIGNALS} if main else {}
     try:
         yield
     finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
         for signum, handler in before.items():
             if handler is not None and signal.getsignal(signum) != handler:
                 signal.signal(signum, handler)
@@ -152,7 +157,7 @@ def call_within(
     start = time.perf_counter()
     children = descendants() if timeout is not None else None
     try:
-        with runner_signals_kept(), evaluation_deadline(timeout), torch_seed(seed):
+        with runner_state_kept(), evaluation_deadline(timeout), torch_seed(seed):
             return False, call(), time.perf_counter() - start
     except EvaluationTimeout:
         if not kill_descendants(spare=children):

@@ -12,9 +12,10 @@ keeps ``q`` evaluations running instead, asking one point as each finishes.
 :class:`~orthobench.evaluation.Evaluations` says where the evaluations run (here, one after the
 other; at once in worker processes or on Dask: :mod:`orthobench.executors._evaluations`), each
 within the cell's evaluation time limit; an evaluation past it is recorded with
-``status="timeout"`` and the cell goes on. The SIGINT and SIGTERM handlers a task or optimizer
-changes while it is built, evaluates, asks or is told are put back afterwards, so the runner's
-Ctrl-C keeps working (:func:`~orthobench.evaluation.runner_signals_kept`).
+``status="timeout"`` and the cell goes on. The SIGINT and SIGTERM handlers and the torch thread
+count a task or optimizer changes while it is built, evaluates, asks or is told are put back
+afterwards, so the runner's Ctrl-C keeps working and the cell runs at its recorded thread count
+(:func:`~orthobench.evaluation.runner_state_kept`).
 
 The loop never knows how it is executed (inline, process pool, cluster).
 """
@@ -43,7 +44,7 @@ from orthobench.evaluation import (
     Evaluations,
     Outcome,
     nonfinite_as_null,
-    runner_signals_kept,
+    runner_state_kept,
 )
 from orthobench.exceptions import (
     ConfigError,
@@ -129,7 +130,7 @@ def _build(component: str, build: Callable[[], _T], timeout: float, where: str =
     ends the run.
     """
     try:
-        with runner_signals_kept(), evaluation_deadline(timeout, what="construction"):
+        with runner_state_kept(), evaluation_deadline(timeout, what="construction"):
             return build()
     except ConfigError as err:
         if err.field == component or err.field.startswith(f"{component}."):
@@ -389,15 +390,15 @@ def run_cell(
     clock = time.perf_counter()
     device = torch.device(device)
     evaluations = evaluations or Evaluations()
-    with runner_signals_kept():
+    with runner_state_kept():
         task = make_task(cell)
         space = task.space
         optimizer = make_optimizer(cell, space.dim, device)
-    # The optimizer is plugin code too: the handlers it changes while it asks, is told or
-    # (re)stores its state are put back after each call (a contextmanager also decorates, with
+    # The optimizer is plugin code too: the handlers and thread count it changes while it asks,
+    # is told or (re)stores its state are put back after each call (a contextmanager also decorates, with
     # a fresh one per call).
     ask, tell, load_state_dict, state_dict = map(
-        runner_signals_kept(),
+        runner_state_kept(),
         (optimizer.ask, optimizer.tell, optimizer.load_state_dict, optimizer.state_dict),
     )
     # An asynchronous cell's BO evaluations are steps of one: each is told, and journaled with

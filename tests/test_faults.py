@@ -128,6 +128,24 @@ class IgnoresSignalsWhenAsked(SobolSearch):
         super().tell(x, y)
 
 
+class SetsThreads(Sphere):
+    """Sets torch's thread count at every evaluation, as a training library may."""
+
+    def evaluate(self, x, *, seed, device):
+        torch.set_num_threads(torch.get_num_threads() + 1)
+        return super().evaluate(x, seed=seed, device=device)
+
+
+class CountsThreads(SobolSearch):
+    """Logs the torch thread count each ask finds."""
+
+    threads: list[int] = []
+
+    def ask(self, n: int = 1):
+        CountsThreads.threads.append(torch.get_num_threads())
+        return super().ask(n)
+
+
 class RaisesInInit(Sphere):
     def __init__(self, error: str = "runtime") -> None:
         if error == "runtime":
@@ -327,6 +345,18 @@ def test_the_runners_signal_handlers_are_put_back_after_an_optimizer_changes_the
     assert IgnoresSignalsWhenAsked.handlers == [runner_handler] * 5
     assert signal.getsignal(signal.SIGINT) is runner_handler
     assert signal.getsignal(signal.SIGTERM) is sigterm
+
+
+def test_the_cells_thread_count_is_put_back_after_a_task_changes_it() -> None:
+    """The optimizer ran the rest of the cell at the task's count, though the cell's metadata
+    records the runner's (and the values depend on it)."""
+    threads = torch.get_num_threads()
+    CountsThreads.threads.clear()
+    try:
+        run_cell(cell("SetsThreads", optimizer=f"{__name__}:CountsThreads"))
+        assert CountsThreads.threads == [threads] * 2 and torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_ctrl_c_still_ends_an_inline_run_after_a_task_ignored_sigint(tmp_path) -> None:
