@@ -477,6 +477,7 @@ def _probe_suite(
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
 @_probe_options
+@_warnings_as_lines()  # a state computed at another thread count, one that never finished
 def probe(suite_file: str, **options: Any) -> None:
     """Run the probe section of SUITE_FILE: acquisition variance, top-1 agreement, flip rate.
 
@@ -516,6 +517,7 @@ def probe(suite_file: str, **options: Any) -> None:
     help="Thresholds file [default: <suite stem>.thresholds.yaml beside the suite].",
 )
 @_probe_options
+@_warnings_as_lines()
 def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
     """Run the probe of SUITE_FILE and exit 1 when a threshold fails or a state could not be
     probed (the CI regression gate).

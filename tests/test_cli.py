@@ -210,6 +210,34 @@ def test_the_warnings_of_a_run_are_one_line_each(write_suite, tmp_path):
     assert "warnings.warn" not in result.stderr and "OrthobenchWarning" not in result.stderr
 
 
+@pytest.mark.parametrize("command", ["probe", "check"])
+def test_the_warnings_of_a_probe_are_one_line_each(write_suite, tmp_path, monkeypatch, command):
+    """``probe`` and ``check`` printed a state computed at another thread count, or one that
+    never finished, with Python's source file and a second line of code."""
+    import warnings
+
+    from orthobench.exceptions import OrthobenchWarning
+    from orthobench.execution import RunSummary
+    from orthobench.results import PROBE_SCHEMA
+
+    def run_probe(*args, **kwargs):
+        warnings.warn("probe state s never finished", OrthobenchWarning, stacklevel=2)
+        return PROBE_SCHEMA.empty_table().to_pandas(), RunSummary()
+
+    monkeypatch.setattr("orthobench.probe.runner.run_probe", run_probe)
+    suite = write_suite(
+        "name: p\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n"
+        "probe: {tasks: [hartmann6], estimators: [orth]}\n"
+    )
+    (tmp_path / "t.yaml").write_text(
+        "version: 1\nthresholds:\n  - {estimator: orth, metric: var_ratio, min: 0}\n"
+    )
+    extra = ["-t", str(tmp_path / "t.yaml")] if command == "check" else []
+    result = invoke(command, str(suite), "-o", str(tmp_path / "out"), "-q", *extra)
+    warned = [line for line in result.stderr.splitlines() if "never finished" in line]
+    assert warned == ["orthobench: warning: probe state s never finished"], result.stderr
+
+
 def test_a_folder_of_failed_cells_alone_still_has_a_report(plugin, write_suite, tmp_path):
     suite = write_suite(
         f"name: crash\nseeds: 1\nn_init: 3\nbudget: 1\n"
