@@ -115,9 +115,16 @@ class Entry:
 
     def with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``params`` with the defaults of the parameters it leaves out (a required one stays
-        out)."""
+        out), each int given for a float parameter as that float: ``tau: 1`` and ``tau: 1.0``
+        are one configuration (a cell's hash, a report's run set)."""
         defaults = {k: d for k, d in self.params.items() if d is not inspect.Parameter.empty}
-        return {**defaults, **params}
+        return {**defaults, **{k: self._declared(k, v) for k, v in params.items()}}
+
+    def _declared(self, key: str, value: Any) -> Any:
+        if key not in self.params or isinstance(value, bool) or not isinstance(value, int):
+            return value
+        expected = _expected_type(self.params[key], self.annotations.get(key, ""))
+        return float(value) if expected is float else value
 
     @property
     def min_observations(self) -> int:

@@ -29,7 +29,6 @@ optimizer against its registry imports the module of its factory, and a probe's 
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import sys
@@ -299,13 +298,6 @@ def _check_observations(
             )
 
 
-def with_defaults(name: str, params: Mapping[str, Any], registry: Registry) -> dict[str, Any]:
-    """``params`` with the defaults of the factory ``name`` in ``registry`` filled in."""
-    entry = registry.resolve(name)
-    defaults = {k: d for k, d in entry.params.items() if d is not inspect.Parameter.empty}
-    return {**defaults, **params}
-
-
 # ----------------------------------------------------------------------------------------------
 # The sections
 
@@ -475,9 +467,8 @@ class Cell:
         """
         config = self.config()
         for key, registry in (("task", TASKS), ("optimizer", OPTIMIZERS)):
-            config[key]["params"] = with_defaults(
-                config[key]["name"], config[key]["params"], registry
-            )
+            entry = registry.resolve(config[key]["name"])
+            config[key]["params"] = entry.with_defaults(config[key]["params"])
         return json.loads(canonical(config))
 
     @property
