@@ -158,6 +158,14 @@ class CellJob(Job):
     def slots(self) -> int:
         return self.evaluation_workers
 
+    @property
+    def stacks(self) -> bool:
+        """Whether a step's evaluations run as one stack: asked (``stack_evaluations``) and run
+        one after the other (:func:`~orthobench.executors._evaluations.make_evaluations`)."""
+        return self.stack_evaluations and (
+            self.evaluation_workers == 1 or self.evaluations == "inline"
+        )
+
     def run(self, on_progress: ProgressCallback | None) -> list[RunRecord]:
         if self.restart and self.journal is not None:
             self.journal.discard()
@@ -166,7 +174,7 @@ class CellJob(Job):
             self.evaluations,
             self.evaluation_workers,
             self.threads,
-            self.stack_evaluations,
+            self.stacks,
             self.jobs_per_gpu,
         )
         return run_cell(
@@ -182,7 +190,7 @@ class CellJob(Job):
         return {
             "threads_per_cell": self.threads,
             "evaluation_timeout_s": self.evaluation_timeout,
-            "stack_evaluations": self.stack_evaluations,
+            "stack_evaluations": self.stacks,
         }
 
 
@@ -448,6 +456,16 @@ def run_suite(
             )
             for cell in todo
         ]
+        unstacked = sorted(job.unit.id for job in jobs if job.stack_evaluations and not job.stacks)
+        if unstacked:
+            warnings.warn(
+                f"stack_evaluations: the evaluations of a step of {len(unstacked)} cell(s) "
+                f"({', '.join(unstacked[:3])}{', ...' if len(unstacked) > 3 else ''}) run at "
+                "once on their workers, not as one stack; recorded as not stacked (one worker "
+                "per cell, --workers 1, stacks them).",
+                OrthobenchWarning,
+                stacklevel=4,
+            )
         return jobs, [cell for cell in cells if cell.id not in journals]
 
     return run_units(

@@ -129,6 +129,23 @@ def test_make_evaluations_stacks_only_one_at_a_time_evaluations():
     assert not isinstance(make_evaluations("process", 2, 1, stacked=True), StackedEvaluations)
 
 
+def test_a_cell_whose_evaluations_run_at_once_records_that_it_did_not_stack(tmp_path):
+    """With ``--workers 2`` a step's evaluations run in two processes, unstacked, while the
+    metadata recorded ``stack_evaluations: true``."""
+    from orthobench.execution import CellJob
+
+    cell = parse_suite(
+        yaml.safe_load(
+            f"name: s\nseeds: 1\nn_init: 4\nbudget: 2\nq: 3\ntasks: [{{name: '{TASK}'}}]\n"
+            "optimizers: [sobol]\nstack_evaluations: true\n"
+        )
+    ).cells()[0]
+    job = CellJob(cell, "cpu", 1, None, None, "process", 2, stack_evaluations=True)
+    assert not job.stacks and job.metadata()["stack_evaluations"] is False
+    alone = CellJob(cell, "cpu", 1, None, None, "process", 1, stack_evaluations=True)
+    assert alone.stacks and alone.metadata()["stack_evaluations"] is True
+
+
 def test_the_suite_setting_stays_out_of_the_cells_and_is_recorded(tmp_path):
     text = (
         f"name: s\nseeds: 1\nn_init: 4\nbudget: 2\nq: 3\ntasks: [{{name: '{TASK}', label: b}}]\n"
