@@ -8,7 +8,8 @@ the seeds that found a feasible point), the seeds that never did, the first feas
 final regret minus each other optimizer's, seed by seed (every optimizer of a seed starts from
 the same Sobol' design): the mean difference with its 95% Student-t interval over the seeds
 where both found a feasible point, and the seeds where OrthoBO is lower; with 5 seeds a
-signed-rank test cannot go below p = 0.0625, so none is printed.
+signed-rank test cannot go below p = 0.0625, so none is printed. Tasks without constraints in
+``DIR`` are left out (a line names them).
 
 Run: ``.venv/bin/python benchmarks/constrained_tables.py DIR [--reference orthobo]``.
 """
@@ -29,7 +30,8 @@ from orthobench.report.tables import final_values
 
 
 def summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (task, optimizer): final regret over seeds and the feasibility columns."""
+    """One row per (task, optimizer) of ``runs`` (constrained tasks' rows): final regret over
+    seeds and the feasibility columns."""
     finals = final_values(runs)
     rows = []
     for (task, optimizer), group in finals.groupby(["task", "optimizer"], sort=True):
@@ -71,14 +73,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reference", default="orthobo")
     args = parser.parse_args(argv)
     runs = load_results([args.dir]).runs
-    if not (runs["constraints"].map(len) > 0).any():
+    tasks = set(runs.loc[runs["constraints"].map(len) > 0, "task"])
+    if not tasks:
         sys.exit(f"constrained_tables: {args.dir} holds no constrained runs")
+    unconstrained = sorted(set(runs["task"]) - tasks)
+    runs = runs[runs["task"].isin(tasks)]
     if args.reference not in set(runs["optimizer"]):
         have = ", ".join(sorted(runs["optimizer"].unique()))
         sys.exit(
             f"constrained_tables: no optimizer {args.reference} (--reference); the run has {have}"
         )
     print(stored_machine_line(args.dir))
+    if unconstrained:
+        print(f"Left out, without constraints: {', '.join(unconstrained)}.")
     print("| task | optimizer | final regret, median [min, max] | never feasible | "
           "first feasible (median) | feasible share (median) |")  # fmt: skip
     print("|---|---|---|---|---|---|")

@@ -237,6 +237,23 @@ def test_constrained_tables_name_the_optimizers_for_an_unknown_reference(folders
     assert capsys.readouterr().out == ""
 
 
+def test_constrained_tables_leave_out_unconstrained_tasks_and_count_in_integers(tmp_path, capsys):
+    """A folder with an unconstrained task printed "0.0 of 2" never feasible on the constrained
+    task and listed the other with "nan of 2 | nan | nan"."""
+    from tests.report.conftest import cell, write_cell
+
+    for seed in range(2):
+        for optimizer in ("orthobo", "sobol"):
+            write_cell(tmp_path, cell("s", "c", optimizer, seed, 2, 1), [3.0, 2.0, 1.0],
+                       constraints=[[1.0], [-1.0], [-2.0]])  # fmt: skip
+            write_cell(tmp_path, cell("s", "u", optimizer, seed, 2, 1), [3.0, 2.0, 1.0])
+    load_script("constrained_tables").main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "Left out, without constraints: u." in out
+    assert "| c | `sobol` | 1 [1, 1] | 0 of 2 | 2 | 0.67 |" in out
+    assert "| u |" not in out and "nan" not in out
+
+
 def test_paper_tables_refuse_results_without_any_suite(folders, tmp_path):
     script, out = load_script("paper_tables"), tmp_path / "out"
     for results in (folders["missing"], folders["empty"]):

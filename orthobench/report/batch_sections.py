@@ -36,7 +36,7 @@ def step_curves_section(results: ResultSet, colors: figures.Palette) -> Section 
             if np.isfinite(data["value"].to_numpy(dtype=float)).any()
         }
         if not panels:
-            continue  # the per-evaluation curves say that nothing returned a finite value
+            continue  # the per-evaluation curves say why nothing is plotted
         shown = " and ".join(
             {"batch": "per BO step", "wall_seconds": "against wall seconds"}[a] for a in panels
         )

@@ -20,7 +20,9 @@ GLOSSARY: dict[str, str] = {
     ),
     "best-so-far objective": (
         "For tasks without a known optimum (cnn, wm811k-vit): the lowest observed y so far "
-        "(the best_y column), shown instead of the regret."
+        "(the best_y column), shown instead of the regret. A task on which no evaluation was "
+        "feasible has neither value; its metric reads best_y, as the stored results do not say "
+        "whether its optimum is known."
     ),
     "mean [95% CI]": (
         "Mean over seeds with the Student-t interval mean ± t(0.975, n-1) · s / sqrt(n) "
@@ -31,7 +33,8 @@ GLOSSARY: dict[str, str] = {
     ),
     "outlier evaluation": (
         "An evaluation the task flagged as an outlier (is_outlier, e.g. a CNN run whose training "
-        "was cut short); marked with x on the curves, counted in the final table."
+        "was cut short); marked with x on the curves, counted in the final table (over the "
+        "row's seeds)."
     ),
     "cumulative seconds": (
         "Per seed, the running sum of fit, acquisition and evaluation seconds up to each "
@@ -54,11 +57,13 @@ GLOSSARY: dict[str, str] = {
     ),
     "feasible share": (
         "On a constrained task, the share of a cell's evaluations (initial design included) "
-        "whose every constraint value was at most 0; a seed's share, then the median and range "
-        "over seeds."
+        "that are feasible: they gave a value (status ok: a finite y and finite constraint "
+        "values) and every constraint value was at most 0; a failed evaluation counts as "
+        "infeasible. A seed's share, then the median and range over seeds."
     ),
     "first feasible evaluation": (
-        "The number (from 1, initial design included) of a cell's first evaluation that met "
+        "The number (from 1, initial design included) of a cell's first feasible evaluation: "
+        "one that gave a value (status ok: a finite y and finite constraint values) and met "
         "every constraint; until then it has no best-so-far value or regret."
     ),
     "wall seconds": (
@@ -102,11 +107,21 @@ GLOSSARY: dict[str, str] = {
         "CSV has p_value NaN, testable False and the minimum in p_min; such comparisons are "
         "left out of the Holm correction."
     ),
-    "failed evals": "Evaluations that gave no value: a non-finite y (status invalid) or a run past the suite's evaluation_timeout_s (status timeout); not told to the optimizer.",
+    "evaluations per seed": (
+        "The evaluations a seed's cell made, initial design and failed evaluations included "
+        "(n_init + q · budget once finished); the final table shows the most of any seed (the "
+        "evaluations column)."
+    ),
+    "failed evals": (
+        "Evaluations that gave no value, summed over all seeds of a final-table row (the "
+        "failed_evals column), those without a final value included: status invalid (a "
+        "non-finite y or a non-finite constraint value) or timeout (a run past the suite's "
+        "evaluation_timeout_s). They are not told to the optimizer and cannot be feasible."
+    ),
     "fallbacks": (
         "Steps whose optimizer recorded a numerical fallback (the fallback column): a GP fit "
         "that kept its initialization, a Laplace Hessian that was not positive definite, "
-        "Cholesky jitter."
+        "Cholesky jitter. The final table sums them over the row's seeds."
     ),
     "normalized score": (
         "Per seed 100 · (r_Sobol − r) / r_Sobol, r the final regret and r_Sobol the final "
@@ -191,10 +206,12 @@ GLOSSARY: dict[str, str] = {
         "(percentile bootstrap over its paired rebuilds); 'which state' names it."
     ),
     "undefined states": (
-        "States whose MSE ratio is undefined: NaN, not positive, infinite or outside "
+        "Per ratio, the states where it is undefined: NaN, not positive, infinite or outside "
         f"[1e-{_MAX_EXPONENT}, 1e{_MAX_EXPONENT}] (one estimator's variance is about 0 there, so the "
-        "ratio measures round-off, not a variance reduction). They are counted here and left out "
-        "of every statistic over states."
+        "ratio measures round-off, not a variance reduction). 'undefined states (var ratio)' "
+        "counts those of the variance ratio, left out of its geometric mean and worst state; "
+        "'undefined states (MSE ratio)' those of the MSE ratio, left out of its median, worst "
+        "state and geometric mean. A state can be undefined for one ratio and not the other."
     ),
     "probe ranking": (
         "One row per budget S and estimator over every (task, kernel) of a run set. 'worst state "
@@ -208,7 +225,8 @@ GLOSSARY: dict[str, str] = {
     ),
     "median point ratio": (
         "Median over probe points of the per-point ratio (shows whether a few heavy-tailed "
-        "points carry the mean); geometric mean over states."
+        "points carry the mean); geometric mean over the states where it is defined (see "
+        "undefined states; the CSV's median_point_mse_ratio_undefined counts the others)."
     ),
     "top-1 agreement": (
         "Share of rebuilds whose highest-ranked probe is a highest-ranked probe of the "

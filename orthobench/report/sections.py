@@ -51,6 +51,18 @@ def _budget_notes(results: ResultSet) -> list[str]:
     return notes
 
 
+def _nothing_to_plot(task: str, rows: pd.DataFrame) -> str:
+    """Why ``task`` has no best-so-far value to plot, from its ``rows``: no evaluation gave a
+    value, or (on a constrained task) none of those that did (status ``ok``) was feasible."""
+    ok = rows["status"] == "ok"
+    if ok.any() and not (ok & rows["feasible"]).any():
+        return (
+            f"{task}: no evaluation was feasible (each that returned a value broke some "
+            "constraint); nothing to plot."
+        )
+    return f"{task}: no evaluation returned a finite value; nothing to plot."
+
+
 def curves_section(results: ResultSet, colors: figures.Palette) -> Section | None:
     runs = results.runs
     if runs.empty:
@@ -60,7 +72,7 @@ def curves_section(results: ResultSet, colors: figures.Palette) -> Section | Non
     blocks: list[Figure | Table | str] = list(_budget_notes(results))
     for task, data in trace.groupby("task", sort=True):
         if not np.isfinite(data["value"].to_numpy(dtype=float)).any():
-            blocks.append(f"{task}: no evaluation returned a finite value; nothing to plot.")
+            blocks.append(_nothing_to_plot(task, runs[runs["task"] == task]))
             continue
         metric = "regret" if data["metric"].iloc[0] == "regret" else "objective (no known optimum)"
         shown = mean_interval_text(data[np.isfinite(data["value"].to_numpy(dtype=float))])
@@ -183,7 +195,8 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
             bold.add((i, 4 + multi))
     header = (["run set"] if multi else []) + [
         "task", "optimizer", "metric", "seeds", "final mean [95% CI]", "median", "rank",
-        f"vs {reference} (Holm p)", "evaluations", "failed evals", "outliers", "fallbacks",
+        f"vs {reference} (Holm p)", "evaluations per seed", "failed evals (all seeds)",
+        "outliers (all seeds)", "fallbacks (all seeds)",
     ]  # fmt: skip
     return Section(
         "final",
@@ -196,14 +209,15 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
         "Holm-corrected over the task's optimizers, on the seeds both have (the pairs); * marks "
         "p < 0.05. Pairs of equal final values carry no sign and are dropped: with n pairs that "
         "differ no p-value can be below 2 / 2^n (0.25 for 3, 0.0625 for 5), so fewer than 6 "
-        "that differ are too few seeds for a test.",
+        "that differ are too few seeds for a test. Evaluations are per seed (the most of any "
+        "seed); failed evals, outliers and fallbacks are summed over the row's seeds.",
         [
             *_budget_notes(results),
             *_evaluation_notes(final, multi),
             Table("final-values", header, rows, final, frozenset(bold)),
         ],
-        ("final value", "mean [95% CI]", "rank", "Wilcoxon signed-rank, Holm", "failed evals",
-         "outlier evaluation", "fallbacks"),
+        ("final value", "mean [95% CI]", "rank", "Wilcoxon signed-rank, Holm",
+         "evaluations per seed", "failed evals", "outlier evaluation", "fallbacks"),
     )  # fmt: skip
 
 
@@ -433,6 +447,7 @@ def _probe_rows(summary: pd.DataFrame, multi: bool) -> list[list[str]]:
             sig(r.bias_share),
             ci(r.var_ratio, r.var_ratio_low, r.var_ratio_high, sig),
             sig(r.var_ratio_worst),
+            str(r.var_ratio_undefined),
             ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high, sig),
             sig(r.mse_ratio_median_level),
             str(r.mse_ratio_undefined),
@@ -475,7 +490,8 @@ def probe_section(results: ResultSet) -> Section | None:
     header = (["run set"] if multi else []) + [
         "task", "kernel", "S", "EI evals", "estimator", "states", "CI over", "probe var (EI)",
         "probe var (log)", "bias²/MSE", "var ratio gmean [95% CI]", "worst state",
-        "MSE ratio median [CI]", "its level", "undefined states", "worst state [rebuild CI]",
+        "undefined states (var ratio)", "MSE ratio median [CI]", "its level",
+        "undefined states (MSE ratio)", "worst state [rebuild CI]",
         "which state",
         "MSE ratio gmean [95% CI]", "median point MSE ratio", "top-1 agreement", "flip rate",
         "regret",

@@ -19,7 +19,10 @@ KEY = ["run_set", "task", "optimizer"]
 def curve_metric(frame: pd.DataFrame) -> str:
     """``regret`` when some row of one task's ``frame`` has it (known optimum), else ``best_y``.
 
-    Rows before a seed's first finite evaluation have neither, whatever the task.
+    Rows before a seed's first finite (on a constrained task, feasible) evaluation have
+    neither, whatever the task. So a task on which no evaluation was feasible has no regret on
+    any row and reads ``best_y`` (NaN throughout) even with a known optimum: no stored row or
+    file metadata records the optimum.
     """
     return "regret" if frame["regret"].notna().any() else "best_y"
 
@@ -188,7 +191,8 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     ``testable`` (``p_min < 0.05``: False means too few seeds for a test), ``p_value`` (two-sided
     Wilcoxon signed-rank; NaN for the reference and where not ``testable``), ``p_holm`` (Holm
     over the task's testable comparisons), ``significant`` (``p_holm < 0.05``), ``evaluations``
-    (the largest count of a seed), ``failed_evals`` (``status != "ok"``), ``outliers``
+    (per seed: the largest count of a seed, failed evaluations included) and, summed over every
+    seed of the key, ``failed_evals`` (rows with ``status != "ok"``), ``outliers``
     (``is_outlier``) and ``fallbacks`` (BO steps with a recorded fallback: a step's ``q`` rows
     carry its fallback, and count once).
     """
