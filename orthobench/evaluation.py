@@ -20,6 +20,7 @@ import signal
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -140,12 +141,31 @@ def evaluate_point(
             values than the task's ``n_constraints``. An exception of the task's is raised as
             it is: either fails the cell.
     """
+    prepare_once(task, device)
     timed_out, evaluation, seconds = call_within(
         timeout, request.seed, lambda: task.evaluate(request.x, seed=request.seed, device=device)
     )
     if timed_out:
         return timeout_outcome(task, seconds)
     return outcome_of(task, evaluation, seconds, request.iteration, label, request.batch)
+
+
+#: id(task) -> the devices its :meth:`~orthobench.tasks.base.Task.prepare` ran for (an entry
+#: goes with its task: :func:`prepare_once`).
+_PREPARED: dict[int, set[str]] = {}
+
+
+def prepare_once(task: Task, device: torch.device) -> None:
+    """Run ``task.prepare(device)`` unless it ran for this task object and device, untimed,
+    with the runner's signal handlers and thread count kept (:func:`runner_state_kept`)."""
+    done = _PREPARED.get(id(task))
+    if done is None:
+        done = _PREPARED[id(task)] = set()
+        weakref.finalize(task, _PREPARED.pop, id(task), None)
+    if str(device) not in done:
+        with runner_state_kept():
+            task.prepare(device)
+        done.add(str(device))
 
 
 def call_within(

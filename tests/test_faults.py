@@ -128,6 +128,16 @@ class IgnoresSignalsWhenAsked(SobolSearch):
         super().tell(x, y)
 
 
+class SlowToPrepare(Sphere):
+    """Its first use costs 0.3 s (data, imports); an evaluation is instant."""
+
+    prepared: list[str] = []
+
+    def prepare(self, device):
+        time.sleep(0.3)
+        SlowToPrepare.prepared.append(str(device))
+
+
 class SetsThreads(Sphere):
     """Sets torch's thread count at every evaluation, as a training library may."""
 
@@ -345,6 +355,15 @@ def test_the_runners_signal_handlers_are_put_back_after_an_optimizer_changes_the
     assert IgnoresSignalsWhenAsked.handlers == [runner_handler] * 5
     assert signal.getsignal(signal.SIGINT) is runner_handler
     assert signal.getsignal(signal.SIGTERM) is sigterm
+
+
+def test_a_tasks_one_time_preparation_runs_once_outside_the_evaluation_time_limit() -> None:
+    """The cnn task's first evaluation read its data and imported torch._dynamo under the
+    limit: a timer that stopped the import failed every later evaluation of the process."""
+    SlowToPrepare.prepared.clear()
+    records = run_cell(cell("SlowToPrepare"), evaluation_timeout=0.2)
+    assert [r.status for r in records] == ["ok"] * 5 and SlowToPrepare.prepared == ["cpu"]
+    assert all(r.eval_seconds < 0.2 for r in records)
 
 
 def test_the_cells_thread_count_is_put_back_after_a_task_changes_it() -> None:

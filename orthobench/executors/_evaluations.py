@@ -32,6 +32,7 @@ from orthobench.evaluation import (
     call_within,
     evaluate_point,
     outcome_of,
+    prepare_once,
     timeout_outcome,
 )
 from orthobench.exceptions import OrthobenchError, show_value
@@ -96,6 +97,7 @@ class StackedEvaluations(Evaluations):
         if alone or type(task).evaluate_batch is Task.evaluate_batch:
             yield from super().run(requests)
             return
+        prepare_once(task, self._device)
         timeout = None if self._timeout is None else self._timeout * len(requests)
         seeds = [r.seed for r in requests]
         xs = np.stack([r.x for r in requests])

@@ -116,6 +116,13 @@ class Task(ABC):
     def dim(self) -> int:
         return self.space.dim
 
+    def prepare(self, device: torch.device) -> None:  # noqa: B027 -- optional hook
+        """One-time work before the first evaluation on ``device`` (reading data, first imports),
+        called once per task object and device, outside every evaluation's time limit and
+        seconds (:func:`orthobench.evaluation.prepare_once`). An evaluation time limit that
+        stops an import leaves its modules half-imported for the rest of the process, and a
+        first evaluation that pays these costs looks slower than the others. Nothing here."""
+
     @abstractmethod
     def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
         """Evaluate one point.
