@@ -37,7 +37,7 @@ from orthobench.deadlines import (
 from orthobench.exceptions import OrthobenchWarning, show_value
 from orthobench.seeding import torch_seed
 from orthobench.suite import Cell
-from orthobench.tasks.base import Evaluation, Task
+from orthobench.tasks.base import Evaluation, Task, as_float
 
 _T = TypeVar("_T")
 
@@ -202,31 +202,33 @@ def outcome_of(
     iteration: int,
     label: str,
     batch: int | None = None,
+    method: str = "evaluate",
 ) -> Outcome:
-    """The :class:`Outcome` of what ``task``'s evaluation at ``iteration`` returned, checked as
-    :func:`evaluate_point` says. ``batch``: of an asynchronous cell's point, the ask that
-    proposed it (:attr:`EvaluationRequest.batch`), ``iteration`` being its proposal's index."""
+    """The :class:`Outcome` of what ``task``'s evaluation at ``iteration`` returned (by its
+    ``method``, named in the errors), checked as :func:`evaluate_point` says. ``batch``: of an
+    asynchronous cell's point, the ask that proposed it (:attr:`EvaluationRequest.batch`),
+    ``iteration`` being its proposal's index."""
     # An asynchronous cell numbers its records as evaluations finish: a proposal's index is not
     # the iteration of its record, so the messages name the proposal and its batch.
     where = f"iteration {iteration}" if batch is None else f"proposal {iteration}, batch {batch}"
     if not isinstance(evaluation, Evaluation):
         raise TypeError(
-            f"`evaluate` of task {label!r} must return an Evaluation, but returned "
+            f"`{method}` of task {label!r} must return an Evaluation, but returned "
             f"{show_value(evaluation)} (at {where})."
         )
     if len(evaluation.constraints) != task.n_constraints:
         raise TypeError(
-            f"`evaluate` of task {label!r} must return {task.n_constraints} constraint value(s) "
+            f"`{method}` of task {label!r} must return {task.n_constraints} constraint value(s) "
             f"(its `n_constraints`), but returned {len(evaluation.constraints)} (at {where})."
         )
-    y = float(evaluation.y)
+    y = as_float(evaluation.y)
     # A non-finite constraint value (a failed simulation) is infeasible and, like a non-finite
     # y, not told: the constraint GPs cannot fit it, and it must not fail the cell.
     told = math.isfinite(y) and all(math.isfinite(c) for c in evaluation.constraints)
     return Outcome(
         "ok" if told else "invalid",
         y,
-        None if evaluation.y_true is None else float(evaluation.y_true),
+        None if evaluation.y_true is None else as_float(evaluation.y_true),
         bool(evaluation.is_outlier),
         evaluation.info,
         seconds,

@@ -70,6 +70,8 @@ class Sphere(Task):
             return Evaluation(y=True)
         if self.fault == "nan-info":
             return Evaluation(y=y, info={"loss": math.nan, "curve": [1.0, -math.inf]})
+        if self.fault == "huge-y":
+            return Evaluation(y=10**400 if self.calls == 2 else y, constraints=())
         if self.fault == "numpy-info":
             return Evaluation(
                 y=y,
@@ -299,6 +301,19 @@ def test_non_finite_floats_in_info_are_stored_as_null_in_standard_json() -> None
     infos = [json.loads(r.info, parse_constant=refuse) for r in records]
     assert all(i["loss"] is None and i["curve"] == [1.0, None] for i in infos)
     assert all(r.status == "ok" for r in records)
+
+
+def test_an_int_beyond_floats_range_is_an_invalid_infinite_y_not_a_failed_cell() -> None:
+    """``float(10**400)`` raised OverflowError, which failed the cell."""
+    records = run_cell(cell("Sphere", {"fault": "huge-y"}))
+    assert [r.status for r in records] == ["ok", "invalid", "ok", "ok", "ok"]
+    assert records[1].y == math.inf
+
+
+def test_an_info_key_that_is_not_a_string_is_refused_naming_info() -> None:
+    """A tuple key raised json's "keys must be str, int, ..." from the runner, naming nothing."""
+    with pytest.raises(TypeError, match=r"`Evaluation.info` keys must be strings, but got tuple"):
+        Evaluation(y=1.0, info={(1, 2): 3.0})
 
 
 def test_numpy_and_torch_values_in_info_are_stored_as_json_numbers() -> None:

@@ -40,6 +40,8 @@ class Batched(Task):
         Batched.calls.append(len(xs))
         time.sleep(self.seconds)
         evaluations = super().evaluate_batch(xs, seeds=seeds, device=device)
+        if self.returns == "floats":
+            return [e.y for e in evaluations]
         return evaluations[:-1] if self.returns == "short" else evaluations
 
 
@@ -121,6 +123,20 @@ def test_a_batch_past_its_deadline_is_a_timeout_for_every_point():
 def test_an_evaluate_batch_returning_too_few_fails_the_cell():
     with pytest.raises(TypeError, match="must return a list of 4 Evaluations"):
         run_cell(_cell(returns="short"), evaluations=StackedEvaluations())
+
+
+@pytest.mark.parametrize(
+    ("returns", "message"),
+    [
+        ("short", r"a list of 4 Evaluations, one per point, but returned a list of 3\.$"),
+        ("floats", r"^`evaluate_batch` of task .* must return an Evaluation, but returned float"),
+    ],
+)
+def test_what_evaluate_batch_returned_wrong_is_said_of_it(returns, message):
+    """A list of floats was "`evaluate` ... must return an Evaluation"; a short list was shown
+    as its truncated repr, without its length."""
+    with pytest.raises(TypeError, match=message):
+        run_cell(_cell(returns=returns), evaluations=StackedEvaluations())
 
 
 def test_make_evaluations_stacks_only_one_at_a_time_evaluations():

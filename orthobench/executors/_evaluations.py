@@ -110,12 +110,18 @@ class StackedEvaluations(Evaluations):
                 yield request, timeout_outcome(task, share)
             return
         if not isinstance(results, list) or len(results) != len(xs):
+            got = f"a list of {len(results)}" if isinstance(results, list) else show_value(results)
             raise TypeError(
                 f"`evaluate_batch` of task {self._label!r} must return a list of {len(xs)} "
-                f"Evaluations, one per point, but returned {show_value(results)}."
+                f"Evaluations, one per point, but returned {got}."
             )
         for request, evaluation in zip(requests, results, strict=True):
-            yield request, outcome_of(task, evaluation, share, request.iteration, self._label)
+            yield (
+                request,
+                outcome_of(
+                    task, evaluation, share, request.iteration, self._label, method="evaluate_batch"
+                ),
+            )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -59,6 +59,10 @@ class Evaluation:
             )
         if not isinstance(self.info, dict):
             raise TypeError(f"`Evaluation.info` must be a dict, but got {show_value(self.info)}.")
+        if bad := [key for key in self.info if not isinstance(key, str)]:
+            raise TypeError(
+                f"`Evaluation.info` keys must be strings, but got {show_value(bad[0])}."
+            )
         if not isinstance(self.constraints, (tuple, list)) or not all(
             map(_is_real, self.constraints)
         ):
@@ -67,12 +71,21 @@ class Evaluation:
                 f"{show_value(self.constraints)}."
             )
         # A frozen dataclass: the one coercion (to floats, so a record stores what it compares).
-        object.__setattr__(self, "constraints", tuple(float(c) for c in self.constraints))
+        object.__setattr__(self, "constraints", tuple(as_float(c) for c in self.constraints))
 
     @property
     def feasible(self) -> bool:
         """Whether every constraint value is finite and ``<= 0`` (:func:`feasible`)."""
         return feasible(self.constraints)
+
+
+def as_float(value: numbers.Real) -> float:
+    """``value`` as a float; an int beyond float's range (``10**400``) is the infinity of its
+    sign, as a float that overflows is (``float`` raised ``OverflowError`` and failed the cell)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def feasible(constraints: Sequence[float]) -> bool:
