@@ -324,7 +324,7 @@ def run(
         batch = ", the evaluations of a BO step in parallel"
     click.echo(
         f"suite {suite.name}: {n_cells} cells ({len(running)} to run) on {prepared.device} "
-        f"({runner.name}, {_workers_text(runner, scheduler, slots, 'cells to run')}{batch}, "
+        f"({runner.description}, {_workers_text(runner, scheduler, slots, 'cells to run')}{batch}, "
         f"{threads_per_cell} thread(s) per cell) "
         f"-> {out_dir}",
         err=True,
@@ -441,7 +441,7 @@ def _probe_suite(
     if not force:
         _refuse_changed(store, units, out_dir)
     click.echo(
-        f"probe {suite.name}: {len(units)} state(s) on {resolved} ({runner.name}, "
+        f"probe {suite.name}: {len(units)} state(s) on {resolved} ({runner.description}, "
         f"{_workers_text(runner, scheduler, len(units), 'states')}, {threads} thread(s)) "
         f"-> {store.probe_dir}",
         err=True,

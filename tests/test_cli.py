@@ -249,3 +249,16 @@ def test_a_folder_of_failed_cells_alone_still_has_a_report(plugin, write_suite, 
     result = CliRunner().invoke(cli, ["report", str(out), "-o", str(tmp_path / "r.html")])
     assert result.exit_code == 0, result.output
     assert "simulated training crash" in (tmp_path / "r.html").read_text()
+
+
+def test_the_header_says_where_cells_run_under_a_cell_timeout(write_suite, tmp_path, monkeypatch):
+    """``--cell-timeout`` runs inline cells in a worker process (one that calls ``os._exit``
+    fails, the run goes on), while the header said "inline"."""
+    from orthobench.executors import InlineExecutor
+
+    assert InlineExecutor().description == "inline"
+    # The cells themselves are not run: the header is written before.
+    monkeypatch.setattr(InlineExecutor, "run", lambda self, jobs, session: None)
+    suite = write_suite("name: h\nn_init: 2\nbudget: 0\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    timed = invoke("run", str(suite), "-o", str(tmp_path / "out"), "-q", "--cell-timeout", "60")
+    assert "(inline, each in a worker process, 1 worker(s)" in timed.stderr

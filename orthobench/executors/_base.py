@@ -299,6 +299,11 @@ class Executor(abc.ABC):
         self.timeout = timeout
 
     @property
+    def description(self) -> str:
+        """How it runs jobs, for a run's header: its :attr:`name`."""
+        return self.name
+
+    @property
     def shares_files(self) -> bool:
         """Whether jobs run where this process's files are (else cells keep no evaluation
         journal)."""

@@ -59,6 +59,12 @@ class InlineExecutor(Executor):
     def __init__(self, *, timeout: float | None = None) -> None:
         super().__init__(timeout=timeout)
 
+    @property
+    def description(self) -> str:
+        """``inline``; with a time limit, where the jobs then run (a job that ends its process
+        fails, and the run goes on)."""
+        return self.name if self.timeout is None else "inline, each in a worker process"
+
     def run(self, jobs: Sequence[Job], session: Session) -> None:
         if self.timeout is not None:
             ProcessExecutor(timeout=self.timeout).run(jobs, session)
