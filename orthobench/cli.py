@@ -233,14 +233,18 @@ def _warnings_as_lines() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("default", OrthobenchWarning)
         show = warnings.showwarning
+        # Python's own once-per-location memory is reset by every `catch_warnings()` (each GP
+        # fit enters one): a probe printed the same point-set warning at every rebuild, 78 times.
+        shown: set[str] = set()
 
         def one_line(
             message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
         ) -> None:
-            if issubclass(category, OrthobenchWarning):
-                click.echo(f"orthobench: warning: {message}", err=True)
-            else:
+            if not issubclass(category, OrthobenchWarning):
                 show(message, category, *args, **kwargs)
+            elif str(message) not in shown:
+                shown.add(str(message))
+                click.echo(f"orthobench: warning: {message}", err=True)
 
         warnings.showwarning = one_line
         yield

@@ -120,7 +120,8 @@ class ProbeRecord:
     Args:
         kernel: GP kernel of the state, or ``tpe``.
         mc_samples: The budget ``S`` of EI evaluations (theta draws, function samples or fits).
-        n_evaluations: EI evaluations behind one estimate (a point set's count within ``S``).
+        n_evaluations: EI evaluations behind one estimate: ``S``, or a point set's count (the
+            most within ``S``, or one whole rule where a rule needs more than ``S``).
         regret: Best-so-far regret of the state's history (None when the optimum is unknown).
         baseline: The like-for-like baseline estimator of the ratios (``mc`` or ``mc-tpe``).
         baseline_values_ei: Naive iid theta-MC values at ``n_evaluations`` draws when that count
