@@ -192,12 +192,19 @@ def read_mnist(directory: Path) -> ImageSplit:
             raise OrthobenchError(
                 f"{directory}: {part} images {images.shape} and labels {labels.shape} do not match."
             )
+        if not len(images):
+            raise OrthobenchError(f"{directory}: the {part} files hold no image.")
         if images.dtype != np.uint8:
             raise OrthobenchError(
                 f"{directory}: {part} images are {images.dtype}; MNIST's IDX images are unsigned "
                 "bytes (0-255)."
             )
         _checked_labels(labels, f"{directory}: {part} labels")
+    if train_x.shape[1:] != test_x.shape[1:]:
+        raise OrthobenchError(
+            f"{directory}: train images are {train_x.shape[1]}x{train_x.shape[2]} but t10k "
+            f"images {test_x.shape[1]}x{test_x.shape[2]}; both must be MNIST's 28x28."
+        )
     return ImageSplit(
         train_x[:, None].astype(np.uint8),
         train_y.astype(np.int64),
@@ -264,10 +271,10 @@ def read_cifar_batch(raw: bytes, source: str) -> tuple[np.ndarray, np.ndarray]:
         or labels is None
         or len(labels) != len(data)
     ):
-        shape = getattr(data, "shape", None)
+        shape, dtype = getattr(data, "shape", None), getattr(data, "dtype", type(data).__name__)
         raise OrthobenchError(
             f"{source}: a CIFAR-10 batch needs uint8 data of shape (n, 3072) and n labels, but "
-            f"got data {shape} and {None if labels is None else len(labels)} labels."
+            f"got {dtype} data {shape} and {None if labels is None else len(labels)} labels."
         )
     return data.reshape(-1, 3, 32, 32), _checked_labels(labels, source)
 

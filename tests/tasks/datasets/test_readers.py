@@ -88,8 +88,10 @@ def test_mnist_from_a_directory_of_idx_files(tmp_path, gz):
         # one damaged label made a 256-class network
         (1, np.r_[np.arange(39) % 10, 255].astype(np.uint8), "label 255 (index 39)"),
         (3, (np.arange(20) % 10).astype(np.float64), "labels must be one integer per image"),
+        # failed in ImageSplit, naming no file
+        (2, np.zeros((20, 20, 20), np.uint8), "train images are 28x28 but t10k images 20x20"),
     ],
-    ids=["float-pixels", "label-255", "float-labels"],
+    ids=["float-pixels", "label-255", "float-labels", "test-20x20"],
 )
 def test_mnist_of_other_pixel_types_or_labels_is_refused(tmp_path, member, array, fragment):
     """The reader cast any IDX type to bytes and counted classes from the largest label, so
@@ -111,6 +113,23 @@ def test_mnist_of_other_pixel_types_or_labels_is_refused(tmp_path, member, array
 def test_a_cifar_batch_with_labels_outside_its_classes_is_refused(labels, fragment):
     raw = cifar_batch_bytes(np.zeros((2, 3072), np.uint8), labels, "x")
     with pytest.raises(OrthobenchError, match=re.escape(fragment)):
+        read_cifar_batch(raw, "x")
+
+
+def test_mnist_files_without_an_image_are_refused_naming_them(tmp_path):
+    """numpy's "zero-size array to reduction operation maximum" failed the cell."""
+    write_mnist(tmp_path, gz=False)
+    write_idx(tmp_path / MNIST_MEMBERS[2], np.zeros((0, 28, 28), np.uint8), gz=False)
+    write_idx(tmp_path / MNIST_MEMBERS[3], np.zeros(0, np.uint8), gz=False)
+    with pytest.raises(
+        OrthobenchError, match=f"{re.escape(str(tmp_path))}: the t10k files hold no image"
+    ):
+        load("mnist", tmp_path)
+
+
+def test_a_cifar_batch_of_another_dtype_names_it():
+    raw = cifar_batch_bytes(np.zeros((2, 3072), np.int64), [0, 1], "x")
+    with pytest.raises(OrthobenchError, match=r"but got int64 data \(2, 3072\)"):
         read_cifar_batch(raw, "x")
 
 
