@@ -57,19 +57,28 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def main() -> None:
+def _positive(text: str) -> int:
+    """An argument that counts something: 0 gave an IndexError, a ZeroDivisionError or a
+    StatisticsError after the data was read."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, but got {value}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--k", type=int, default=8, help="configurations per stack")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--k", type=_positive, default=8, help="configurations per stack")
+    parser.add_argument("--threads", type=_positive, default=2, help="torch threads")
     parser.add_argument("--dataset", default="mnist-5k")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--samples", type=int, default=None, help="training samples per run")
+    parser.add_argument("--rounds", type=_positive, default=2)
+    parser.add_argument("--samples", type=_positive, default=None, help="training samples per run")
     parser.add_argument("--outlier-prob", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0, help="seed of the k points")
-    parser.add_argument("--sequential", type=int, default=None, help="how many to time alone")
+    parser.add_argument("--sequential", type=_positive, default=None, help="how many to time alone")
     parser.add_argument("--no-cuda-graphs", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     n_seq = args.k if args.sequential is None else min(args.sequential, args.k)
 
     torch.set_num_threads(args.threads)

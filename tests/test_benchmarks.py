@@ -313,3 +313,13 @@ def test_restart_costs_take_a_step_apart(monkeypatch):
     )
     parts = script.take_apart("hartmann6", 0)
     assert parts["evaluations"] > 0 and all(v >= 0 for v in parts.values())
+
+
+@pytest.mark.parametrize("option", ["--k", "--rounds", "--samples", "--sequential", "--threads"])
+def test_cnn_stack_throughput_refuses_a_count_of_zero_before_any_work(option, capsys):
+    """``--k 0`` raised an IndexError, ``--rounds 0`` a StatisticsError, ``--samples 0`` a
+    ZeroDivisionError, after the dataset was read."""
+    with pytest.raises(SystemExit) as exit_:
+        load_script("cnn_stack_throughput").main([option, "0"])
+    assert exit_.value.code == 2
+    assert f"argument {option}: must be >= 1, but got 0" in capsys.readouterr().err
