@@ -15,13 +15,14 @@ and ``orthobench run`` calls them (:mod:`orthobench.cli`).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orthobench.config.params import is_integer
-from orthobench.exceptions import OrthobenchError
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -204,6 +205,11 @@ def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
         OrthobenchError: for a directory that does not exist.
         ResultsError: for a results file of another schema version.
 
+    Warns:
+        OrthobenchWarning: for a directory without a ``runs/`` folder that holds Parquet files
+            itself: the inner ``DIR/runs`` (which ``pandas.read_parquet`` reads) given for
+            ``DIR``, whose rows are not read.
+
     Example:
         .. code-block:: python
 
@@ -217,6 +223,14 @@ def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
     for d in dirs:
         if not Path(d).is_dir():
             raise OrthobenchError(f"{os.fspath(d)}: no such results directory.")
+        if not (Path(d) / "runs").is_dir() and any(Path(d).glob("*.parquet")):
+            warnings.warn(
+                f"{os.fspath(d)}: no runs/ folder, but Parquet files of its own: an inner folder "
+                f"of a results directory, which gives no rows; pass the results directory "
+                f"({Path(os.path.abspath(d)).parent}) instead.",
+                OrthobenchWarning,
+                stacklevel=2,
+            )
     return load_runs(dirs)
 
 

@@ -2,7 +2,8 @@
 
 A file is written to a temporary name in the same directory, flushed, fsynced and renamed, so a
 crash leaves either the whole file or none; an ``OSError`` that names no file (a failed write or
-fsync) is made to name the file it was writing.
+fsync), or that names the temporary file (a failed rename), is made to name the file it was
+writing.
 """
 
 from __future__ import annotations
@@ -33,15 +34,16 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
 
     Raises:
         OSError: from the file system (a full disk, a folder that cannot be written), naming
-            ``path`` where the failing call named no file (a write or an fsync); ``ENOTSUP``
-            for a ``path`` that exists and is not a regular file.
+            ``path`` where the failing call named no file (a write or an fsync) or the temporary
+            file (its creation, the rename); ``ENOTSUP`` for a ``path`` that exists and is not a
+            regular file.
     """
     target = Path(os.path.realpath(path))  # errors still name the path as given
     if target.exists() and not target.is_file():
         raise OSError(errno.ENOTSUP, "exists and is not a regular file", str(path))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with _naming(path):
+        with _naming(path, tmp):
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "wb") as fh:
                 write(fh)
@@ -55,14 +57,17 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
 
 
 @contextlib.contextmanager
-def _naming(path: Path) -> Iterator[None]:
-    """Make an ``OSError`` raised in the block name ``path`` when it names no file: a failed
-    ``write`` or ``fsync`` (a full disk) says only ``No space left on device``."""
+def _naming(path: Path, tmp: Path | None = None) -> Iterator[None]:
+    """Make an ``OSError`` raised in the block name ``path`` when it names no file or the
+    temporary file ``tmp`` written for it: a failed ``write`` or ``fsync`` (a full disk) says
+    only ``No space left on device``, and a failed ``os.replace`` (an immutable target) names
+    ``tmp`` first and ``path`` second, though ``tmp`` is removed and ``path`` is what to fix."""
     try:
         yield
     except OSError as err:
-        if err.filename is None and err.strerror is not None:  # else str(err) loses its text
-            err.filename = str(path)
+        stand_ins = (None, str(tmp) if tmp else None)
+        if err.filename in stand_ins and err.strerror is not None:  # else str(err) loses its text
+            err.filename, err.filename2 = str(path), None
         raise
 
 

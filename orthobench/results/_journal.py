@@ -3,8 +3,10 @@
 Entries are appended and fsynced; a line that is not an entry (torn by a crash, or damaged: not
 UTF-8, not a JSON object, an entry without its fields) is skipped on read. A unit counts as
 stored when its last :class:`Journal` entry says ``ok`` at the current schema version and its
-Parquet file reads and agrees with it. An :class:`EvaluationJournal` holds a running cell's
-evaluations with the optimizer's state, so a cell killed mid-way resumes from them.
+Parquet file reads and agrees with it, or, without such an entry (lost), when its file's footer,
+which holds the entry's fields, is at the current schema version and its pages read. An
+:class:`EvaluationJournal` holds a running cell's evaluations with the optimizer's state, so a
+cell killed mid-way resumes from them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from orthobench.exceptions import OrthobenchWarning, one_line
 from orthobench.results._io import _naming
@@ -85,6 +89,18 @@ def _pages_problem(path: Path) -> str | None:
     return _PAGES[key]
 
 
+def _read_footer(path: Path) -> tuple[pq.FileMetaData, dict[str, Any]]:
+    """The Parquet footer of ``path`` and the orthobench metadata it holds (``{}``: none).
+
+    Raises:
+        OSError, pyarrow.ArrowException: when the footer does not read.
+        json.JSONDecodeError: when the metadata is not JSON.
+    """
+    footer = read_footer(path)
+    meta = json.loads((footer.metadata or {}).get(METADATA_KEY, b"{}"))
+    return footer, meta if isinstance(meta, dict) else {}
+
+
 def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
     """Why ``path`` is not the unit its journal ``entry`` records (None when it is).
 
@@ -94,8 +110,7 @@ def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
     if not path.exists():
         return f"missing ({path})"
     try:
-        footer = read_footer(path)
-        meta = json.loads((footer.metadata or {}).get(METADATA_KEY, b"{}"))
+        footer, meta = _read_footer(path)
     except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
         return f"corrupt ({path}: {one_line(str(err), 200)})"
     for what, found, journaled in (
@@ -119,13 +134,16 @@ class Journal:
         key: The entry field holding the unit id (``cell_id``, ``state_id``).
         directory: Where the unit files ``<id>.parquet`` are.
         unit: What a unit is called in messages (``cell``, ``probe state``).
+        config_key: The field of a unit file's metadata holding the resolved configuration that
+            its entry holds as ``config`` (``cell``, ``config``).
     """
 
-    def __init__(self, path: Path, key: str, directory: Path, unit: str) -> None:
+    def __init__(self, path: Path, key: str, directory: Path, unit: str, config_key: str) -> None:
         self.path = path
         self.key = key
         self.directory = directory
         self.unit = unit
+        self.config_key = config_key
 
     def append(self, entry: dict[str, Any]) -> None:
         _append_line(self.path, entry)
@@ -143,15 +161,22 @@ class Journal:
         one stored stays what the entry says (a probe state whose added rows failed keeps its
         rows). A unit whose file does not agree is left out (so it is recomputed), with an
         :class:`~orthobench.exceptions.OrthobenchWarning`:
-        ``cell <id>: stored file is corrupt (<path>: <why>); recomputing``.
+        ``cell <id>: stored file is corrupt (<path>: <why>); recomputing``. A unit file without
+        an ok entry has its entry read from its footer (:meth:`_entry_from_file`).
         """
         last = {e[self.key]: e for e in self._ok_entries()}
-        return {uid: entry for uid, entry in last.items() if self._agrees(uid, entry)}
+        stored = {uid: entry for uid, entry in last.items() if self._agrees(uid, entry)}
+        for path in sorted(self.directory.glob("*.parquet")):
+            if path.stem not in last and (entry := self._entry_from_file(path.stem)) is not None:
+                stored[path.stem] = entry
+        return stored
 
     def stored_entry(self, uid: str) -> dict[str, Any] | None:
         """The entry of unit ``uid`` in :meth:`stored_entries` (None: not stored), read alone."""
         ok = [e for e in self._ok_entries() if e[self.key] == uid]
-        return ok[-1] if ok and self._agrees(uid, ok[-1]) else None
+        if not ok:
+            return self._entry_from_file(uid)
+        return ok[-1] if self._agrees(uid, ok[-1]) else None
 
     def _ok_entries(self) -> list[dict[str, Any]]:
         """The ``ok`` entries in order; one without a config hash (damaged) is skipped as a torn
@@ -169,12 +194,56 @@ class Journal:
             return False
         problem = _file_problem(self.directory / f"{uid}.parquet", entry)
         if problem is not None:
-            warnings.warn(
-                f"{self.unit} {uid}: stored file is {problem}; recomputing",
-                OrthobenchWarning,
-                stacklevel=1,
-            )
+            self._warn(uid, f"stored file is {problem}; recomputing")
         return problem is None
+
+    def _entry_from_file(self, uid: str) -> dict[str, Any] | None:
+        """The ok entry of unit ``uid``, which the journal lacks, read from its file's footer.
+
+        Its file is written whole before its entry is appended, and its footer holds the entry's
+        fields: a file without an entry is a lost line (a crash between the two, a damaged or
+        replaced journal), not a unit to recompute. Its entry is taken from a footer at the
+        current schema version whose pages read, with a warning (``cell <id>: <journal> has no
+        entry for the stored file <path>; its entry is read from it``); then, as for any
+        entry, the unit is stored when its configuration hash is the one it has now.
+
+        Returns:
+            None for no file, one of another schema version or without orthobench metadata
+            (recomputed, as an entry of another schema version is), or a corrupt one (said as
+            :meth:`_agrees` says it).
+        """
+        path = self.directory / f"{uid}.parquet"
+        try:
+            footer, meta = _read_footer(path)
+        except FileNotFoundError:
+            return None
+        except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
+            problem = one_line(str(err), 200)
+        else:
+            hashed = isinstance(meta.get("config_hash"), str)
+            if meta.get("schema_version") != SCHEMA_VERSION or not hashed:
+                return None
+            problem = _pages_problem(path)
+        if problem is not None:
+            self._warn(uid, f"stored file is corrupt ({path}: {problem}); recomputing")
+            return None
+        self._warn(
+            uid, f"{self.path} has no entry for the stored file {path}; its entry is read from it"
+        )
+        entry = {
+            self.key: uid,
+            "config_hash": meta["config_hash"],
+            "status": "ok",
+            "schema_version": SCHEMA_VERSION,
+            "seconds": meta.get("seconds"),
+            "rows": footer.num_rows,
+            "config": meta.get(self.config_key),
+            "code_version": meta.get("code_version"),
+        }
+        return {field: value for field, value in entry.items() if value is not None}
+
+    def _warn(self, uid: str, text: str) -> None:
+        warnings.warn(f"{self.unit} {uid}: {text}", OrthobenchWarning, stacklevel=1)
 
     def stored(self) -> dict[str, str]:
         """``id -> config hash`` of the stored units (:meth:`stored_entries`)."""

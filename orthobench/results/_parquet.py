@@ -9,10 +9,12 @@ that is not readable Parquet or that orthobench did not write, with a warning.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -42,17 +44,33 @@ def write_parquet_atomic(table: pa.Table, path: Path) -> None:
 _ARROW_ERRORS = (OSError, pa.ArrowException)
 
 
+def _open_regular(path: str | Path) -> BinaryIO:
+    """The regular file at ``path``, opened for reading; anything else (a FIFO, whose ``open``
+    waits for a writer forever, a device, a folder) raises ``OSError``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # returns at once, a FIFO too
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_table(path: str | Path, **kwargs: Any) -> pa.Table:
-    """``pq.read_table`` of the file at ``path``, opened by Python: pyarrow's own path handling
-    encodes the name as UTF-8, which a name holding other bytes (surrogate-escaped by Python)
-    cannot be, so a results folder of such a name failed to read with a traceback."""
-    with open(path, "rb") as fh:
+    """``pq.read_table`` of the regular file at ``path`` (:func:`_open_regular`), opened by
+    Python: pyarrow's own path handling encodes the name as UTF-8, which a name holding other
+    bytes (surrogate-escaped by Python) cannot be, so a results folder of such a name failed to
+    read with a traceback."""
+    with _open_regular(path) as fh:
         return pq.read_table(fh, **kwargs)
 
 
 def read_footer(path: str | Path) -> pq.FileMetaData:
-    """``pq.read_metadata`` of the file at ``path``, opened by Python (:func:`read_table`)."""
-    with open(path, "rb") as fh:
+    """``pq.read_metadata`` of the regular file at ``path``, opened by Python
+    (:func:`read_table`)."""
+    with _open_regular(path) as fh:
         return pq.read_metadata(fh)
 
 

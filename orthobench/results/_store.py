@@ -56,7 +56,7 @@ class ResultStore(BaseStore):
 
     A unit's file is written atomically and journaled only after it is in place; the unit is
     stored when its journal entry and file agree (:meth:`Journal.stored_entries`), else it is
-    reported and recomputed. A probe state's file holds one row per (estimator, S): a state
+    reported and recomputed; a file whose entry was lost has it read from its footer. A probe state's file holds one row per (estimator, S): a state
     stored again under the same configuration keeps the rows it does not recompute
     (:meth:`write`), so adding an estimator computes only its rows.
 
@@ -71,11 +71,15 @@ class ResultStore(BaseStore):
         self.root = Path(os.path.abspath(root))
         self.runs_dir = self.root / "runs"
         self.probe_dir = self.root / "probe"
-        self.runs_journal = Journal(self.root / "runs.jsonl", ID_FIELDS[CELL], self.runs_dir, CELL)
+        self.runs_journal = Journal(
+            self.root / "runs.jsonl", ID_FIELDS[CELL], self.runs_dir, CELL, "cell"
+        )
         self.probe_journal = Journal(
-            self.root / "probe.jsonl", ID_FIELDS[PROBE_STATE], self.probe_dir, PROBE_STATE
+            self.root / "probe.jsonl", ID_FIELDS[PROBE_STATE], self.probe_dir, PROBE_STATE, "config"
         )
         self.lock_path = self.root / ".lock"
+        #: ``(device, inode)`` of the lock file while this process holds it, else None.
+        self._lock_id: tuple[int, int] | None = None
 
     @contextlib.contextmanager
     def open_for_writing(self) -> Iterator[ResultStore]:
@@ -91,9 +95,14 @@ class ResultStore(BaseStore):
         but the lock was written in it (a suite refused by the checks that run with the store
         held): bad input leaves no folder behind.
 
+        Each unit written in the block, and the block's end, first checks that ``DIR/.lock`` is
+        still the file locked here (:meth:`_check_held`): a directory removed meanwhile would
+        be recreated by the next write, and the run would report as stored the units it lost.
+
         Raises:
             OrthobenchError: naming the directory when it cannot be created or written, or naming
-                the PID of the process that holds it (checked at once; nothing waits).
+                the PID of the process that holds it (checked at once; nothing waits), or when
+                it was removed or replaced while the block ran.
         """
         target = self.root
         created = not self.root.exists()
@@ -132,14 +141,42 @@ class ResultStore(BaseStore):
                 )
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            held = os.fstat(fd)
+            self._lock_id = (held.st_dev, held.st_ino)
             yield self
+            self._check_held()  # before the caller reports what it stored
         except BaseException:
-            if created and {p.name for p in self.root.iterdir()} == {self.lock_path.name}:
+            # Only the directory locked here: one put in its place may hold another run's lock.
+            left = {p.name for p in self.root.iterdir()} if self._holds_lock() else None
+            if created and left == {self.lock_path.name}:
                 self.lock_path.unlink()
                 self.root.rmdir()
             raise
         finally:
+            self._lock_id = None
             os.close(fd)  # releases the lock
+
+    def _holds_lock(self) -> bool:
+        """Whether ``DIR/.lock`` is the file that :meth:`open_for_writing` locked."""
+        try:
+            now = os.stat(self.lock_path)
+        except OSError:  # removed, with its directory
+            return False
+        return (now.st_dev, now.st_ino) == self._lock_id
+
+    def _check_held(self) -> None:
+        """Raise when this store is held for writing (:meth:`open_for_writing`) but its
+        directory lost the lock file: it was removed (``rm -rf DIR``) or replaced meanwhile.
+
+        Raises:
+            OrthobenchError: naming the directory.
+        """
+        if self._lock_id is not None and not self._holds_lock():
+            raise OrthobenchError(
+                f"{self.root} was removed or replaced while this run wrote to it (its lock file "
+                f"{self.lock_path.name} is gone or another one); what it stored there may be "
+                "lost: rerun the same command to store it again."
+            )
 
     def cell_path(self, cell: Cell) -> Path:
         return self.runs_dir / f"{cell.id}.parquet"
@@ -158,7 +195,8 @@ class ResultStore(BaseStore):
         """The journal entries of the stored units of ``kind``.
 
         A unit whose file is missing or does not match its journal entry is not stored (it is
-        reported and recomputed: :meth:`Journal.stored_entries`).
+        reported and recomputed: :meth:`Journal.stored_entries`); a unit file without an entry
+        has it read from its footer, with a warning.
         """
         return self.journal(kind).stored_entries()
 
@@ -194,6 +232,7 @@ class ResultStore(BaseStore):
         """Write the ``kept`` rows, then the records, with the schema of ``record_type``
         atomically, then journal them (``entry`` holds the journal fields beyond the common
         ones)."""
+        self._check_held()
         schema = _SCHEMAS[record_type]
         table = pa.Table.from_pylist([dataclasses.asdict(r) for r in records], schema=schema)
         if kept is not None:
@@ -316,6 +355,7 @@ class ResultStore(BaseStore):
         traceback_text: str,
         seconds: float | None,
     ) -> None:
+        self._check_held()
         journal = self.journal(kind)
         journal.append(
             {
