@@ -220,3 +220,19 @@ def test_load_results_of_the_inner_runs_folder_says_to_pass_its_results_director
         warnings.simplefilter("error", OrthobenchWarning)
         assert len(orthobench.load_results(store.root)) == 4
         assert orthobench.load_results(tmp_path / "empty").empty
+
+
+def test_a_cell_records_the_code_version_it_started_with_not_the_one_checked_out_at_its_end(
+    tmp_path,
+):
+    """``code_version()`` was asked again when the file was written: a commit checked out while
+    the cell ran was stored beside the metadata's ``git_sha`` of the code that ran."""
+    from orthobench.results import ResultStore
+    from orthobench.results._parquet import read_metadata
+    from tests.report.conftest import cell
+
+    spec = cell("s", "t", "sobol", 0, 2, 1)
+    started = {"versions": {"orthobench": "0.1.0"}, "git_sha": "a" * 40}
+    store = ResultStore(tmp_path)
+    path = store.write_cell(spec, [], started, 1.0)
+    assert read_metadata(path)["code_version"] == "0.1.0 (git aaaaaaaaaaaa)"

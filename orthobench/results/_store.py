@@ -285,7 +285,7 @@ class ResultStore(BaseStore):
             new = {(r.estimator, r.mc_samples) for r in records}
             keys = zip(kept["estimator"].to_pylist(), kept["mc_samples"].to_pylist(), strict=True)
             kept = kept.filter(pa.array([key not in new for key in keys]))
-        return self._write_state(unit, records, metadata, seconds, kept, code_version())
+        return self._write_state(unit, records, metadata, seconds, kept, _code_version(metadata))
 
     def adopt(
         self, unit: WorkUnit, metadata: dict[str, Any], seconds: float | None, version: str
@@ -331,7 +331,7 @@ class ResultStore(BaseStore):
         (:meth:`Cell.resolved_config`), its hash and the :func:`code_version` that computed it.
         """
         config = cell.resolved_config()
-        version = code_version()
+        version = _code_version(metadata)
         path = self._write(
             self.cell_path(cell),
             self.runs_journal,
@@ -396,3 +396,10 @@ class ResultStore(BaseStore):
 
     def read_probe_state(self, state_id: str) -> pd.DataFrame:
         return read_records(self.probe_path(state_id), ProbeRecord)
+
+
+def _code_version(metadata: dict[str, Any]) -> str:
+    """The :func:`code_version` of the code that computed a unit: that of its ``metadata``
+    (:func:`run_metadata`, taken when it started), else the running code's. Asked again at
+    write time, it named a commit checked out while the unit ran, beside the metadata's."""
+    return code_version(metadata if "versions" in metadata else None)
