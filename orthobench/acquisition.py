@@ -637,3 +637,11 @@ class _LogEnsembleEstimate(torch.autograd.Function):
                 .mul_(values)
             )
         return None, None, None, *grads
+
+
+def constrained_incumbent(targets: torch.Tensor, feasible: torch.Tensor) -> float:
+    """Constrained EI's incumbent among ``t`` (standardized, maximized) ``targets``: the best
+    feasible one, or, with none feasible yet, 6 below the lowest (BoTorch's fallback of a value
+    under every observation, so the acquisition seeks feasibility first)."""
+    feasible = feasible.to(targets.device)
+    return float(targets[feasible].max()) if feasible.any() else float(targets.min()) - 6.0

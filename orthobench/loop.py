@@ -270,6 +270,15 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict
                 f"{cell.task.label!r} has {n_constraints}: choose an optimizer that does "
                 f"({', '.join(_constrained_optimizers())}) or an unconstrained task.",
             )
+        if n_constraints:
+            try:
+                optimizer.check_constraints()
+            except ValueError as err:
+                raise ConfigError(
+                    f"optimizers.{cell.optimizer.label}",
+                    f"{cell.optimizer.name!r} on the constrained task {cell.task.label!r}: "
+                    f"{one_line(error_message(err))}",
+                ) from None
     return {label: n_constraints for label, (_, n_constraints) in shapes.items()}
 
 

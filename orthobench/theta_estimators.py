@@ -10,6 +10,7 @@ mean").
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -23,6 +24,7 @@ from orthobench.config.names import (
     parse_theta_estimator,
 )
 from orthobench.estimators import get_estimator, weighted_mean
+from orthobench.exceptions import OrthobenchWarning
 from orthobench.pointsets import point_set
 from orthobench.surrogates.laplace import LaplacePosterior, canonical_eigh
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
@@ -208,6 +210,23 @@ def require_equal_weights(weights: Tensor | None, estimator: str) -> None:
             f"The estimator {estimator!r} weights its points unequally: on a constrained task "
             "use equal-weight draws (a control-variate estimator, or qmc-owen)."
         )
+
+
+def require_equal_weight_rule(estimator: ThetaEstimator) -> None:
+    """Refuse, before any draw, a point set ``estimator`` whose rule weighs its points unequally
+    (:func:`require_equal_weights`, where the draws are made): a rule's weights have one form
+    whatever its dimension, so a small rule tells. A constrained task's cell refused it only
+    at its first BO step, after the initial design.
+
+    Raises:
+        ValueError: naming ``estimator``.
+    """
+    if not estimator.point_set:
+        return
+    with warnings.catch_warnings():  # the smallest budget may take one whole rule beyond it
+        warnings.simplefilter("ignore", OrthobenchWarning)
+        rule = point_set(estimator.base, 2, 64, torch.Generator().manual_seed(0))
+    require_equal_weights(rule.weights, estimator.name)
 
 
 def estimate(values: Tensor, draws: ThetaDraws, estimator: ThetaEstimator | None = None) -> Tensor:

@@ -181,6 +181,17 @@ def test_an_optimizer_without_constraint_handling_is_refused_before_any_cell_run
     check_buildable([cell(optimizer="sobol"), cell(task="hartmann6", optimizer="ucb")])
 
 
+def test_orthobo_with_an_unequally_weighted_point_set_is_refused_on_a_constrained_task():
+    """It failed at the cell's first BO step, after its initial design (a training task's
+    hours); an equal-weight rule and an unconstrained task are built as before."""
+    sr3 = ComponentSpec(name="orthobo", params={"estimator": "sr3"}, label="o")
+    with pytest.raises(ConfigError, match=r"'orthobo' on the constrained task 'Corner': .*'sr3'"):
+        check_buildable([dataclasses.replace(cell(), optimizer=sr3)])
+    owen = ComponentSpec(name="orthobo", params={"estimator": "qmc-owen"}, label="o")
+    check_buildable([dataclasses.replace(cell(), optimizer=owen)])
+    check_buildable([dataclasses.replace(cell(task="hartmann6"), optimizer=sr3)])
+
+
 def test_the_cli_refuses_a_constrained_task_with_ucb_and_exits_2(write_suite, tmp_path):
     suite = write_suite(
         "name: x\nbudget: 1\nn_init: 2\ntasks: [gramacy]\noptimizers: [sobol, ucb]\n"

@@ -141,6 +141,11 @@ class Optimizer(ABC):
                 blames.
         """
 
+    def check_constraints(self) -> None:  # noqa: B027 -- optional hook
+        """Raise ``ValueError`` (one line) where this configuration cannot handle constraints
+        though the class does (:attr:`handles_constraints`): the loop calls it, before any cell
+        runs, for an optimizer of a constrained task. Nothing here."""
+
     @property
     def max_batch(self) -> int | None:
         """The most points one :meth:`ask` may propose (None: no limit)."""

@@ -30,6 +30,7 @@ from orthobench.acquisition import (
     MarginalLogEI,
     MarginalLogQCEI,
     MarginalLogQEI,
+    constrained_incumbent,
     draw_inner_base_samples,
 )
 from orthobench.config.params import (
@@ -56,6 +57,7 @@ from orthobench.theta_estimators import (
     ThetaEstimator,
     draw_thetas,
     parse_theta_estimator,
+    require_equal_weight_rule,
     require_equal_weights,
 )
 
@@ -284,6 +286,11 @@ class OrthoBO(GPOptimizer):
         check_even_budgets(_resolve_estimator(estimator, theta_sampling), budgets)
         check_weight_floor(delta, len(_kernels(kernel)))
 
+    def check_constraints(self) -> None:
+        """A point set with unequal weights cannot pair the draws of several GPs
+        (:func:`~orthobench.theta_estimators.require_equal_weight_rule`)."""
+        require_equal_weight_rule(self.theta_estimator)
+
     def _on_tell(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Update the ensemble weights from the log predictive density of the new points under
         the members fitted before them (each observation is scored once)."""
@@ -322,7 +329,7 @@ class OrthoBO(GPOptimizer):
 
     def _incumbent(self, member: EnsembleMember) -> float | None:
         """EI's incumbent on ``member``'s standardized scale: on a constrained task
-        :func:`constrained_incumbent`; None (the best observation) otherwise."""
+        :func:`~orthobench.acquisition.constrained_incumbent`; None (the best observation) otherwise."""
         if not self._constraint_fits:
             return None
         return constrained_incumbent(member.model.train_targets, self.feasible)
@@ -603,14 +610,6 @@ def constraint_fit(
     from its default start, and its Laplace posterior."""
     model, _ = fit_model(x, values, kernel, fit=fit)
     return model, laplace_posterior(model)
-
-
-def constrained_incumbent(targets: torch.Tensor, feasible: torch.Tensor) -> float:
-    """Constrained EI's incumbent among ``t`` (standardized, maximized) ``targets``: the best
-    feasible one, or, with none feasible yet, 6 below the lowest (BoTorch's fallback of a value
-    under every observation, so the acquisition seeks feasibility first)."""
-    feasible = feasible.to(targets.device)
-    return float(targets[feasible].max()) if feasible.any() else float(targets.min()) - 6.0
 
 
 def _kernels(kernel: str | list[str]) -> list[str]:

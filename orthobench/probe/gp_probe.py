@@ -70,10 +70,11 @@ from orthobench.acquisition import (
     MarginalLogCEI,
     MarginalLogEI,
     MarginalLogQEI,
+    constrained_incumbent,
     draw_inner_base_samples,
 )
 from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, ThetaEstimator, parse_estimator
-from orthobench.optimizers.orthobo import constrained_incumbent, constraint_fit
+from orthobench.optimizers.orthobo import constraint_fit
 from orthobench.probe.metrics import ALPHA
 from orthobench.probe.plugins import ProbeAcquisition
 from orthobench.probe.states import ProbeState, check_constrained_states
@@ -348,7 +349,7 @@ def gp_values(
 
     On a constrained task the values are constrained EI (:func:`log_values`), as OrthoBO
     maximizes it: one GP per constraint (the state's kernel, fitted as the objective's), EI
-    against the best feasible observation (:func:`~orthobench.optimizers.orthobo.constrained_incumbent`),
+    against the best feasible observation (:func:`~orthobench.acquisition.constrained_incumbent`),
     and each estimate's draws of every GP paired by index, their whitened draws side by side as
     the estimators' controls; the reference pairs ``reference_samples`` scrambled-Sobol draws of
     each GP likewise. Only equal-weight estimators at ``q = 1`` are probed there

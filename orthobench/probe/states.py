@@ -31,6 +31,7 @@ from orthobench.exceptions import ConfigError
 from orthobench.loop import make_task, run_cell
 from orthobench.seeding import derive_seed
 from orthobench.suite import ID_SEPARATOR, Cell, ComponentSpec, ProbeSpec
+from orthobench.theta_estimators import parse_theta_estimator, require_equal_weight_rule
 from orthobench.work import PROBE_STATE, canonical, hash_config
 
 #: The probe settings that every row of a state depends on: its probe points, rebuilds, ranking
@@ -135,9 +136,9 @@ def check_constrained_states(
 ) -> None:
     """Refuse a probe of a constrained task (``n_constraints`` by task label) that asks for what
     the constrained probe does not measure: a TPE, qLogEI or plugin estimator (a plugin gets
-    no constraint models), or ``q > 1``. (A point set with unequal weights is refused where it
-    is drawn: its rule's weights hold in one GP's space, not in the joint space of paired
-    draws.)
+    no constraint models), a point set with unequal weights (its rule's weights hold in one
+    GP's space, not in the joint space of paired draws:
+    :func:`~orthobench.theta_estimators.require_equal_weight_rule`), or ``q > 1``.
 
     Raises:
         ConfigError: at ``probe.estimators`` or ``probe.q``, naming the task.
@@ -160,6 +161,11 @@ def check_constrained_states(
                 f"constrained EI only, not {', '.join(refused)}; probe those on "
                 "unconstrained tasks in another suite.",
             )
+        for name in spec.estimators:
+            try:
+                require_equal_weight_rule(parse_theta_estimator(name))
+            except ValueError as err:
+                raise ConfigError("probe.estimators", f"{where}: {err}") from None
         if state.q != 1:
             raise ConfigError(
                 "probe.q", f"{where}: constrained EI is probed at q = 1 only, but got q={state.q}."

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from orthobench.acquisition import MarginalLogCEI
+from orthobench.acquisition import MarginalLogCEI, constrained_incumbent
 from orthobench.config.names import parse_estimator
 from orthobench.exceptions import ConfigError
-from orthobench.optimizers.orthobo import constrained_incumbent, constraint_fit
+from orthobench.optimizers.orthobo import constraint_fit
 from orthobench.probe.gp_probe import _draw, _Outcomes
 from orthobench.probe.runner import probe_units, run_probe
 from orthobench.probe.states import build_history, probe_points
@@ -119,6 +119,8 @@ def test_every_estimator_has_finite_rows_and_ratios(probed):
         ({"estimators": ("mc", "qlogei")}, "probe.estimators", "not qlogei"),
         ({"estimators": ("mc", "mc-tpe")}, "probe.estimators", "not mc-tpe"),
         ({"q": (1, 2)}, "probe.q", "q = 1 only"),
+        # Refused by each state after its fit.
+        ({"estimators": ("mc", "sr3")}, "probe.estimators", "'sr3' weights its points unequally"),
     ],
 )
 def test_what_the_constrained_probe_does_not_measure_is_refused_before_any_state(
