@@ -2,7 +2,7 @@ r"""OrthoBO's marginal log-EI as a BoTorch acquisition function of a user's fitt
 
 :func:`marginal_log_ei` takes a ``SingleTaskGP`` MAP-fitted with BoTorch's ``fit_gpytorch_mll``,
 builds the Laplace approximation ``q(theta)`` around its fitted hyperparameters
-(:func:`~orthobench.surrogates.laplace.laplace_posterior`), draws ``S`` hyperparameter samples
+(:func:`laplace_posterior`, public here: pass its result as ``laplace`` to reuse it), draws ``S`` hyperparameter samples
 (:func:`~orthobench.theta_estimators.draw_thetas`) and returns OrthoBO's acquisition over those
 fixed draws (:class:`~orthobench.acquisition.MarginalLogEI`, or the nested batch version
 :class:`~orthobench.acquisition.MarginalLogQEI` for ``q > 1``), built as
@@ -37,7 +37,9 @@ from orthobench.surrogates.theta_algebra import get_theta, theta_layout
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import DEFAULT_THETA_ESTIMATOR, draw_thetas, parse_theta_estimator
 
-__all__ = ["marginal_log_ei"]
+# laplace_posterior: a model's Laplace posterior, which marginal_log_ei takes to reuse across
+# rebuilds (its Hessian costs more than the draws).
+__all__ = ["laplace_posterior", "marginal_log_ei"]
 
 
 class _OriginalUnits:

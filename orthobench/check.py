@@ -43,6 +43,7 @@ import pyarrow as pa
 import yaml
 
 from orthobench.config.names import KERNELS
+from orthobench.config.schema import float_text_hint
 from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import OrthobenchError
 from orthobench.probe.tables import defined_ratios
@@ -218,7 +219,8 @@ def _check_types(rule: dict, where: str) -> None:
         else:
             ok, kind = isinstance(value, str), "a string"
         if not ok:
-            raise OrthobenchError(f"{where}: `{key}` must be {kind}, but got {value!r}.")
+            hint = float_text_hint(value) if key in ("min", "max") else ""
+            raise OrthobenchError(f"{where}: `{key}` must be {kind}, but got {value!r}{hint}.")
 
 
 def check_rules_match(rules: list[Threshold], units: list[ProbeUnit], path: str | Path) -> None:

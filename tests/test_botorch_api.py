@@ -371,3 +371,12 @@ def test_a_point_set_keeps_its_whole_rule_under_a_small_budget(small):
     acqf = marginal_log_ei(model, theta_samples=2, estimator="sr3", seed=0)
     p = laplace_posterior(model).p
     assert acqf.members[0].num_samples == point_count("sr3", p, 2) > 2
+
+
+def test_laplace_posterior_is_public_beside_marginal_log_ei():
+    """``marginal_log_ei(laplace=laplace_posterior(model))`` named an internal module's function
+    (the tutorial imported it from orthobench.surrogates.laplace)."""
+    import orthobench.botorch as public
+
+    assert set(public.__all__) == {"laplace_posterior", "marginal_log_ei"}
+    assert public.laplace_posterior is laplace_posterior

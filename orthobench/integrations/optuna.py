@@ -28,7 +28,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from orthobench.config.params import is_integer
-from orthobench.exceptions import OrthobenchWarning, one_line
+from orthobench.exceptions import ConfigError, OrthobenchWarning, one_line
 from orthobench.optimizers.orthobo import OrthoBO
 from orthobench.registry import OPTIMIZERS
 from orthobench.seeding import derive_seed
@@ -180,7 +180,10 @@ class OrthoBOSampler(BaseSampler):
             raise ValueError(
                 f"`n_startup_trials` must be an int >= 0, but got {n_startup_trials=}."
             )
-        OPTIMIZERS.check_params("orthobo", orthobo_params)
+        try:
+            OPTIMIZERS.check_params("orthobo", orthobo_params)
+        except ConfigError as err:  # its field, `params.<key>`, is a suite file's
+            raise ValueError(f"OrthoBOSampler: {err.reason}") from None
         if seed is not None and not is_integer(seed):
             raise ValueError(f"`seed` must be an int or None, but got {seed=}.")
         if independent_sampler is None and seed is not None and not 0 <= seed < 2**32:

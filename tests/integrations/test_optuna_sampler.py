@@ -319,6 +319,8 @@ def test_bad_params_raise_at_construction(params: dict) -> None:
     with pytest.raises(ValueError) as info:
         OrthoBOSampler(**params)
     assert "\n" not in str(info.value)
+    # A suite file's field (`params.theta_samples: ...`) named a key of no file here.
+    assert not str(info.value).startswith("params.")
 
 
 @pytest.mark.parametrize(
