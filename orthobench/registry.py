@@ -47,7 +47,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
+import sysconfig
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -213,7 +215,7 @@ class Registry:
                 "name public modules (no component starting with '_', such as '__main__').",
             )
         top = module_name.partition(".")[0]
-        if top in sys.stdlib_module_names:
+        if top in sys.stdlib_module_names or _in_stdlib_folder(top):
             raise RegistryError(
                 "name",
                 f"Import path {path!r} names {module_name!r} of Python's standard library, which "
@@ -399,6 +401,30 @@ class Registry:
 
     def create(self, name: str, *args: Any, **params: Any) -> Any:
         return self.resolve(name).factory(*args, **params)
+
+
+def _in_stdlib_folder(top: str) -> bool:
+    """Whether the top-level module ``top`` lies in Python's standard library folder (not its
+    site-packages) though ``sys.stdlib_module_names`` misses it: CPython's ``test`` package, whose
+    ``test.autotest`` runs the whole regression suite when imported. A top-level ``find_spec``
+    imports nothing."""
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    locations = [] if spec is None else [spec.origin, *(spec.submodule_search_locations or [])]
+    paths = sysconfig.get_paths()
+
+    def under(path: str, key: str) -> bool:
+        return os.path.realpath(path).startswith(os.path.realpath(paths[key]) + os.sep)
+
+    return any(
+        where
+        and under(where, "stdlib")
+        and not under(where, "purelib")
+        and not under(where, "platlib")
+        for where in locations
+    )
 
 
 def _describe(obj: Any) -> str:

@@ -156,6 +156,8 @@ def test_a_suite_naming_os_system_runs_nothing(write_suite, tmp_path):
     [
         ("this:x", "this", "'this' of Python's standard library"),  # prints the Zen of Python
         ("antigravity:x", "antigravity", "standard library"),  # opens a web browser
+        # Not in sys.stdlib_module_names, but in its folder: runs the regression suite on import
+        ("test.autotest:x", "test.autotest", "'test.autotest' of Python's standard library"),
         ("venv.__main__:X", "venv.__main__", "private module"),  # builds a virtualenv in cwd
         ("orthobench.__main__:cli", "orthobench.__main__", "private module"),  # runs the CLI
         ("orthobench.tasks.__init__:x", "orthobench.tasks.__init__", "private module"),

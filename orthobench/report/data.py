@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from orthobench.config.names import PLUGIN_SEPARATOR
 from orthobench.exceptions import OrthobenchWarning, RegistryError, ResultsError
 from orthobench.registry import OPTIMIZERS
 from orthobench.results import ResultStore, load_probe, load_runs, read_metadata, stored_threads
@@ -35,8 +37,13 @@ from orthobench.work import CELL, ID_FIELDS, PROBE_STATE
 
 def _declared_surrogate(name: str | None) -> str | None:
     """The ``surrogate`` that the optimizer registered as ``name`` declares; None where it
-    declares none or ``name`` no longer resolves (a plugin not installed here)."""
+    declares none, ``name`` no longer resolves (a plugin not installed here) or is an import path
+    whose module is not imported already: a report imports no code that the results files it
+    reads name (a crafted footer's ``evilmod:X`` ran on ``orthobench report``)."""
     if name is None:
+        return None
+    module, separator, _ = name.partition(PLUGIN_SEPARATOR)
+    if separator and module not in sys.modules:
         return None
     try:
         factory = OPTIMIZERS.resolve(name).factory

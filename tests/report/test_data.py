@@ -105,8 +105,10 @@ class MyGP(Optimizer):
 def test_the_default_reference_is_what_the_registry_says_the_stored_optimizer_is(
     tmp_path, monkeypatch
 ):
-    """A plugin declaring a GP surrogate is a GP optimizer to the report; a stored name that no
-    longer resolves (its plugin gone) is passed over, not an error."""
+    """A plugin declaring a GP surrogate is a GP optimizer to the report where its module is
+    imported (by the run whose report it is); a stored name that no longer resolves (its plugin
+    gone) is passed over, not an error; and a module the process has not imported is not
+    imported for a report: a crafted results file's name ran its module's code."""
     monkeypatch.syspath_prepend(str(tmp_path))
     module = tmp_path / "report_gp_plugin.py"
     module.write_text(PLUGIN + "\n\nclass Gone(MyGP):\n    pass\n")
@@ -118,7 +120,10 @@ def test_the_default_reference_is_what_the_registry_says_the_stored_optimizer_is
     importlib.invalidate_caches()
     results = load_results([root])
     assert results.optimizers == ["gone", "sobol", "mine"]
-    assert results.default_reference() == "mine"
+    # No optimizer known as a GP: the first one.
+    assert results.default_reference() == "gone" and "report_gp_plugin" not in sys.modules
+    importlib.import_module("report_gp_plugin")  # as `orthobench run` imports the suite's
+    assert load_results([root]).default_reference() == "mine"
 
 
 def test_the_built_in_optimizers_declare_their_surrogates():
