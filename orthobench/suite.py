@@ -631,4 +631,46 @@ def load_suite(path: str | Path) -> Suite:
     except yaml.YAMLError as err:
         where, problem = yaml_error_parts(err)
         raise SuiteError(file, where or "(file)", f"malformed YAML ({problem}).") from None
-    return parse_suite(data, file)
+    suite = parse_suite(data, file)
+    _check_modules_beside(suite, Path(folder), file)
+    return suite
+
+
+def _check_modules_beside(suite: Suite, folder: Path, file: str) -> None:
+    """Refuse a ``module:attr`` whose module lies beside the suite but was imported from
+    elsewhere: a second suite of one process whose ``plug.py`` has the name of the first's ran
+    the first's code, and an installed module of that name shadows it.
+
+    Raises:
+        SuiteError: naming the field, the module's file and the one beside the suite.
+    """
+    probe = suite.probe
+    named = [
+        *((f"tasks[{i}].name", c.name) for i, c in enumerate(suite.tasks)),
+        *((f"optimizers[{i}].name", c.name) for i, c in enumerate(suite.optimizers)),
+        *(
+            ()
+            if probe is None
+            else ((f"probe.tasks[{i}].name", c.name) for i, c in enumerate(probe.tasks))
+        ),
+        *(() if probe is None else [("probe.state_optimizer.name", probe.state_optimizer.name)]),
+        *(
+            ()
+            if probe is None
+            else ((f"probe.estimators[{i}]", n) for i, n in enumerate(probe.estimators))
+        ),
+    ]
+    for field, name in named:
+        module, separator, _ = name.partition(names.PLUGIN_SEPARATOR)
+        top = module.partition(".")[0]
+        beside = next((p for p in (folder / f"{top}.py", folder / top) if p.exists()), None)
+        loaded = getattr(sys.modules.get(top), "__file__", None)
+        if separator and beside is not None and loaded is not None:
+            if not Path(loaded).resolve().is_relative_to(beside.resolve()):
+                raise SuiteError(
+                    file,
+                    field,
+                    f"module {top!r} is imported from {loaded}, not from {beside} beside the "
+                    "suite (another suite's module of that name, or an installed one): rename "
+                    "one of them.",
+                )

@@ -323,6 +323,35 @@ def test_the_public_load_suite_finds_a_module_next_to_the_suite(tmp_path):
     assert result.stdout.split() == ["['quadratic',", "'hartmann6']", str(tmp_path.resolve())]
 
 
+def test_a_second_suites_same_named_module_is_refused_not_swapped_for_the_first(tmp_path):
+    """Two suites of one process, each with its own ``plug.py``: the second ran the first's
+    module (its Hartmann6 for the second's Ackley8), without a word."""
+    for folder, function in (("a", "hartmann6"), ("b", "ackley8")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "plug.py").write_text(
+            "from orthobench.registry import task_factory\n"
+            f"from orthobench.tasks.synthetic import {function}\n\n\n"
+            f"@task_factory\ndef mytask(noise_std: float = 0.0):\n    return {function}()\n"
+        )
+        (tmp_path / folder / "suite.yaml").write_text(
+            f"name: s{folder}\nbudget: 0\nn_init: 2\n"
+            "tasks: [{name: 'plug:mytask', label: t}]\noptimizers: [sobol]\n"
+        )
+    code = (
+        "import orthobench\n"
+        f"orthobench.load_suite({str(tmp_path / 'a' / 'suite.yaml')!r})\n"
+        f"orthobench.load_suite({str(tmp_path / 'b' / 'suite.yaml')!r})\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode != 0
+    assert f"tasks[0].name: module 'plug' is imported from {tmp_path / 'a' / 'plug.py'}, not " in (
+        result.stderr
+    )
+
+
 CONSTRAINED_PLUGIN = """
 from __future__ import annotations
 
