@@ -16,6 +16,7 @@ References:
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import math
 import operator
 import os
@@ -30,7 +31,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from orthobench.exceptions import ConfigError, show_value
+from orthobench.exceptions import ConfigError, one_line, show_value
 from orthobench.seeding import derive_seed, torch_generator, torch_seed
 from orthobench.space import Parameter, SearchSpace
 from orthobench.tasks.base import Evaluation, Task
@@ -131,6 +132,13 @@ def model_identity(model: str) -> str:
     return f"{root}@{digest.hexdigest()[:16]}"
 
 
+#: What to do when a model cannot be read: the end of its error line.
+_HUB_HINT = (
+    " (a hub id needs the network once, or HF_HUB_OFFLINE=1 with it in the local cache; or pass "
+    "a save_pretrained directory)."
+)
+
+
 def load_backbone(model: str) -> ViTModel:
     """The frozen ViT (``eval`` mode, no gradients, on the CPU) named by ``model``.
 
@@ -141,9 +149,11 @@ def load_backbone(model: str) -> ViTModel:
     try:
         from transformers import ViTModel
     except ImportError as err:
+        # Installed but failing (an import stopped half-way): not a missing package.
+        missing = importlib.util.find_spec("transformers") is None
+        fix = "pip install 'orthobench[vision]'" if missing else "its import failed"
         raise ConfigError(
-            "model",
-            f"the wafer ViT task needs transformers: pip install 'orthobench[vision]' ({err}).",
+            "model", f"the wafer ViT task needs transformers: {fix} ({one_line(str(err))})."
         ) from err
     if model == TINY_RANDOM:
         with torch_seed(_TINY_SEED):
@@ -156,10 +166,7 @@ def load_backbone(model: str) -> ViTModel:
             )
         except (OSError, ValueError) as err:
             raise ConfigError(
-                "model",
-                f"cannot load a ViT from {model!r}: {err} (a hub id needs the network once, or "
-                "HF_HUB_OFFLINE=1 with it in the local cache; or pass a save_pretrained "
-                "directory).",
+                "model", f"cannot load a ViT from {model!r}: {one_line(str(err))}{_HUB_HINT}"
             ) from err
     return backbone.requires_grad_(False).eval()
 
@@ -512,8 +519,20 @@ class WaferViTTask(Task):
                 str(Path(self.model).expanduser()) if _is_path(self.model) else self.model
             )
         except (OSError, ValueError) as err:
-            raise ConfigError("model", f"cannot read the config of {self.model!r}: {err}") from err
+            raise ConfigError(
+                "model",
+                f"cannot read the config of {self.model!r}: {one_line(str(err))}{_HUB_HINT}",
+            ) from err
         return int(config.image_size)
+
+    def prepare(self, device: torch.device) -> None:
+        """The features on ``device`` (reading the dataset, importing transformers, extracting or
+        reading the cache: minutes of a GPU on the real data) and the first imports of training
+        and scoring: under an evaluation's time limit they timed out every evaluation, and a
+        stopped import of ``ViTModel`` read as transformers not installed."""
+        self.features(device)
+        torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # imports torch._dynamo
+        macro_f1(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))  # imports sklearn
 
     def evaluate(self, x: np.ndarray, *, seed: int, device: torch.device) -> Evaluation:
         params = self.space.as_dict(x)
@@ -557,6 +576,10 @@ class WaferViTTask(Task):
                 "feature_seconds": cached.extraction_seconds,
                 "feature_load_seconds": feature_load_seconds,
                 "feature_device": cached.key.device,
+                # What the features are of: the results store cannot tell a dataset converted
+                # again, or a model directory saved again, from the one a stored cell used.
+                "dataset_sha256": cached.key.dataset_sha256,
+                "model": cached.key.model,
                 "head_seconds": head_seconds,
                 "n_train": int(train.numel()),
                 "n_test": int(test.numel()),

@@ -138,6 +138,34 @@ def test_evaluation_is_seeded_and_reports_both_costs(in_data_root):
     assert len(list(cache_dir().glob("features-tiny-random-*-48px-cpu-float32-*.npz"))) == 1
 
 
+def test_prepare_reads_the_features_before_any_evaluation_and_rows_name_their_data(
+    in_data_root,
+):
+    """Without ``prepare`` the first evaluation read the data and extracted the features under
+    the evaluation's time limit; the rows did not say which dataset and model they used."""
+    cpu = torch.device("cpu")
+    task = WaferViTTask(model=TINY_RANDOM, epochs=1, batch_size=16)
+    task.prepare(cpu)
+    first = task.evaluate(GOOD, seed=3, device=cpu)
+    assert first.info["features"] == "memory"
+    assert first.info["dataset_sha256"] == task.data().sha256
+    assert first.info["model"] == model_identity(TINY_RANDOM)
+
+
+def test_a_hub_model_whose_config_cannot_be_read_says_what_to_do(in_data_root, monkeypatch):
+    """On the default image size's path the error lacked the hint (and held a line break)."""
+    import transformers
+
+    def offline(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co'.\nCheck your connection")
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", offline)
+    task = WaferViTTask(model="google/vit-base-patch16-224-in21k", epochs=1)
+    with pytest.raises(ConfigError, match=r"HF_HUB_OFFLINE=1 .*save_pretrained") as info:
+        task.prepare(torch.device("cpu"))
+    assert "\n" not in str(info.value)
+
+
 def test_objective_responds_to_the_hyperparameters(in_data_root):
     task = WaferViTTask(model=TINY_RANDOM, epochs=20, batch_size=16)
     good = task.evaluate(GOOD, seed=0, device=torch.device("cpu"))

@@ -285,11 +285,11 @@ def split_indices(
             np.arange(labels.size), test_size=test_fraction, stratify=labels, random_state=seed
         )
     except ValueError as err:
-        values, n = np.unique(labels, return_counts=True)
-        counts = {v.item(): int(c) for v, c in zip(values, n, strict=True)}
+        values, n = np.unique(labels, return_counts=True)  # by name: scikit-learn's by index
+        counts = {WAFER_CLASSES[v]: int(c) for v, c in zip(values.tolist(), n, strict=True)}
         raise OrthobenchError(
             f"cannot split {labels.size} maps with class counts {counts} stratified "
-            f"({test_fraction=}): {err}"
+            f"({test_fraction=}): each class needs 2 maps, the test part one map per class."
         ) from err
     return np.sort(train).astype(np.int64), np.sort(test).astype(np.int64)
 
