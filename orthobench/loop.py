@@ -177,6 +177,8 @@ def _parallel_evaluations(task_name: str) -> bool:
 def _task_shape(cell: Cell) -> tuple[int, int]:
     """The dimension and the number of constraints of the cell's task."""
     task = make_task(cell)
+    if not task.space.dim:  # else each optimizer is blamed for its `dim` of 0
+        raise ConfigError("space", "the task's search space has no parameter.")
     return task.space.dim, task.n_constraints
 
 

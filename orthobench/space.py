@@ -71,7 +71,8 @@ class Parameter:
         if self.kind == "log":
             return np.clip(np.exp(v), self.low, self.high)
         if self.kind == "int":
-            return np.clip(np.rint(v), self.low, self.high)
+            # + 0.0: rint(-0.4) is -0.0, which a task formatting x printed as "-0.0"
+            return np.clip(np.rint(v), self.low, self.high) + 0.0
         return np.clip(v, self.low, self.high)  # lo + (hi - lo) can round past hi
 
     def to_unit(self, v: np.ndarray) -> np.ndarray:

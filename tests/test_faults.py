@@ -130,6 +130,13 @@ class IgnoresSignalsWhenAsked(SobolSearch):
         super().tell(x, y)
 
 
+class NoParameters(Sphere):
+    """A task whose search space is empty."""
+
+    def __init__(self) -> None:
+        Task.__init__(self, SearchSpace(()))
+
+
 class SlowToPrepare(Sphere):
     """Its first use costs 1.5 s (data, imports); an evaluation is instant."""
 
@@ -370,6 +377,13 @@ def test_the_runners_signal_handlers_are_put_back_after_an_optimizer_changes_the
     assert IgnoresSignalsWhenAsked.handlers == [runner_handler] * 5
     assert signal.getsignal(signal.SIGINT) is runner_handler
     assert signal.getsignal(signal.SIGTERM) is sigterm
+
+
+def test_a_task_without_parameters_is_refused_naming_the_task_not_the_optimizer() -> None:
+    """``optimizers.sobol: cannot be built ...: `dim` must be positive``."""
+    with pytest.raises(ConfigError, match=r"search space has no parameter") as info:
+        check_buildable([cell("NoParameters")])
+    assert info.value.field == "tasks.t.space"
 
 
 def test_a_tasks_one_time_preparation_runs_once_outside_the_evaluation_time_limit() -> None:

@@ -26,6 +26,12 @@ def test_int_parameter_gives_whole_numbers_with_equal_shares():
     assert counts.min() / counts.max() > 0.99
 
 
+def test_an_int_parameters_zero_is_not_negative_zero():
+    """``rint(-0.4)`` gave -0.0: stored as ``-0.0`` and printed so by a task formatting x."""
+    values = Parameter(name="n", low=0, high=5, kind="int").from_unit(np.array([0.0, 0.05]))
+    assert not np.signbit(values).any()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
