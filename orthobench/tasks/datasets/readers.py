@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
+import math
 import os
 import pickle
 import struct
@@ -30,7 +31,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -119,41 +120,60 @@ def stratified_split(
 _IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
-def _read_bytes(path: Path) -> bytes:
-    raw = Path(path).read_bytes()
-    if raw[:2] != b"\x1f\x8b":
-        return raw
-    try:
-        return gzip.decompress(raw)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as err:  # a partial or damaged .gz
-        raise OrthobenchError(f"{path}: not a readable gzip file ({err}).") from None
+#: The most bytes an IDX header may announce (MNIST's largest file has 47 MB): more is refused
+#: before the data is read, so a small crafted file cannot make the reader allocate gigabytes.
+_IDX_MAX_BYTES = 2**31
+
+
+def _read_idx_stream(stream: BinaryIO, path: Path) -> tuple[tuple[int, ...], np.dtype, bytes]:
+    """The shape, value type and data bytes of the IDX file ``path`` open as ``stream``, read no
+    further than its header announces."""
+    magic = stream.read(4)
+    if len(magic) < 4 or magic[:2] != b"\x00\x00" or magic[2] not in _IDX_TYPES:
+        raise OrthobenchError(f"{path}: not an IDX file (magic bytes {magic.hex()}).")
+    ndim = magic[3]
+    dims = stream.read(4 * ndim)
+    header = 4 + 4 * ndim
+    if len(dims) < 4 * ndim:
+        raise OrthobenchError(
+            f"{path}: the IDX header announces {ndim} dimensions ({header} header bytes), but "
+            f"the file has {4 + len(dims)} bytes."
+        )
+    shape = struct.unpack(f">{ndim}I", dims)
+    dtype = np.dtype(_IDX_TYPES[magic[2]])
+    size = math.prod(shape) * dtype.itemsize  # exact: np.prod wraps around past 2**63
+    if header + size > _IDX_MAX_BYTES:
+        raise OrthobenchError(
+            f"{path}: the IDX header announces shape {shape} ({header + size} bytes), more than "
+            f"the {_IDX_MAX_BYTES} an IDX file may have."
+        )
+    data = stream.read(size + 1)  # one byte more: a longer file is refused too
+    if len(data) != size:
+        has = "more" if len(data) > size else f"only {header + len(data)}"
+        raise OrthobenchError(
+            f"{path}: the IDX header announces shape {shape} ({header + size} bytes), but the "
+            f"file has {has} bytes."
+        )
+    return shape, dtype, data
 
 
 def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     """An IDX file (gzipped or not) as an array of its shape, in native byte order.
 
     Raises:
-        OrthobenchError: for bad magic bytes or a length that disagrees with the header.
+        OrthobenchError: for bad magic bytes, a length that disagrees with the header, a header
+            announcing more than :data:`_IDX_MAX_BYTES`, or a damaged ``.gz``.
     """
-    raw = _read_bytes(Path(path))
-    if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] not in _IDX_TYPES:
-        raise OrthobenchError(f"{path}: not an IDX file (magic bytes {raw[:4].hex()}).")
-    ndim = raw[3]
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise OrthobenchError(
-            f"{path}: the IDX header announces {ndim} dimensions ({header} header bytes), but "
-            f"the file has {len(raw)} bytes."
-        )
-    shape = struct.unpack(f">{ndim}I", raw[4:header])
-    dtype = np.dtype(_IDX_TYPES[raw[2]])
-    expected = header + int(np.prod(shape)) * dtype.itemsize
-    if len(raw) != expected:
-        raise OrthobenchError(
-            f"{path}: the IDX header announces shape {shape} ({expected} bytes), but the file "
-            f"has {len(raw)} bytes."
-        )
-    return np.frombuffer(raw, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="))
+    path = Path(path)
+    try:
+        with open(path, "rb") as file:
+            gz = file.read(2) == b"\x1f\x8b"
+            file.seek(0)
+            with gzip.GzipFile(fileobj=file) if gz else file as stream:
+                shape, dtype, data = _read_idx_stream(stream, path)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:  # a partial or damaged .gz
+        raise OrthobenchError(f"{path}: not a readable gzip file ({err}).") from None
+    return np.frombuffer(data, dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
 
 #: The classes of MNIST and CIFAR-10: a label outside ``0..9`` is a damaged or foreign file.
@@ -257,7 +277,8 @@ def read_cifar_batch(raw: bytes, source: str) -> tuple[np.ndarray, np.ndarray]:
         KeyError,
         IndexError,
         AttributeError,
-    ) as err:  # what a truncated or foreign pickle raises
+        MemoryError,
+    ) as err:  # what a truncated or foreign pickle raises; MemoryError: one announcing a huge array
         raise OrthobenchError(f"{source}: not a CIFAR-10 batch ({err}).") from None
     if not isinstance(batch, dict):
         raise OrthobenchError(f"{source}: not a CIFAR-10 batch (a {type(batch).__name__}).")
@@ -279,17 +300,38 @@ def read_cifar_batch(raw: bytes, source: str) -> tuple[np.ndarray, np.ndarray]:
     return data.reshape(-1, 3, 32, 32), _checked_labels(labels, source)
 
 
+#: The most bytes a batch file may have: a real one holds 10,000 x 3,072 pixel bytes and the
+#: labels (about 31 MB). A larger one is refused before it is read: a tiny archive can declare a
+#: sparse member of gigabytes.
+_CIFAR_BATCH_MAX_BYTES = 64 << 20
+
+
+def _check_batch_size(size: int, source: str) -> None:
+    """Refuse a batch file ``source`` of ``size`` bytes, above :data:`_CIFAR_BATCH_MAX_BYTES`."""
+    if size > _CIFAR_BATCH_MAX_BYTES:
+        raise OrthobenchError(
+            f"{source}: {size} bytes, more than the {_CIFAR_BATCH_MAX_BYTES} a CIFAR-10 batch may "
+            "have (a real one has about 31 MB)."
+        )
+
+
 def _cifar_batches(location: Path) -> dict[str, bytes]:
     """The raw batch files, from the archive or from the directory of extracted batches."""
     if location.is_dir():
-        return {b: (location / b).read_bytes() for b in CIFAR10_BATCHES}
+        paths = {b: location / b for b in CIFAR10_BATCHES}
+        for b, path in paths.items():
+            _check_batch_size(path.stat().st_size, f"{location}:{b}")
+        return {b: path.read_bytes() for b, path in paths.items()}
     try:
         with tarfile.open(location, "r:*") as archive:
-            found = {
-                Path(m.name).name: archive.extractfile(m).read()
+            members = [
+                m
                 for m in archive.getmembers()
                 if m.isfile() and Path(m.name).name in CIFAR10_BATCHES
-            }
+            ]
+            for m in members:
+                _check_batch_size(m.size, f"{location}:{m.name}")
+            found = {Path(m.name).name: archive.extractfile(m).read() for m in members}
             # tarfile stops at the end-of-archive block, before the compressed stream's trailer:
             # reading on to its end is what makes gzip (bz2, xz) check the CRC of the data.
             while archive.fileobj.read(_CHUNK):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import pickle
 import re
+import struct
 import tarfile
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +19,7 @@ import pytest
 from orthobench.exceptions import OrthobenchError
 from orthobench.tasks.datasets import load
 from orthobench.tasks.datasets.readers import read_cifar_batch, read_idx, stratified_split
-from orthobench.tasks.datasets.store import MNIST_MEMBERS
+from orthobench.tasks.datasets.store import CIFAR10_DIR, MNIST_MEMBERS
 from tests.tasks.datasets.formats import (
     cifar_batch_bytes,
     idx_bytes,
@@ -238,3 +241,75 @@ def test_mnist_5k_holds_out_100_images_per_class():
     assert split.image_shape == (1, 28, 28)
     assert np.bincount(split.y_test).tolist() == [100] * 10
     assert np.bincount(split.y_train).tolist() == [400] * 10
+
+
+@pytest.mark.parametrize(
+    ("header", "fragment"),
+    [
+        (b"", "not an IDX file"),  # 64 MiB of zeros: magic bytes 00000000
+        (
+            idx_bytes(np.zeros((4, 5), np.uint8)),
+            r"the IDX header announces shape \(4, 5\) \(32 bytes\), but the file has more",
+        ),
+    ],
+    ids=["zeros", "valid-header"],
+)
+def test_a_gzipped_idx_file_is_read_no_further_than_its_header(tmp_path, header, fragment):
+    """The whole file was decompressed first: 4.6 MB of gzipped zeros (1 GiB) took 2 GB before
+    "not an IDX file"."""
+    path = tmp_path / "bomb.gz"
+    path.write_bytes(gzip.compress(header + bytes(64 << 20), compresslevel=1, mtime=0))
+    tracemalloc.start()
+    try:
+        with pytest.raises(OrthobenchError, match=f"bomb.gz: {fragment}"):
+            read_idx(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+
+
+@pytest.mark.parametrize(
+    ("shape", "code"),
+    [((65536,) * 4, 0x08), ((65536, 65536, 65536, 16384), 0x0E), ((1 << 31,), 0x08)],
+    ids=["2**64-bytes", "2**62-doubles", "2**31-bytes"],
+)
+def test_an_idx_header_announcing_an_absurd_size_is_refused_naming_the_file(tmp_path, shape, code):
+    """np.prod wrapped 2**64 to 0, so a header alone passed the length check and numpy's
+    "cannot reshape array of size 0" failed the cell, naming no file."""
+    path = tmp_path / "huge"
+    path.write_bytes(bytes([0, 0, code, len(shape)]) + struct.pack(f">{len(shape)}I", *shape))
+    with pytest.raises(OrthobenchError, match=rf"huge: .*shape {re.escape(str(shape))}.*more than"):
+        read_idx(path)
+
+
+def test_a_cifar10_batch_far_larger_than_a_real_one_is_refused_before_it_is_read(tmp_path):
+    """A .tar.gz of 200 bytes can declare a sparse member of gigabytes: it was read whole (1 GB for
+    1 GiB) before it was found not to be a batch. So could a sparse extracted file."""
+    size = 1 << 28
+    archive = tmp_path / "cifar-10-python.tar.gz"
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        member = tarfile.TarInfo(f"{CIFAR10_DIR}/data_batch_1")
+        # GNU sparse format 0.1: one empty chunk of data, the rest a hole of zeros
+        member.pax_headers = {"GNU.sparse.map": "0,0", "GNU.sparse.size": str(size)}
+        tar.addfile(member)
+    directory = write_cifar10(tmp_path / "extracted", archive=False)
+    os.truncate(directory / "data_batch_1", size)  # extended by a hole: a sparse file
+    for location, name in ((archive, member.name), (directory, "data_batch_1")):
+        with pytest.raises(OrthobenchError, match=re.escape(f"{location}:{name}: {size} bytes")):
+            load("cifar10", location)
+
+
+class _HugeArray:
+    """Pickles as ``numpy.ndarray((2**50,), "u1")``: an allowed global, called with a shape whose
+    allocation (1 PiB, beyond any address space) fails."""
+
+    def __reduce__(self):
+        return (np.ndarray, ((1 << 50,), "u1"))
+
+
+def test_a_batch_pickle_of_a_huge_array_is_refused_naming_it():
+    """numpy's MemoryError ("Unable to allocate ...") escaped the reader."""
+    raw = pickle.dumps({b"data": _HugeArray()}, protocol=2)
+    with pytest.raises(OrthobenchError, match="huge: not a CIFAR-10 batch"):
+        read_cifar_batch(raw, "huge")
