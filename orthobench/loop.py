@@ -174,6 +174,16 @@ def _parallel_evaluations(task_name: str) -> bool:
     return built.parallel_evaluations
 
 
+def _status_in(outcome: Outcome, dtype: str) -> str:
+    """The outcome's status, ``invalid`` for an ``ok`` one whose y or constraint values overflow
+    the cell's ``dtype``: a finite 1e39 is inf in float32, which the optimizer's ``tell``
+    refused, failing the cell (again on every resume)."""
+    values = np.array([outcome.y, *outcome.constraints])
+    with np.errstate(over="ignore"):
+        fits = np.isfinite(values.astype(dtype)).all()
+    return "invalid" if outcome.status == "ok" and not fits else outcome.status
+
+
 def _task_shape(cell: Cell) -> tuple[int, int]:
     """The dimension and the number of constraints of the cell's task."""
     task = make_task(cell)
@@ -471,7 +481,7 @@ def run_cell(
             acq_seconds=step.get("acq_seconds", 0.0),
             eval_seconds=outcome.seconds,
             wall_seconds=offset + time.perf_counter() - clock,
-            status=outcome.status,
+            status=_status_in(outcome, cell.dtype),
             fallback=step.get("fallback"),
             info=json.dumps(
                 nonfinite_as_null({**step.get("info", {}), **outcome.info}),

@@ -5,6 +5,7 @@ those that left their process group included)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -70,6 +71,8 @@ class Sphere(Task):
             return Evaluation(y=True)
         if self.fault == "nan-info":
             return Evaluation(y=y, info={"loss": math.nan, "curve": [1.0, -math.inf]})
+        if self.fault == "float32-overflow":
+            return Evaluation(y=1e39 if self.calls == 2 else y)
         if self.fault == "huge-y":
             return Evaluation(y=10**400 if self.calls == 2 else y, constraints=())
         if self.fault == "numpy-info":
@@ -315,6 +318,17 @@ def test_an_int_beyond_floats_range_is_an_invalid_infinite_y_not_a_failed_cell()
     records = run_cell(cell("Sphere", {"fault": "huge-y"}))
     assert [r.status for r in records] == ["ok", "invalid", "ok", "ok", "ok"]
     assert records[1].y == math.inf
+
+
+def test_a_y_beyond_float32s_range_is_invalid_in_a_float32_cell_not_a_failed_cell() -> None:
+    """A finite 1e39 became inf in the optimizer's float32 ``tell``, which failed the cell after
+    its journaled evaluations, and again on every resume."""
+    spec = dataclasses.replace(cell("Sphere", {"fault": "float32-overflow"}), dtype="float32")
+    records = run_cell(spec)
+    assert [r.status for r in records] == ["ok", "invalid", "ok", "ok", "ok"]
+    assert records[1].y == 1e39
+    plain = run_cell(cell("Sphere", {"fault": "float32-overflow"}))
+    assert [r.status for r in plain] == ["ok"] * 5  # float64 holds it
 
 
 def test_an_info_key_that_is_not_a_string_is_refused_naming_info() -> None:

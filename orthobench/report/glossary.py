@@ -115,7 +115,8 @@ GLOSSARY: dict[str, str] = {
     "failed evals": (
         "Evaluations that gave no value, summed over all seeds of a final-table row (the "
         "failed_evals column), those without a final value included: status invalid (a "
-        "non-finite y or a non-finite constraint value) or timeout (a run past the suite's "
+        "non-finite y or constraint value, or one beyond the range of the suite's dtype, as "
+        "1e39 in float32) or timeout (a run past the suite's "
         "evaluation_timeout_s). They are not told to the optimizer and cannot be feasible."
     ),
     "fallbacks": (

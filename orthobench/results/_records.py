@@ -55,7 +55,8 @@ class RunRecord:
             which the evaluation finished; a resumed cell continues from its last replayed
             evaluation, so the time it was not running does not count. NaN in results stored
             before it was recorded.
-        status: ``ok``, ``invalid`` (a non-finite ``y`` or constraint value) or ``timeout`` (stopped at the suite's
+        status: ``ok``, ``invalid`` (a non-finite ``y`` or constraint value, or one beyond the
+            range of the suite's ``dtype``) or ``timeout`` (stopped at the suite's
             ``evaluation_timeout_s``); only ``ok`` evaluations are told to the optimizer.
         fallback: What the optimizer fell back to in this step, if anything.
         info: JSON object: the optimizer's step diagnostics and the task's extras.
