@@ -353,7 +353,8 @@ def _fail_unfinished(store: BaseStore) -> None:
         entry = json.loads(marker.read_text())
         kind = next(kind for kind, key in ID_FIELDS.items() if key in entry)
         uid, config_hash, pid = entry[ID_FIELDS[kind]], entry["config_hash"], entry["pid"]
-    except (ValueError, KeyError, TypeError, StopIteration) as err:  # torn: killed as it wrote
+    # Torn (killed as it wrote), or damaged: JSON nested deeper than the stack is RecursionError.
+    except (ValueError, KeyError, TypeError, StopIteration, RecursionError) as err:
         warnings.warn(
             f"an earlier inline run ended inside a unit, but {marker} does not say which "
             f"({describe_error(err)}); unless it is stored, that unit runs again.",

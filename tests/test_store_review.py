@@ -1,17 +1,21 @@
 """A results directory changed under the store: removed or replaced while a run writes to it, its
 journal damaged or lost under intact cell files, a FIFO in place of a cell file, a target that
-cannot be replaced; and ``load_results`` given the inner ``runs/`` folder."""
+cannot be replaced, JSON nested too deeply or metadata of another shape, a symbolic link in place
+of its lock or a journal; and ``load_results`` given the inner ``runs/`` folder."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import shutil
 import warnings
 from pathlib import Path
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 from click.testing import CliRunner
@@ -22,7 +26,9 @@ from orthobench.cli import cli
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning
 from orthobench.execution import Run, run_suite
 from orthobench.results import ResultStore, _io, load_runs
+from orthobench.results._records import METADATA_KEY
 from orthobench.suite import load_suite
+from orthobench.tasks.datasets.features import FeatureKey, load_or_extract
 from tests.test_loop import cell
 from tests.test_results import _damage_pages, _two_stored_cells, probe_record, records_for
 
@@ -236,3 +242,142 @@ def test_a_cell_records_the_code_version_it_started_with_not_the_one_checked_out
     store = ResultStore(tmp_path)
     path = store.write_cell(spec, [], started, 1.0)
     assert read_metadata(path)["code_version"] == "0.1.0 (git aaaaaaaaaaaa)"
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON nested too deeply, metadata of another shape, a link in place of the lock or a journal
+
+#: Valid JSON nested deeper than Python's JSON decoder goes (it raises RecursionError).
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_journal_line_nested_too_deeply_is_skipped_as_a_damaged_one(tmp_path):
+    """Such a line in runs.jsonl or a cell's partial journal made `run` and `report` die with
+    RecursionError, though a damaged line is skipped."""
+    store, cells = _two_stored_cells(tmp_path)
+    with store.runs_journal.path.open("a") as fh:
+        fh.write(DEEP + "\n")
+    journal = store.evaluation_journal(cells[0])
+    journal.path.parent.mkdir(exist_ok=True)
+    journal.path.write_text(DEEP + "\n")
+    assert store.stored() == {spec.id: spec.config_hash for spec in cells}
+    assert journal.read() == []
+
+
+def test_a_feature_cache_whose_meta_is_nested_too_deeply_is_recomputed(tmp_path):
+    """Its RecursionError came out of every cell of the task, as a damaged cache's did."""
+    key = FeatureKey(model="m", dataset_sha256="0" * 64, image_size=8, device="cpu", dtype="f")
+    features = np.ones((4, 3), np.float32)
+    path = load_or_extract(key, lambda: features, n=4, directory=tmp_path).path
+    with path.open("wb") as fh:
+        np.savez(fh, features=features, meta=np.str_(DEEP))
+    assert load_or_extract(key, lambda: features, n=4, directory=tmp_path).extracted
+
+
+def _set_metadata(path: Path, keys: tuple[str, ...], text: str) -> None:
+    """Set the field at ``keys`` of a file's orthobench metadata to the JSON ``text`` (no keys:
+    the whole metadata)."""
+    table = pq.read_table(path)
+    if keys:
+        meta = json.loads(table.schema.metadata[METADATA_KEY])
+        *parents, last = keys
+        functools.reduce(dict.__getitem__, parents, meta)[last] = json.loads(text)
+        text = json.dumps(meta)
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: text}), path)
+
+
+@pytest.mark.parametrize(
+    ("keys", "text", "why"),
+    [
+        ((), DEEP, "metadata nested too deeply to read"),
+        ((), "[1, 2]", "metadata is [1, 2], not dict"),
+        (("cell",), '"abc"', "metadata.cell is 'abc', not dict"),
+        (("cell", "task"), '"x"', "metadata.cell.task is 'x', not dict"),
+        (("cell", "optimizer", "name"), '["x"]', "metadata.cell.optimizer.name is ['x'], not str"),
+        (("versions",), '["a"]', "metadata.versions is ['a'], not dict"),
+        (("seconds",), '"abc"', "metadata.seconds is 'abc', not int or float"),
+    ],
+    ids=["deep", "a list", "cell", "task", "optimizer name", "versions", "seconds"],
+)
+def test_footer_metadata_too_deep_or_of_another_shape_makes_an_unreadable_file(
+    tmp_path, keys, text, why
+):
+    """`report` (and the closing report of `run`) died with RecursionError, AttributeError,
+    ValueError or TypeError on such a file: it is damaged, so `run` recomputes it and the
+    report skips it with a warning."""
+    store, (damaged, kept) = _two_stored_cells(tmp_path / "out")
+    path = store.cell_path(damaged)
+    _set_metadata(path, keys, text)
+    with pytest.warns(OrthobenchWarning) as caught:
+        assert store.stored() == {kept.id: kept.config_hash}
+    assert [str(w.message) for w in caught] == [
+        f"cell {damaged.id}: stored file is corrupt ({path}: {why}); recomputing"
+    ]
+    result = CliRunner().invoke(cli, ["report", str(store.root), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"orthobench: warning: {path}: not a readable results file ({why}); skipped"
+    ]
+
+
+def link_message(path: Path) -> str:
+    return (
+        f"{path} is a symbolic link; a results folder's lock and journals are its own files: "
+        "remove the link."
+    )
+
+
+@pytest.mark.parametrize("name", [".lock", "runs.jsonl", "probe.jsonl"])
+@pytest.mark.parametrize("dangling", [False, True], ids=["to a file", "dangling"])
+def test_a_link_in_place_of_the_lock_or_a_journal_is_refused(tmp_path, name, dangling):
+    """The lock's target (a user's file) was truncated to the run's PID, and a journal's got
+    the journal lines appended."""
+    target, out = tmp_path / "users-file", tmp_path / "out"
+    if not dangling:
+        target.write_text("precious\n")
+    out.mkdir()
+    (out / name).symlink_to(target)
+    store = ResultStore(out)
+    with pytest.raises(OrthobenchError) as info, store.open_for_writing():
+        pass
+    assert str(info.value) == link_message(out / name)
+    if dangling:
+        assert not target.exists()
+    else:
+        assert target.read_text() == "precious\n"
+
+
+def test_a_link_in_place_of_a_cells_evaluation_journal_is_refused(tmp_path):
+    """An evaluation appended to the link's target, a file outside the results folder."""
+    target = tmp_path / "users-file"
+    target.write_text("precious\n")
+    store, (spec, _) = _two_stored_cells(tmp_path / "out")
+    journal = store.evaluation_journal(spec)
+    journal.path.parent.mkdir(exist_ok=True)
+    journal.path.symlink_to(target)
+    with pytest.raises(OrthobenchError) as info:
+        journal.append(records_for(spec)[0], None)
+    assert str(info.value) == link_message(journal.path)
+    assert target.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("content", ["{not json", "[" * 100_000 + "]" * 100_000])
+def test_a_damaged_running_marker_is_a_warning_not_a_traceback(tmp_path, content):
+    """JSON nested deeper than the stack raised RecursionError out of ``orthobench run``."""
+    from orthobench import execution
+    from orthobench.exceptions import OrthobenchWarning
+    from orthobench.results import ResultStore
+
+    store = ResultStore(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / execution.RUNNING_MARKER).write_text(content)
+    with pytest.warns(OrthobenchWarning, match="does not say which"):
+        execution._fail_unfinished(store)
+
+
+def test_a_checksum_sidecar_nested_too_deeply_is_ignored(tmp_path):
+    from orthobench.tasks.datasets.checksums import _sidecar_entries
+
+    sidecar = tmp_path / "sidecar.json"
+    sidecar.write_text("[" * 100_000 + "]" * 100_000)
+    assert _sidecar_entries(sidecar) == {}

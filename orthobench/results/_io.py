@@ -1,9 +1,10 @@
-"""Atomic file writes and one-line text of file-system errors.
+"""Atomic file writes, the opening of a results folder's own files, and one-line text of
+file-system errors.
 
 A file is written to a temporary name in the same directory, flushed, fsynced and renamed, so a
 crash leaves either the whole file or none; an ``OSError`` that names no file (a failed write or
 fsync), or that names the temporary file (a failed rename), is made to name the file it was
-writing.
+writing. A results folder's lock and journals are opened without following a symbolic link.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from orthobench.exceptions import OrthobenchError
 
 
 def os_error_text(err: OSError) -> str:
@@ -54,6 +57,27 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def open_own(path: str | Path, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` of a file that a results folder holds as its own (its lock, a journal), with
+    the signature of ``open``'s ``opener``; a symbolic link in its place is refused
+    (``O_NOFOLLOW``, where the OS has it): opened through, it would truncate or append to a file
+    outside the folder.
+
+    Raises:
+        OrthobenchError: naming ``path`` when it is a symbolic link.
+        OSError: from the file system otherwise.
+    """
+    try:
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), mode)
+    except OSError:
+        if os.path.islink(path):
+            raise OrthobenchError(
+                f"{path} is a symbolic link; a results folder's lock and journals are its own "
+                "files: remove the link."
+            ) from None
+        raise
 
 
 @contextlib.contextmanager

@@ -1,12 +1,12 @@
 """The JSON-lines journals of the store: one of finished and failed units, one per cell in progress.
 
 Entries are appended and fsynced; a line that is not an entry (torn by a crash, or damaged: not
-UTF-8, not a JSON object, an entry without its fields) is skipped on read. A unit counts as
-stored when its last :class:`Journal` entry says ``ok`` at the current schema version and its
-Parquet file reads and agrees with it, or, without such an entry (lost), when its file's footer,
-which holds the entry's fields, is at the current schema version and its pages read. An
-:class:`EvaluationJournal` holds a running cell's evaluations with the optimizer's state, so a
-cell killed mid-way resumes from them.
+UTF-8, not a JSON object or one nested too deeply to decode, an entry without its fields) is
+skipped on read. A unit counts as stored when its last :class:`Journal` entry says ``ok`` at the
+current schema version and its Parquet file reads and agrees with it, or, without such an entry
+(lost), when its file's footer, which holds the entry's fields, is at the current schema version
+and its pages read. An :class:`EvaluationJournal` holds a running cell's evaluations with the
+optimizer's state, so a cell killed mid-way resumes from them.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from orthobench.exceptions import OrthobenchWarning, one_line
-from orthobench.results._io import _naming
-from orthobench.results._parquet import _ARROW_ERRORS, read_footer, read_table
+from orthobench.results._io import _naming, open_own
+from orthobench.results._parquet import _ARROW_ERRORS, parse_metadata, read_footer, read_table
 from orthobench.results._records import (
     METADATA_KEY,
     SCHEMA_VERSION,
@@ -40,7 +40,7 @@ def _append_line(path: Path, entry: dict[str, Any]) -> None:
     """
     with _naming(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a+b") as fh:
+        with open(path, "a+b", opener=open_own) as fh:
             fh.seek(0, os.SEEK_END)
             torn = False
             if fh.tell() > 0:
@@ -53,14 +53,15 @@ def _append_line(path: Path, entry: dict[str, Any]) -> None:
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines file in order; a line that is not one (torn by a crash,
-    bytes that are not UTF-8 or a value of another type after a disk fault) is skipped."""
+    bytes that are not UTF-8, JSON nested too deeply to decode or a value of another type after
+    a disk fault) is skipped."""
     if not path.exists():
         return []
     entries = []
     for line in path.read_bytes().splitlines():
         try:
             entry = json.loads(line.decode())
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             continue
         if isinstance(entry, dict):
             entries.append(entry)
@@ -94,11 +95,10 @@ def _read_footer(path: Path) -> tuple[pq.FileMetaData, dict[str, Any]]:
 
     Raises:
         OSError, pyarrow.ArrowException: when the footer does not read.
-        json.JSONDecodeError: when the metadata is not JSON.
+        ValueError: when the metadata is not JSON of its shape (:func:`parse_metadata`).
     """
     footer = read_footer(path)
-    meta = json.loads((footer.metadata or {}).get(METADATA_KEY, b"{}"))
-    return footer, meta if isinstance(meta, dict) else {}
+    return footer, parse_metadata((footer.metadata or {}).get(METADATA_KEY, b"{}"))
 
 
 def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
@@ -111,7 +111,7 @@ def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
         return f"missing ({path})"
     try:
         footer, meta = _read_footer(path)
-    except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
+    except (*_ARROW_ERRORS, ValueError) as err:
         return f"corrupt ({path}: {one_line(str(err), 200)})"
     for what, found, journaled in (
         ("rows", footer.num_rows, entry.get("rows")),
@@ -217,7 +217,7 @@ class Journal:
             footer, meta = _read_footer(path)
         except FileNotFoundError:
             return None
-        except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
+        except (*_ARROW_ERRORS, ValueError) as err:
             problem = one_line(str(err), 200)
         else:
             hashed = isinstance(meta.get("config_hash"), str)

@@ -3,13 +3,15 @@
 Every file carries the orthobench metadata (schema version, provenance, configuration) under
 :data:`METADATA_KEY`. Reading a file of another :data:`SCHEMA_VERSION` raises
 :class:`~orthobench.exceptions.ResultsError`; :func:`load_runs` and :func:`load_probe` skip a file
-that is not readable Parquet or that orthobench did not write, with a warning.
+that is not readable Parquet, that orthobench did not write or whose metadata is damaged (not of
+its shape, :func:`parse_metadata`), with a warning.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import reprlib
 import stat
 import warnings
 from collections.abc import Iterable
@@ -83,14 +85,60 @@ def _unreadable(path: str | Path, err: BaseException) -> _UnreadableFileError:
     return _UnreadableFileError(f"{path}: not a readable results file ({one_line(str(err), 200)})")
 
 
+#: The shape of the orthobench metadata where orthobench reads it (:func:`parse_metadata`): a
+#: value's type (or types), or the shapes of an object's fields.
+_COMPONENT = {"name": str, "label": str, "params": dict}
+_UNIT = {"task": _COMPONENT, "optimizer": _COMPONENT, "suite": str, "n_init": int, "budget": int}
+_METADATA_SHAPE = {
+    **dict.fromkeys(("cell", "state", "config"), _UNIT),
+    **dict.fromkeys(("versions", "probe"), dict),
+    **dict.fromkeys(("device", "gpu", "cpu", "git_sha", "python", "code_version"), str),
+    **dict.fromkeys(("threads_per_cell", "threads"), int),
+    "seconds": (int, float),
+}
+
+
+def _check_shape(value: Any, shape: Any, where: str) -> None:
+    """Raise ``ValueError`` naming the first field of ``value`` (called ``where``) that is not of
+    ``shape``: a type or tuple of types, or a dict of the shapes of an object's fields (each
+    checked where present and not null)."""
+    if isinstance(shape, dict):
+        _check_shape(value, dict, where)
+        for key, inner in shape.items():
+            if value.get(key) is not None:
+                _check_shape(value[key], inner, f"{where}.{key}")
+    elif not isinstance(value, shape):
+        types = shape if isinstance(shape, tuple) else (shape,)
+        wanted = " or ".join(t.__name__ for t in types)
+        raise ValueError(f"{where} is {reprlib.repr(value)}, not {wanted}")
+
+
+def parse_metadata(raw: bytes) -> dict[str, Any]:
+    """The orthobench metadata of a footer's :data:`METADATA_KEY` entry ``raw``, its shape
+    checked where orthobench reads it (:data:`_METADATA_SHAPE`): valid JSON of another shape is
+    damage (or a file orthobench did not write), which every reader skips rather than crash on.
+
+    Raises:
+        ValueError: naming the field, when ``raw`` is not JSON, is nested too deeply to decode,
+            or is not of that shape.
+    """
+    try:
+        meta = json.loads(raw)
+    except RecursionError:  # valid JSON nested deeper than the interpreter's stack
+        raise ValueError("metadata nested too deeply to read") from None
+    _check_shape(meta, _METADATA_SHAPE, "metadata")
+    return meta
+
+
 def read_metadata(path: str | Path) -> dict[str, Any]:
     """The orthobench metadata (schema version, versions, device, configuration) of one file.
 
-    Reads the Parquet footer only.
+    Reads the Parquet footer only (:func:`parse_metadata`).
 
     Raises:
         ResultsError: naming the file when it is not readable Parquet (truncated, corrupt) or
-            holds no orthobench metadata (a Parquet file that orthobench did not write).
+            holds no orthobench metadata of its shape (a Parquet file that orthobench did not
+            write, a damaged one).
     """
     try:
         meta = read_footer(path).metadata or {}
@@ -99,8 +147,8 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
                 f"{path}: not an orthobench results file (its Parquet metadata has no "
                 f"{METADATA_KEY.decode()!r} entry)"
             )
-        return json.loads(meta[METADATA_KEY])
-    except (*_ARROW_ERRORS, json.JSONDecodeError) as err:
+        return parse_metadata(meta[METADATA_KEY])
+    except (*_ARROW_ERRORS, ValueError) as err:
         raise _unreadable(path, err) from err
 
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, ResultsError
 from orthobench.results._base import BaseStore
+from orthobench.results._io import open_own
 from orthobench.results._journal import EvaluationJournal, Journal
 from orthobench.results._parquet import (
     read_metadata,
@@ -102,7 +103,8 @@ class ResultStore(BaseStore):
         Raises:
             OrthobenchError: naming the directory when it cannot be created or written, or naming
                 the PID of the process that holds it (checked at once; nothing waits), or when
-                it was removed or replaced while the block ran.
+                it was removed or replaced while the block ran; naming the lock or a journal
+                when it is a symbolic link (:func:`~orthobench.results._io.open_own`).
         """
         target = self.root
         created = not self.root.exists()
@@ -114,10 +116,10 @@ class ResultStore(BaseStore):
                 elif target.exists():  # a file in its place: every write under it would fail
                     raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
             for target in (self.runs_journal.path, self.probe_journal.path):
-                if target.exists():
-                    open(target, "ab").close()
+                if os.path.lexists(target):  # a link too, dangling or not: refused here
+                    open(target, "ab", opener=open_own).close()
             target = self.lock_path
-            fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_own(target, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
             raise OrthobenchError(
                 f"the results directory {self.root} is not writable ({target}: "

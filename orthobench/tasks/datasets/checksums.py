@@ -64,7 +64,7 @@ def _sidecar_entries(sidecar: Path) -> dict[str, dict]:
     (a damaged sidecar costs one hash, never a wrong verdict: entries must match a stamp)."""
     try:
         content = json.loads(sidecar.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deeply
         return {}
     if not isinstance(content, dict) or content.get("version") != _SIDECAR_VERSION:
         return {}

@@ -194,8 +194,9 @@ def _read_cache(key: FeatureKey, n: int, path: Path) -> CachedFeatures | None:
             meta = json.loads(str(npz["meta"]))
             features = npz["features"]
             seconds = float(meta["extraction_seconds"])
-    # What np.load and the zip reader raise for a damaged file, and a meta that is no longer ours.
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile):
+    # What np.load and the zip reader raise for a damaged file, and a meta that is no longer ours
+    # (JSON nested too deeply for the decoder raises RecursionError).
+    except (OSError, ValueError, KeyError, TypeError, EOFError, RecursionError, zipfile.BadZipFile):
         return None
     if (
         not isinstance(meta, dict)
