@@ -243,8 +243,9 @@ def test_a_damaged_cache_file_is_recomputed_and_replaced(tmp_path, damage):
 
 
 def test_a_failed_cache_write_leaves_no_file_and_no_temporary(tmp_path, monkeypatch):
-    """A cache write that fails half-way leaves no ``.tmp`` beside the cache, and the next call
-    extracts again instead of reading a partial file."""
+    """A cache write that fails half-way leaves no ``.tmp`` beside the cache, the features it
+    extracted are returned with a warning (a full or read-only data folder failed every cell),
+    and the next call extracts again instead of reading a partial file."""
     key = FeatureKey(
         model="m", dataset_sha256="0" * 64, image_size=224, device="cpu", dtype="float32"
     )
@@ -255,12 +256,29 @@ def test_a_failed_cache_write_leaves_no_file_and_no_temporary(tmp_path, monkeypa
 
     with monkeypatch.context() as patched:
         patched.setattr(np, "savez", write_half_then_fail)
-        with pytest.raises(OSError, match="No space left"):
-            load_or_extract(key, lambda: np.ones((4, 3), np.float32), n=4, directory=tmp_path)
+        with pytest.warns(OrthobenchWarning, match="not cached .*No space left"):
+            kept = load_or_extract(
+                key, lambda: np.ones((4, 3), np.float32), n=4, directory=tmp_path
+            )
+    assert kept.extracted and kept.features.shape == (4, 3)
     left = [p.name for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".lock"]
     assert left == []  # the extraction lock stays, as after a successful write
     again = load_or_extract(key, lambda: np.ones((4, 3), np.float32), n=4, directory=tmp_path)
     assert again.extracted
+
+
+def test_a_stored_cache_is_read_without_its_lock(tmp_path, monkeypatch):
+    """A read-only data folder holding valid features failed every cell: the lock file it could
+    not create was opened before the cache was read."""
+    key = FeatureKey(model="m", dataset_sha256="0" * 64, image_size=8, device="cpu", dtype="f")
+    load_or_extract(key, lambda: np.ones((4, 3), np.float32), n=4, directory=tmp_path)
+
+    def read_only(lock):
+        raise OSError(30, "Read-only file system", str(lock))
+
+    monkeypatch.setattr("orthobench.tasks.datasets.features._exclusive", read_only)
+    cached = load_or_extract(key, lambda: pytest.fail("extracted"), n=4, directory=tmp_path)
+    assert not cached.extracted
 
 
 def _extract_slowly_and_log(log: str) -> np.ndarray:

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import time
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -38,7 +39,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from orthobench.results import write_atomic
+from orthobench.exceptions import OrthobenchWarning
+from orthobench.results import os_error_text, write_atomic
 from orthobench.tasks.datasets.store import data_dir
 
 if TYPE_CHECKING:
@@ -163,7 +165,12 @@ def load_or_extract(
     """
     folder = Path(directory) if directory is not None else cache_dir()
     path = folder / key.filename()
-    folder.mkdir(parents=True, exist_ok=True)
+    # A cache file is written atomically, so it reads whole without the lock: a data folder
+    # that cannot be written (a shared, read-only one) serves the features it holds.
+    if path.is_file() and (cached := _read_cache(key, n, path)) is not None:
+        return cached
+    with contextlib.suppress(OSError):  # a read-only folder: extracted, then not stored
+        folder.mkdir(parents=True, exist_ok=True)
     with _exclusive(path.with_name(f"{path.name}.lock")):
         return _load_or_extract(key, extract, n, path)
 
@@ -171,8 +178,14 @@ def load_or_extract(
 @contextlib.contextmanager
 def _exclusive(lock: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``lock`` (created if missing) for the block; without
-    ``flock`` (some network file systems) the block runs unlocked."""
-    with open(lock, "a") as fh:
+    ``flock`` (some network file systems), or where ``lock`` cannot be created (a read-only
+    folder), the block runs unlocked."""
+    try:
+        fh = open(lock, "a")  # noqa: SIM115 -- closed below, after the block
+    except OSError:
+        yield
+        return
+    with fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         except OSError:
@@ -222,7 +235,17 @@ def _load_or_extract(
     if features.ndim != 2 or features.shape[0] != n:
         raise ValueError(f"`extract` must return {n} x h features, but got {features.shape}.")
     meta = {"format_version": _FORMAT_VERSION, "key": asdict(key), "extraction_seconds": seconds}
-    write_atomic(path, lambda fh: np.savez(fh, features=features, meta=np.str_(json.dumps(meta))))
+    try:
+        write_atomic(
+            path, lambda fh: np.savez(fh, features=features, meta=np.str_(json.dumps(meta)))
+        )
+    except OSError as err:  # the features are computed: a cache that cannot keep them is no error
+        warnings.warn(
+            f"the extracted features are not cached ({os_error_text(err)}): each process "
+            "extracts them again.",
+            OrthobenchWarning,
+            stacklevel=3,
+        )
     return CachedFeatures(
         features=features, key=key, path=path, extraction_seconds=seconds, extracted=True
     )
