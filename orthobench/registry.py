@@ -117,16 +117,9 @@ class Entry:
 
     def with_defaults(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``params`` with the defaults of the parameters it leaves out (a required one stays
-        out), each int given for a float parameter as that float: ``tau: 1`` and ``tau: 1.0``
-        are one configuration (a cell's hash, a report's run set)."""
+        out)."""
         defaults = {k: d for k, d in self.params.items() if d is not inspect.Parameter.empty}
-        return {**defaults, **{k: self._declared(k, v) for k, v in params.items()}}
-
-    def _declared(self, key: str, value: Any) -> Any:
-        if key not in self.params or isinstance(value, bool) or not isinstance(value, int):
-            return value
-        expected = _expected_type(self.params[key], self.annotations.get(key, ""))
-        return float(value) if expected is float else value
+        return {**defaults, **params}
 
     @property
     def min_observations(self) -> int:
@@ -598,11 +591,16 @@ def load_probe_acquisition(path: str, *, field: str = "") -> type:
     # The probe builds the class with no arguments and calls build(model, best_f=, samples=,
     # rebuild=) only after a state's other estimators are computed: a signature that cannot
     # take those failed every state at its end.
+    # A plain method takes the instance too; a static or class method does not.
+    own = isinstance(inspect.getattr_static(obj, "build"), staticmethod | classmethod)
+    positional = (None,) if own else (None, None)
     for call, bind in (
         (f"{obj.__name__}()", lambda: inspect.signature(obj).bind()),
         (
             "build(model, *, best_f, samples, rebuild)",
-            lambda: inspect.signature(obj.build).bind(None, None, best_f=0.0, samples=1, rebuild=0),
+            lambda: inspect.signature(obj.build).bind(
+                *positional, best_f=0.0, samples=1, rebuild=0
+            ),
         ),
     ):
         try:

@@ -663,10 +663,12 @@ def _check_modules_beside(suite: Suite, folder: Path, file: str) -> None:
     for field, name in named:
         module, separator, _ = name.partition(names.PLUGIN_SEPARATOR)
         top = module.partition(".")[0]
-        beside = next((p for p in (folder / f"{top}.py", folder / top) if p.exists()), None)
+        # What Python would import from the folder: a package before a module of that name.
+        candidates = (folder / top / "__init__.py", folder / f"{top}.py")
+        beside = next((p for p in candidates if p.is_file()), None)
         loaded = getattr(sys.modules.get(top), "__file__", None)
         if separator and beside is not None and loaded is not None:
-            if not Path(loaded).resolve().is_relative_to(beside.resolve()):
+            if not any(Path(loaded).resolve() == p.resolve() for p in candidates if p.is_file()):
                 raise SuiteError(
                     file,
                     field,

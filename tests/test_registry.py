@@ -352,6 +352,28 @@ def test_a_second_suites_same_named_module_is_refused_not_swapped_for_the_first(
     )
 
 
+def test_what_python_would_not_import_beside_the_suite_is_no_module_beside_it(tmp_path):
+    """A folder named like an installed package (not a package: no __init__.py) refused a suite
+    naming that package; with plug.py and a plug/ package beside it, the package Python imports
+    was taken for another suite's module."""
+    folder = tmp_path / "s"
+    (folder / "orthobench").mkdir(parents=True)
+    (folder / "plug").mkdir()
+    for module in (folder / "plug.py", folder / "plug" / "__init__.py"):
+        module.write_text(LOCAL_TASK)
+    (folder / "suite.yaml").write_text(
+        "name: s\nbudget: 0\nn_init: 2\noptimizers: [sobol]\n"
+        "tasks: [{name: 'orthobench.tasks.synthetic:hartmann6', label: h}, "
+        "{name: 'plug:Quadratic', label: q}]\n"
+    )
+    code = f"import orthobench; orthobench.load_suite({str(folder / 'suite.yaml')!r})"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+
+
 CONSTRAINED_PLUGIN = """
 from __future__ import annotations
 

@@ -694,21 +694,3 @@ def test_every_committed_suite_loads_and_is_named_after_its_file(path):
     """A suite the docs quote must run as written, and results are keyed by suite name, so two
     files with one name would mix their cells in one directory."""
     assert load_suite(path).name == path.stem
-
-
-def test_an_int_for_a_float_parameter_is_the_same_configuration(write_suite):
-    """``tau: 1`` hashed apart from the default 1.0 (``noise_std: 0`` from 0.0): a stored cell
-    was "stored with another configuration" and a report split the seeds into two run sets."""
-    text = (
-        "name: s\nn_init: 4\nbudget: 1\ntasks: [{{name: hartmann6{task}}}]\n"
-        "optimizers: [{{name: orthobo{optimizer}}}]\n"
-    )
-    plain = load_suite(write_suite(text.format(task="", optimizer=""), "plain.yaml"))
-    ints = ", params: {noise_std: 0}", ", params: {tau: 1, theta_samples: 16}"
-    written = load_suite(write_suite(text.format(task=ints[0], optimizer=ints[1]), "ints.yaml"))
-    floats = ", params: {noise_std: 0.0}", ", params: {tau: 1.0, theta_samples: 16}"
-    explicit = load_suite(write_suite(text.format(task=floats[0], optimizer=floats[1]), "f.yaml"))
-    (a,), (b,), (c,) = plain.cells(), written.cells(), explicit.cells()
-    assert b.config_hash == c.config_hash
-    assert b.resolved_config()["optimizer"]["params"]["theta_samples"] == 16  # an int stays
-    assert a.resolved_config()["task"] == b.resolved_config()["task"]

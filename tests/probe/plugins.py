@@ -32,6 +32,22 @@ class NeedsArguments(ProbeAcquisition):
         raise AssertionError("never called")
 
 
+class StaticBuild(ProbeAcquisition):
+    """A ``build`` that is a static method: it takes no instance."""
+
+    @staticmethod
+    def build(model, *, best_f, samples, rebuild):
+        raise AssertionError("never called")
+
+
+class ClassBuild(ProbeAcquisition):
+    """A ``build`` that is a class method."""
+
+    @classmethod
+    def build(cls, model, *, best_f, samples, rebuild):
+        raise AssertionError("never called")
+
+
 class PositionalBuild(ProbeAcquisition):
     """A ``build`` without the keyword arguments the probe passes."""
 

@@ -185,6 +185,13 @@ def test_a_bad_plugin_fails_at_the_probe_section_with_one_line(name, match):
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize("name", ["StaticBuild", "ClassBuild"])
+def test_a_static_or_class_method_build_is_accepted(name):
+    """The load-time check of build's signature bound an instance to every build, so these were
+    refused ("too many positional arguments"), though the probe calls them fine."""
+    ProbeSpec(tasks=(BRANIN,), estimators=("mc", f"tests.probe.plugins:{name}"))
+
+
 def test_a_plugin_is_refused_on_a_constrained_task():
     gramacy = ComponentSpec(name="gramacy", label="gramacy")
     spec = ProbeSpec(tasks=(gramacy,), estimators=("mc", PLUGIN))
