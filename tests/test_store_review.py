@@ -132,6 +132,21 @@ def test_a_cell_file_whose_journal_line_was_lost_is_stored_with_the_entry_its_fo
     }
 
 
+def test_an_entry_read_from_a_footer_is_journaled_again_by_a_store_held_for_writing(tmp_path):
+    """It was never written back, so every run repeated the warning."""
+    store, (_, lost) = _two_stored_cells(tmp_path)
+    lines = store.runs_journal.path.read_bytes().splitlines(keepends=True)
+    store.runs_journal.path.write_bytes(b"".join(lines[:-1]))
+    with pytest.warns(OrthobenchWarning, match="has no entry"):
+        store.stored()  # read alone (a report): nothing written
+    assert store.runs_journal.path.read_bytes() == b"".join(lines[:-1])
+    with store.open_for_writing(), pytest.warns(OrthobenchWarning, match="has no entry"):
+        store.stored()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OrthobenchWarning)
+        assert lost.id in store.stored()
+
+
 def test_a_corrupt_cell_file_without_a_journal_entry_is_said_to_be_recomputed(tmp_path):
     store, (kept, lost) = _two_stored_cells(tmp_path)
     store.runs_journal.path.write_bytes(store.runs_journal.path.read_bytes().splitlines()[0])
@@ -323,7 +338,7 @@ def test_footer_metadata_too_deep_or_of_another_shape_makes_an_unreadable_file(
 def link_message(path: Path) -> str:
     return (
         f"{path} is a symbolic link; a results folder's lock and journals are its own files: "
-        "remove the link."
+        "replace the link with a copy of the file it points to."
     )
 
 

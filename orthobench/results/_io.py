@@ -75,7 +75,7 @@ def open_own(path: str | Path, flags: int, mode: int = 0o666) -> int:
         if os.path.islink(path):
             raise OrthobenchError(
                 f"{path} is a symbolic link; a results folder's lock and journals are its own "
-                "files: remove the link."
+                "files: replace the link with a copy of the file it points to."
             ) from None
         raise
 

@@ -153,7 +153,7 @@ class Journal:
         not a string) is skipped."""
         return [e for e in _read_lines(self.path) if isinstance(e.get(self.key), str)]
 
-    def stored_entries(self) -> dict[str, dict[str, Any]]:
+    def stored_entries(self, restore: bool = False) -> dict[str, dict[str, Any]]:
         """``id -> last ok entry`` of the stored units: the entry is at the current schema version
         and the unit's file agrees with it (:func:`_file_problem`).
 
@@ -162,13 +162,17 @@ class Journal:
         rows). A unit whose file does not agree is left out (so it is recomputed), with an
         :class:`~orthobench.exceptions.OrthobenchWarning`:
         ``cell <id>: stored file is corrupt (<path>: <why>); recomputing``. A unit file without
-        an ok entry has its entry read from its footer (:meth:`_entry_from_file`).
+        an ok entry has its entry read from its footer (:meth:`_entry_from_file`), and appended
+        to the journal with ``restore`` (a caller that holds the folder for writing), so its
+        warning is not repeated at every run.
         """
         last = {e[self.key]: e for e in self._ok_entries()}
         stored = {uid: entry for uid, entry in last.items() if self._agrees(uid, entry)}
         for path in sorted(self.directory.glob("*.parquet")):
             if path.stem not in last and (entry := self._entry_from_file(path.stem)) is not None:
                 stored[path.stem] = entry
+                if restore:
+                    self.append(entry)
         return stored
 
     def stored_entry(self, uid: str) -> dict[str, Any] | None:

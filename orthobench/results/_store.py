@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, ResultsError
 from orthobench.results._base import BaseStore
@@ -198,9 +199,10 @@ class ResultStore(BaseStore):
 
         A unit whose file is missing or does not match its journal entry is not stored (it is
         reported and recomputed: :meth:`Journal.stored_entries`); a unit file without an entry
-        has it read from its footer, with a warning.
+        has it read from its footer, with a warning, and journaled again while the store is held
+        for writing.
         """
-        return self.journal(kind).stored_entries()
+        return self.journal(kind).stored_entries(restore=self._lock_id is not None)
 
     def code_versions(self) -> dict[str, list[str]]:
         """``code version -> cell ids`` of the cell files under ``runs/`` (:func:`code_version`).
@@ -299,6 +301,10 @@ class ResultStore(BaseStore):
         code ``version`` are those it was computed with.
         """
         table = self._probe_table(unit.id)
+        q = table.column("q")
+        if q.null_count:  # stored before the column: the one batch size then was 1
+            field = _SCHEMAS[ProbeRecord].field("q")
+            table = table.set_column(table.schema.get_field_index("q"), field, pc.fill_null(q, 1))
         return self._write_state(unit, [], metadata, seconds, table, version)
 
     def _probe_table(self, state_id: str) -> pa.Table:

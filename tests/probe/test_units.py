@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from orthobench.cli import cli
 from orthobench.exceptions import OrthobenchWarning
 from orthobench.executors import make_executor
+from orthobench.executors._base import thread_limits
 from orthobench.probe import runner
 from orthobench.probe.runner import probe_units, run_probe
 from orthobench.results import ResultStore, load_probe, read_metadata, run_metadata
@@ -187,7 +188,8 @@ def test_a_state_stored_by_the_earlier_format_is_reused_without_recomputing(
     path = suite_file(write_suite, plugin)
     suite = load_suite(path)
     (unit,) = probe_units(suite.name, suite.probe)
-    records = runner.probe_state(unit.state, unit.spec, torch.device("cpu"))
+    with thread_limits(1):  # the probe's count, recorded below: else the state is recomputed
+        records = runner.probe_state(unit.state, unit.spec, torch.device("cpu"))
     metadata = {**run_metadata("cpu"), "threads": 1, "state": asdict(unit.state)}
     metadata["probe"] = asdict(unit.spec)
     ResultStore(tmp_path).write_probe_state(unit.id, "0123456789abcdef", records, metadata, 1.0)
@@ -203,6 +205,29 @@ def test_a_state_stored_by_the_earlier_format_is_reused_without_recomputing(
     wider = suite_file(write_suite, plugin, estimators="orth, qlogei", name="wider.yaml")
     assert probe(wider, tmp_path).summary.count("ok") == 1
     assert calls == [(("qlogei",), (8,))]
+
+
+def test_a_state_stored_before_the_q_column_is_adopted_as_q_1(
+    plugin, write_suite, tmp_path, monkeypatch
+):
+    """Its rows read q null, which storing under the configuration now refused: a traceback."""
+    import pyarrow.parquet as pq
+
+    path = suite_file(write_suite, plugin)
+    suite = load_suite(path)
+    (unit,) = probe_units(suite.name, suite.probe)
+    with thread_limits(1):  # the probe's count, recorded below: else the state is recomputed
+        records = runner.probe_state(unit.state, unit.spec, torch.device("cpu"))
+    metadata = {**run_metadata("cpu"), "threads": 1, "state": asdict(unit.state)}
+    metadata["probe"] = asdict(unit.spec)
+    store = ResultStore(tmp_path)
+    file = store.write_probe_state(unit.id, "0123456789abcdef", records, metadata, 1.0)
+    table = pq.read_table(file)
+    pq.write_table(table.drop(["q"]).replace_schema_metadata(table.schema.metadata), file)
+    calls = computed(monkeypatch)
+    again = probe(path, tmp_path)
+    assert calls == [] and [o.status for o in again.summary.outcomes] == ["skipped"]
+    assert set(again.rows["q"]) == {1}
 
 
 # ----------------------------------------------------------------------------------------------
