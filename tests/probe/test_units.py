@@ -27,6 +27,7 @@ from orthobench.executors import make_executor
 from orthobench.executors._base import thread_limits
 from orthobench.probe import runner
 from orthobench.probe.runner import probe_units, run_probe
+from orthobench.probe.states import ProbeUnit
 from orthobench.results import ResultStore, load_probe, read_metadata, run_metadata
 from orthobench.suite import load_suite
 
@@ -180,19 +181,26 @@ def test_the_report_of_probe_leaves_out_a_batch_size_the_suite_dropped(
     assert set(load_probe([out])["q"]) == {1, 2}
 
 
-def test_a_state_stored_by_the_earlier_format_is_reused_without_recomputing(
-    plugin, write_suite, tmp_path, monkeypatch
-):
-    """orthobench before probe states were units journaled a hash of the whole probe section
-    and no configuration: such a state, of the same state and settings, is adopted."""
-    path = suite_file(write_suite, plugin)
+def _store_in_the_earlier_format(path: Path, out: Path) -> tuple[ProbeUnit, Path]:
+    """The one state of the suite at ``path``, stored in ``out`` as orthobench stored states
+    before they were units: a hash of the whole probe section, no configuration; and its file."""
     suite = load_suite(path)
     (unit,) = probe_units(suite.name, suite.probe)
     with thread_limits(1):  # the probe's count, recorded below: else the state is recomputed
         records = runner.probe_state(unit.state, unit.spec, torch.device("cpu"))
     metadata = {**run_metadata("cpu"), "threads": 1, "state": asdict(unit.state)}
     metadata["probe"] = asdict(unit.spec)
-    ResultStore(tmp_path).write_probe_state(unit.id, "0123456789abcdef", records, metadata, 1.0)
+    file = ResultStore(out).write_probe_state(unit.id, "0123456789abcdef", records, metadata, 1.0)
+    return unit, file
+
+
+def test_a_state_stored_by_the_earlier_format_is_reused_without_recomputing(
+    plugin, write_suite, tmp_path, monkeypatch
+):
+    """orthobench before probe states were units journaled a hash of the whole probe section
+    and no configuration: such a state, of the same state and settings, is adopted."""
+    path = suite_file(write_suite, plugin)
+    unit, _ = _store_in_the_earlier_format(path, tmp_path)
     before = load_probe([tmp_path])
 
     calls = computed(monkeypatch)
@@ -214,14 +222,7 @@ def test_a_state_stored_before_the_q_column_is_adopted_as_q_1(
     import pyarrow.parquet as pq
 
     path = suite_file(write_suite, plugin)
-    suite = load_suite(path)
-    (unit,) = probe_units(suite.name, suite.probe)
-    with thread_limits(1):  # the probe's count, recorded below: else the state is recomputed
-        records = runner.probe_state(unit.state, unit.spec, torch.device("cpu"))
-    metadata = {**run_metadata("cpu"), "threads": 1, "state": asdict(unit.state)}
-    metadata["probe"] = asdict(unit.spec)
-    store = ResultStore(tmp_path)
-    file = store.write_probe_state(unit.id, "0123456789abcdef", records, metadata, 1.0)
+    _, file = _store_in_the_earlier_format(path, tmp_path)
     table = pq.read_table(file)
     pq.write_table(table.drop(["q"]).replace_schema_metadata(table.schema.metadata), file)
     calls = computed(monkeypatch)
