@@ -159,7 +159,9 @@ def test_a_batch_cell_that_times_out_ends_its_evaluations_on_its_other_workers(
         (failed,) = summary.failed
         assert failed.error.startswith("timed out"), failed.error
         started = [int(path.name) for path in pids.iterdir()]
-        assert len(started) == 2  # the initial design's two evaluations, at once
+        # The initial design's two evaluations, at once; under load the scheduler may start
+        # one again on another worker while the timed-out cell's workers restart.
+        assert len(started) >= 2
         assert [pid for pid in started if process_running(pid)] == []
     finally:
         for path in pids.iterdir():  # the test's own `sleep` processes, if any outlived the run

@@ -576,6 +576,8 @@ def test_a_task_calling_os_exit_inline_is_reported_as_never_finished_by_the_next
 ) -> None:
     (tmp_path / "exiter.py").write_text(EXITER_SOURCE)
     monkeypatch.syspath_prepend(str(tmp_path))
+    # This case's own module: a suite refuses one of that name imported from another folder.
+    monkeypatch.delitem(sys.modules, "exiter", raising=False)
     marker = tmp_path / "exit-now"
     marker.touch()
     suite = tmp_path / "exits.yaml"
