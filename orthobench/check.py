@@ -320,8 +320,8 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
 
 
 def _shown(value: float, rule: Threshold) -> str:
-    """``value`` to 4 significant digits, or as many more as its verdict needs: 2.543734 against
-    ``min: 2.5438`` printed as "2.544 >= 2.5438" on a failing line."""
+    """``value`` to 4 significant digits, or as many more as its verdict needs: 4 digits printed
+    the failing 2.543734 against ``min: 2.5438`` as "2.544 >= 2.5438"; it is "2.5437" now."""
     for digits in range(4, 18):
         text = f"{value:.{digits}g}"
         shown = float(text)
