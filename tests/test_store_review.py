@@ -396,3 +396,15 @@ def test_a_checksum_sidecar_nested_too_deeply_is_ignored(tmp_path):
     sidecar = tmp_path / "sidecar.json"
     sidecar.write_text("[" * 100_000 + "]" * 100_000)
     assert _sidecar_entries(sidecar) == {}
+
+
+def test_a_dangling_link_as_the_results_directory_names_the_missing_target(tmp_path):
+    """It read "is not writable (...: File exists)", for a link to a folder that is not there."""
+    from orthobench.results import ResultStore
+
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "gone")
+    with pytest.raises(OrthobenchError, match=r"symbolic link to .*gone, which does not exist"):
+        with ResultStore(link).open_for_writing():
+            pass
+    assert not (tmp_path / "gone").exists()

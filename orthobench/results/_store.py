@@ -109,6 +109,12 @@ class ResultStore(BaseStore):
         """
         target = self.root
         created = not self.root.exists()
+        if created and self.root.is_symlink():  # else mkdir's "File exists", for a missing folder
+            raise OrthobenchError(
+                f"the results directory {self.root} is a symbolic link to "
+                f"{os.readlink(self.root)}, which does not exist: create it or choose another "
+                "output directory."
+            )
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             for target in (self.root, self.runs_dir, self.probe_dir, self.root / "partial"):
