@@ -411,7 +411,6 @@ def _probe_section(suite_file: str) -> Suite:
 
 
 def _probe_suite(
-    suite_file: str,
     suite: Suite,
     output: str | None,
     device: str | None,
@@ -424,7 +423,7 @@ def _probe_suite(
     force: bool,
     quiet: bool,
 ):
-    """Run the probe of ``suite`` (from ``suite_file``, :func:`_probe_section`); returns the rows,
+    """Run the probe of ``suite`` (:func:`_probe_section`); returns the rows,
     the run's summary and the store, or exits 130 on Ctrl-C.
 
     States with another configuration than they were stored with stop the command, listed, unless
@@ -495,7 +494,7 @@ def probe(suite_file: str, **options: Any) -> None:
     from orthobench.report import build_report
     from orthobench.report.data import probe_row_keys
 
-    frame, summary, store = _probe_suite(suite_file, _probe_section(suite_file), **options)
+    frame, summary, store = _probe_suite(_probe_section(suite_file), **options)
     click.echo(format_summary(frame))
     if frame.empty:  # every state failed: a report of no rows would only raise "no results"
         click.echo(
@@ -542,7 +541,7 @@ def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
     )
     rules = load_thresholds(path)
     check_rules_match(rules, probe_units(suite.name, suite.probe), path)
-    frame, summary, store = _probe_suite(suite_file, suite, **options)
+    frame, summary, store = _probe_suite(suite, **options)
     results = evaluate(frame, rules)
     click.echo(format_results(results))
     failed = sum(not r.passed for r in results)

@@ -57,7 +57,7 @@ import torch
 
 from orthobench.exceptions import OrthobenchWarning, RegistryError, describe_error, one_line
 from orthobench.executors import Executor, InlineExecutor, Job, JobResult
-from orthobench.executors._evaluations import make_evaluations
+from orthobench.executors._evaluations import make_evaluations, one_at_a_time
 from orthobench.loop import ProgressCallback, check_buildable, evaluates_in_parallel, run_cell
 from orthobench.progress import Progress
 from orthobench.results import BaseStore, EvaluationJournal, RunRecord, run_metadata
@@ -161,10 +161,8 @@ class CellJob(Job):
     @property
     def stacks(self) -> bool:
         """Whether a step's evaluations run as one stack: asked (``stack_evaluations``) and run
-        one after the other (:func:`~orthobench.executors._evaluations.make_evaluations`)."""
-        return self.stack_evaluations and (
-            self.evaluation_workers == 1 or self.evaluations == "inline"
-        )
+        one after the other (:func:`~orthobench.executors._evaluations.one_at_a_time`)."""
+        return self.stack_evaluations and one_at_a_time(self.evaluations, self.evaluation_workers)
 
     def run(self, on_progress: ProgressCallback | None) -> list[RunRecord]:
         if self.restart and self.journal is not None:

@@ -648,27 +648,22 @@ def _check_modules_beside(suite: Suite, folder: Path, file: str) -> None:
     named = [
         *((f"tasks[{i}].name", c.name) for i, c in enumerate(suite.tasks)),
         *((f"optimizers[{i}].name", c.name) for i, c in enumerate(suite.optimizers)),
-        *(
-            ()
-            if probe is None
-            else ((f"probe.tasks[{i}].name", c.name) for i, c in enumerate(probe.tasks))
-        ),
-        *(() if probe is None else [("probe.state_optimizer.name", probe.state_optimizer.name)]),
-        *(
-            ()
-            if probe is None
-            else ((f"probe.estimators[{i}]", n) for i, n in enumerate(probe.estimators))
-        ),
     ]
+    if probe is not None:
+        named += [(f"probe.tasks[{i}].name", c.name) for i, c in enumerate(probe.tasks)]
+        named += [("probe.state_optimizer.name", probe.state_optimizer.name)]
+        named += [(f"probe.estimators[{i}]", name) for i, name in enumerate(probe.estimators)]
     for field, name in named:
         module, separator, _ = name.partition(names.PLUGIN_SEPARATOR)
+        if not separator:  # a registered name: no module of the suite's
+            continue
         top = module.partition(".")[0]
         # What Python would import from the folder: a package before a module of that name.
         candidates = (folder / top / "__init__.py", folder / f"{top}.py")
         beside = next((p for p in candidates if p.is_file()), None)
         loaded = getattr(sys.modules.get(top), "__file__", None)
-        if separator and beside is not None and loaded is not None:
-            if not any(Path(loaded).resolve() == p.resolve() for p in candidates if p.is_file()):
+        if beside is not None and loaded is not None:
+            if Path(loaded).resolve() != beside.resolve():
                 raise SuiteError(
                     file,
                     field,

@@ -60,6 +60,12 @@ _PARENT_POLL_S = 0.5
 _DASK_TASKS_KEPT = 4
 
 
+def one_at_a_time(kind: str, workers: int) -> bool:
+    """Whether evaluations of ``kind`` on ``workers`` run one after the other, here: the only
+    way a stack of them (``stack_evaluations``) can run."""
+    return workers == 1 or kind == "inline"
+
+
 def make_evaluations(
     kind: str, workers: int, threads: int, stacked: bool = False, jobs_per_gpu: int = 1
 ) -> Evaluations:
@@ -69,7 +75,7 @@ def make_evaluations(
     ``1/jobs_per_gpu`` share of a ``GPU``, as their cell's job does."""
     if kind not in EVALUATION_KINDS:
         raise ValueError(f"Unknown evaluation kind {kind!r}; choose one of {EVALUATION_KINDS}.")
-    if workers == 1 or kind == "inline":
+    if one_at_a_time(kind, workers):
         return StackedEvaluations() if stacked else Evaluations()
     if kind == "process":
         return ProcessEvaluations(workers, threads)
