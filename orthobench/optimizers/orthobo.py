@@ -48,8 +48,8 @@ from orthobench.optimizers.gp_base import GPOptimizer
 from orthobench.seeding import torch_seed
 from orthobench.surrogates.batch_ei import canonical_order
 from orthobench.surrogates.ensemble import EnsembleMember, SurrogateEnsemble, check_weight_floor
-from orthobench.surrogates.fit import FITS, WarmStarts, fit_model
-from orthobench.surrogates.laplace import THETA_SAMPLING, LaplacePosterior, laplace_posterior
+from orthobench.surrogates.fit import FITS, ConstraintFit, WarmStarts, constraint_fit
+from orthobench.surrogates.laplace import THETA_SAMPLING, LaplacePosterior
 from orthobench.surrogates.theta_algebra import get_theta
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import (
@@ -252,7 +252,7 @@ class OrthoBO(GPOptimizer):
         # The previous step's members, kept to score the observation that follows them.
         self._previous: list[ThetaSampledGP] = []
         # On a constrained task, this step's (model, Laplace posterior) of each constraint.
-        self._constraint_fits: list[tuple[Any, LaplacePosterior]] = []
+        self._constraint_fits: list[ConstraintFit] = []
 
     @staticmethod
     def check_params(
@@ -418,11 +418,14 @@ class OrthoBO(GPOptimizer):
         for w in common["point_weights"]:
             require_equal_weights(w, self.estimator)
         constraint_gps, constraint_controls = [], []
-        for i, (model, laplace) in enumerate(self._constraint_fits):
+        for i, fit in enumerate(self._constraint_fits):
             draws = draw_thetas(
-                laplace, self.theta_estimator, budget, seed=self._step_seed("theta-constraint", i)
+                fit.laplace,
+                self.theta_estimator,
+                budget,
+                seed=self._step_seed("theta-constraint", i),
             )
-            constraint_gps.append(draws.gp(model))
+            constraint_gps.append(draws.gp(fit.model))
             constraint_controls.append(draws.z)
         common = {
             **common,
@@ -579,37 +582,35 @@ class OrthoBO(GPOptimizer):
         )
 
     def _fallback(self, acqf: MarginalLogEI) -> str | None:
-        """Every fallback the step's members took, and the ensemble's last weight update
-        (:attr:`~orthobench.surrogates.ensemble.SurrogateEnsemble.fallback`), as one text
-        (None: none)."""
+        """Every fallback the step's members and constraint GPs took, and the ensemble's last
+        weight update (:attr:`~orthobench.surrogates.ensemble.SurrogateEnsemble.fallback`), as
+        one text (None: none)."""
         fallbacks = (
             [] if self.ensemble.fallback is None else [f"ensemble: {self.ensemble.fallback}"]
         )
         for member, gp in zip(self.ensemble.members, acqf.members, strict=True):
-            lap = member.laplace
-            if member.fit_info.get("fallback"):
-                fallbacks.append(f"{member.kernel}: {member.fit_info['fallback']}")
-            if lap.fallback:
-                fallbacks.append(f"{member.kernel}: {lap.fallback}")
-            if lap.indefinite:
-                fallbacks.append(
-                    f"{member.kernel}: Laplace Hessian not positive definite (min eigenvalue "
-                    f"{float(lap.raw_eigenvalues[0]):.3g}); eigenvalues floored at {lap.eig_floor:.3g}"
-                )
-            if gp.n_jittered:
-                fallbacks.append(
-                    f"{member.kernel}: {gp.n_jittered} theta draw(s) needed Cholesky jitter"
-                )
+            fallbacks += _gp_fallbacks(member.kernel, member.fit_info, member.laplace, gp)
+        for i, (fit, gp) in enumerate(
+            zip(self._constraint_fits, getattr(acqf, "constraints", ()), strict=True)
+        ):
+            fallbacks += _gp_fallbacks(f"constraint {i}", fit.fit_info, fit.laplace, gp)
         return "; ".join(fallbacks) or None
 
 
-def constraint_fit(
-    x: torch.Tensor, values: torch.Tensor, kernel: str, fit: str
-) -> tuple[Any, LaplacePosterior]:
-    """A constraint's GP on its values as observed (feasible where ``<= 0``), fitted by ``fit``
-    from its default start, and its Laplace posterior."""
-    model, _ = fit_model(x, values, kernel, fit=fit)
-    return model, laplace_posterior(model)
+def _gp_fallbacks(
+    name: str, fit_info: dict[str, Any], lap: LaplacePosterior, gp: ThetaSampledGP
+) -> list[str]:
+    """The fallbacks of one GP's step, each prefixed by ``name``: its MAP fit's, its Laplace
+    posterior's, an indefinite Hessian, and theta draws that needed Cholesky jitter."""
+    fallbacks = [f"{name}: {text}" for text in (fit_info.get("fallback"), lap.fallback) if text]
+    if lap.indefinite:
+        fallbacks.append(
+            f"{name}: Laplace Hessian not positive definite (min eigenvalue "
+            f"{float(lap.raw_eigenvalues[0]):.3g}); eigenvalues floored at {lap.eig_floor:.3g}"
+        )
+    if gp.n_jittered:
+        fallbacks.append(f"{name}: {gp.n_jittered} theta draw(s) needed Cholesky jitter")
+    return fallbacks
 
 
 def _kernels(kernel: str | list[str]) -> list[str]:

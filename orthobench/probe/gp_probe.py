@@ -74,7 +74,6 @@ from orthobench.acquisition import (
     draw_inner_base_samples,
 )
 from orthobench.config.names import FUNCTION_SAMPLE_ESTIMATORS, ThetaEstimator, parse_estimator
-from orthobench.optimizers.orthobo import constraint_fit
 from orthobench.probe.metrics import ALPHA
 from orthobench.probe.plugins import ProbeAcquisition
 from orthobench.probe.states import ProbeState, check_constrained_states
@@ -82,7 +81,7 @@ from orthobench.registry import load_probe_acquisition
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import ProbeSpec
 from orthobench.surrogates.batch_ei import log_qei
-from orthobench.surrogates.fit import fit_model
+from orthobench.surrogates.fit import ConstraintFit, constraint_fit, fit_model
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import ThetaDraws, draw_thetas, estimate, require_equal_weights
@@ -136,13 +135,13 @@ def log_values(
 
 @dataclass(frozen=True)
 class _Outcomes:
-    """A state's fitted GPs: the objective's and, on a constrained task, one (model, Laplace
-    posterior) per constraint, with constrained EI's incumbent (standardized; None: the best
+    """A state's fitted GPs: the objective's and, on a constrained task, one fit
+    (:class:`~orthobench.surrogates.fit.ConstraintFit`) per constraint, with constrained EI's incumbent (standardized; None: the best
     observation)."""
 
     model: Any
     laplace: LaplacePosterior
-    constraints: tuple[tuple[Any, LaplacePosterior], ...] = ()
+    constraints: tuple[ConstraintFit, ...] = ()
     best_f: float | None = None
 
 
@@ -176,8 +175,8 @@ def _draw(outcomes: _Outcomes, estimator: ThetaEstimator | str, budget: int, see
     return _Draws(
         draw_thetas(outcomes.laplace, estimator, budget, seed=seed),
         tuple(
-            draw_thetas(laplace, estimator, budget, seed=derive_seed(seed, "constraint", i))
-            for i, (_, laplace) in enumerate(outcomes.constraints)
+            draw_thetas(fit.laplace, estimator, budget, seed=derive_seed(seed, "constraint", i))
+            for i, fit in enumerate(outcomes.constraints)
         ),
     )
 
@@ -190,7 +189,7 @@ def _scaled_values(
     per draw) and the number of draws whose Cholesky factor needed jitter."""
     gp = draws.objective.gp(outcomes.model, outcomes.best_f)
     constraints = [
-        d.gp(model) for d, (model, _) in zip(draws.constraints, outcomes.constraints, strict=True)
+        d.gp(fit.model) for d, fit in zip(draws.constraints, outcomes.constraints, strict=True)
     ]
     log = log_values(gp, X, base, constraints)  # S x N
     top = log.max(dim=0).values
@@ -232,7 +231,8 @@ def seconds_per_call(
             [objective.z],
             [1.0],
             constraints=[
-                d.gp(m) for d, (m, _) in zip(draws.constraints, outcomes.constraints, strict=True)
+                d.gp(fit.model)
+                for d, fit in zip(draws.constraints, outcomes.constraints, strict=True)
             ],
             constraint_controls=[d.z for d in draws.constraints],
             **common,
@@ -394,13 +394,13 @@ def gp_values(
     z_ref = laplace.sample_whitened(spec.reference_samples, "qmc", seed=reference_seed)
     constraint_refs = [
         (
-            m,
-            lap,
-            lap.sample_whitened(
+            fit.model,
+            fit.laplace,
+            fit.laplace.sample_whitened(
                 spec.reference_samples, "qmc", seed=derive_seed(reference_seed, "constraint", i)
             ),
         )
-        for i, (m, lap) in enumerate(outcomes.constraints)
+        for i, fit in enumerate(outcomes.constraints)
     ]
     log_chunks = []
     for chunk, z in enumerate(z_ref.split(_REFERENCE_CHUNK)):

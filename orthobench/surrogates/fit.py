@@ -14,7 +14,7 @@ import math
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ from threadpoolctl import ThreadpoolController
 
 from orthobench.exceptions import ModelFittingError, NumericsWarning
 from orthobench.surrogates.gp import build_gp
+from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
 from orthobench.surrogates.theta_algebra import (
     _MIN_SQ_DIST,
     SQRT5,
@@ -531,6 +532,21 @@ def fit_model(
     """
     model = build_gp(train_x, train_y, kernel, outputscale=outputscale)
     return model, fit_map(model, fit, warm_start=warm_start)
+
+
+class ConstraintFit(NamedTuple):
+    """A constraint's GP, MAP-fitted on its values as observed (feasible where ``<= 0``), its
+    Laplace posterior and the fit's info (:func:`fit_model`)."""
+
+    model: SingleTaskGP
+    laplace: LaplacePosterior
+    fit_info: dict[str, object]
+
+
+def constraint_fit(x: torch.Tensor, values: torch.Tensor, kernel: str, fit: str) -> ConstraintFit:
+    """Fit a constraint's GP by ``fit`` from its default start and its Laplace posterior."""
+    model, fit_info = fit_model(x, values, kernel, fit=fit)
+    return ConstraintFit(model, laplace_posterior(model), fit_info)
 
 
 class WarmStarts:

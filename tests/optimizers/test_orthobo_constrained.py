@@ -10,6 +10,7 @@ import torch
 from orthobench.acquisition import MarginalLogCEI, MarginalLogQCEI
 from orthobench.optimizers.orthobo import MCEI, OrthoBO
 from orthobench.registry import TASKS
+from orthobench.surrogates.fit import constraint_fit
 
 SETTINGS = {"theta_samples": 16, "raw_samples": 32, "num_restarts": 2}
 
@@ -75,3 +76,20 @@ def test_an_unconstrained_history_is_unchanged() -> None:
     opt = OrthoBO(2, seed=0, **SETTINGS)
     opt.tell(x, y)
     assert opt.train_c.shape == (8, 0) and not isinstance(opt.acquisition(), MarginalLogCEI)
+
+
+def test_a_constraint_gps_fallback_is_the_steps_fallback(monkeypatch) -> None:
+    """A constraint GP's fit fallback reaches the step's ``fallback`` (the report counts it)."""
+    from orthobench.optimizers import orthobo
+
+    def failing_fit(x, values, kernel, fit):
+        fitted = constraint_fit(x, values, kernel, fit)
+        return fitted._replace(fit_info={**fitted.fit_info, "fallback": "kept initial values"})
+
+    monkeypatch.setattr(orthobo, "constraint_fit", failing_fit)
+    x, y, c = _history()
+    opt = OrthoBO(2, seed=0, **SETTINGS)
+    opt.tell(x, y, c)
+    fallback = opt.ask(1).info["fallback"]
+    assert "constraint 0: kept initial values" in fallback
+    assert "constraint 1: kept initial values" in fallback

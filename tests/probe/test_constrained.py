@@ -14,13 +14,12 @@ import torch
 from orthobench.acquisition import MarginalLogCEI, constrained_incumbent
 from orthobench.config.names import parse_estimator
 from orthobench.exceptions import ConfigError
-from orthobench.optimizers.orthobo import constraint_fit
 from orthobench.probe.gp_probe import _draw, _Outcomes
 from orthobench.probe.runner import probe_units, run_probe
 from orthobench.probe.states import build_history, probe_points
 from orthobench.seeding import derive_seed, torch_seed
 from orthobench.suite import ComponentSpec, ProbeSpec
-from orthobench.surrogates.fit import fit_model
+from orthobench.surrogates.fit import constraint_fit, fit_model
 from orthobench.surrogates.laplace import laplace_posterior
 
 GRAMACY = ComponentSpec(name="gramacy", label="gramacy")
@@ -88,7 +87,7 @@ def test_values_are_marginal_log_cei_on_the_rebuild_draws(probed, state, name):
         [draws.objective.z],
         [1.0],
         constraints=[
-            d.gp(m) for d, (m, _) in zip(draws.constraints, outcomes.constraints, strict=True)
+            d.gp(fit.model) for d, fit in zip(draws.constraints, outcomes.constraints, strict=True)
         ],
         constraint_controls=[d.z for d in draws.constraints],
         estimator=name,
