@@ -33,7 +33,7 @@ from orthobench.estimators import min_draws
 from orthobench.exceptions import ConfigError
 from orthobench.seeding import derive_seed
 from orthobench.surrogates.laplace import LaplacePosterior, laplace_posterior
-from orthobench.surrogates.theta_algebra import get_theta, theta_layout
+from orthobench.surrogates.theta_algebra import theta_layout
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import DEFAULT_THETA_ESTIMATOR, draw_thetas, parse_theta_estimator
 
@@ -279,7 +279,7 @@ def marginal_log_ei(
             ``optimize_acqf(..., sequential=True)`` needs ``q > 1``.
         laplace: The model's Laplace posterior, ``laplace_posterior(model)``, to reuse across
             rebuilds (its Hessian costs more than the draws); None: computed here. It must be
-            of this model's layout and fitted hyperparameters.
+            of this model's layout, fitted hyperparameters and training data.
 
     Returns:
         A :class:`~orthobench.acquisition.MarginalLogEI` (``q = 1``) or
@@ -323,12 +323,10 @@ def marginal_log_ei(
         best = (float(torch.as_tensor(best_f).reshape(())) - y_mean) / y_std
     if laplace is None:
         laplace = laplace_posterior(model)
-    elif laplace.layout != theta_layout(model) or not torch.allclose(
-        laplace.theta_map, get_theta(model).to(laplace.theta_map)
-    ):
+    elif not laplace.is_of(model):
         raise ValueError(
-            "`laplace` is not this model's Laplace posterior (another layout or fitted "
-            "hyperparameters); pass laplace_posterior(model)."
+            "`laplace` is not this model's Laplace posterior (another layout, fitted "
+            "hyperparameters or training data); pass laplace_posterior(model)."
         )
     draws = draw_thetas(laplace, spec, theta_samples, seed=seed)
     gp = ThetaSampledGP(

@@ -265,6 +265,22 @@ def test_unsupported_models_raise_one_line(small):
     assert "q" in _one_line_error(lambda: marginal_log_ei(model, q=0))
 
 
+def test_a_laplace_posterior_of_other_data_is_refused(small):
+    """A model that kept its hyperparameters over new data (a BO loop without a refit) has
+    another posterior: reusing the old one gave other values without an error."""
+    model, X, Y = small
+    laplace = laplace_posterior(model)
+    more_x = torch.cat([X, X[:3] * 0.5])
+    more = SingleTaskGP(more_x, torch.cat([Y, Y[:3]]))
+    more.load_state_dict(
+        {k: v for k, v in model.state_dict().items() if not k.startswith("outcome_transform")},
+        strict=False,
+    )
+    more.eval()
+    assert laplace.is_of(model) and not laplace.is_of(more)
+    assert "training data" in _one_line_error(lambda: marginal_log_ei(more, laplace=laplace))
+
+
 def test_a_kernel_on_some_input_dimensions_is_refused(small):
     """The closed-form kernels act on every input column: a kernel on a subset (``active_dims``)
     was read as one on all of them, giving other values than the model's (off by up to 7.8 in

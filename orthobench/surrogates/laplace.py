@@ -65,6 +65,8 @@ class LaplacePosterior:
         newton_steps: Newton steps taken from ``theta_map`` to ``theta_hat``.
         fallback: ``None``, or what went wrong while re-centring (then ``theta_hat`` is the last
             accepted point).
+        train_x, train_y: ``n x d`` inputs and ``n`` targets the posterior is of (the model's
+            ``train_inputs[0]`` and ``train_targets``); None: not recorded.
     """
 
     layout: ThetaLayout
@@ -75,6 +77,23 @@ class LaplacePosterior:
     theta_map: torch.Tensor
     newton_steps: int
     fallback: str | None = None
+    train_x: torch.Tensor | None = None
+    train_y: torch.Tensor | None = None
+
+    def is_of(self, model: SingleTaskGP) -> bool:
+        """Whether this is ``model``'s posterior: its layout, fitted hyperparameters and, where
+        recorded, training data (a model that kept its hyperparameters over new data has
+        another posterior)."""
+        if self.layout != theta_layout(model) or not torch.allclose(
+            self.theta_map, get_theta(model).to(self.theta_map)
+        ):
+            return False
+        data = ((self.train_x, model.train_inputs[0]), (self.train_y, model.train_targets))
+        return all(
+            recorded is None
+            or (recorded.shape == now.shape and torch.equal(recorded, now.detach().to(recorded)))
+            for recorded, now in data
+        )
 
     @property
     def p(self) -> int:
@@ -368,4 +387,6 @@ def laplace_posterior(
         theta_map=theta_map,
         newton_steps=steps,
         fallback=fallback,
+        train_x=train_x,
+        train_y=train_y,
     )
