@@ -232,13 +232,16 @@ class OrthoBOSampler(BaseSampler):
         complete, left_out = _history(
             study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)), search_space
         )
-        if out_of_range := left_out.get(_OUT_OF_RANGE):
-            values = ", ".join(
-                f"trial {t.number} {name}={t.params[name]!r}"
-                for t in out_of_range
-                for name, distribution in search_space.items()
-                if not _in_range(distribution, t.params[name])
-            )
+        running = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.number != trial.number
+        ]
+        if values := ", ".join(
+            f"trial {t.number} {name}={value!r}"
+            for t in [*left_out.get(_OUT_OF_RANGE, []), *running]
+            for name, value in _outside_range(t, search_space)
+        ):
             self._warn_once(
                 one_line(
                     f"OrthoBOSampler leaves out the trials with a parameter outside its "
@@ -263,9 +266,8 @@ class OrthoBOSampler(BaseSampler):
         c = _constraint_values(complete)  # t x m, m = 0 without constraints
         pending = [
             params
-            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if t.number != trial.number
-            and search_space.keys() <= (params := _known_params(t, search_space)).keys()
+            for t in running
+            if search_space.keys() <= (params := _known_params(t, search_space)).keys()
         ]
         if pending:
             best = _incumbent(y, c)
@@ -472,6 +474,19 @@ def _known_params(trial: FrozenTrial, search_space: dict[str, BaseDistribution])
         elif proposed is not None and distribution._contains(proposed):
             known[name] = distribution.to_external_repr(proposed)
     return known
+
+
+def _outside_range(
+    trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+) -> list[tuple[str, Any]]:
+    """The parameters of ``search_space`` that ``trial`` holds (suggested, or fixed by
+    ``Study.enqueue_trial`` and not yet suggested) outside their distribution's range."""
+    values = {**(trial.system_attrs.get("fixed_params") or {}), **trial.params}
+    return [
+        (name, values[name])
+        for name, distribution in search_space.items()
+        if name in values and not _in_range(distribution, values[name])
+    ]
 
 
 def _in_range(distribution: BaseDistribution, value: Any) -> bool:
