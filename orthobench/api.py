@@ -216,7 +216,7 @@ def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
             rows = orthobench.load_results("results/demo")
             final = rows.groupby(["task", "optimizer", "seed"]).best_y.last()
     """
-    from orthobench.results import load_runs
+    from orthobench.results import load_runs, unique_dirs
 
     if not dirs:
         raise TypeError("load_results() needs at least one results directory.")
@@ -231,7 +231,7 @@ def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
                 OrthobenchWarning,
                 stacklevel=2,
             )
-    return load_runs(dirs)
+    return load_runs(unique_dirs(dirs))
 
 
 # The building blocks `orthobench run` (orthobench/cli.py) shares with run_suite; `probe` and

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import orthobench
 from orthobench.cli import cli
-from orthobench.exceptions import OrthobenchError, SuiteError
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
 from orthobench.results import RunRecord
 
 
@@ -35,6 +35,9 @@ def test_run_suite_stores_rows_writes_a_report_and_resumes(sphere_suite, tmp_pat
     assert list(rows.columns) == [f.name for f in dataclasses.fields(RunRecord)]
     assert len(rows) == 4 * (3 + 3)
     assert set(rows.optimizer) == {"sobol", "center"} and set(rows.seed) == {0, 1}
+    # A directory given twice (another spelling) is read once: its rows counted twice.
+    with pytest.warns(OrthobenchWarning, match="given again"):
+        assert len(orthobench.load_results(out, tmp_path / "." / "out")) == len(rows)
     files = _digests(out)
 
     # A loaded Suite works as well as its file; stored cells are skipped, not rewritten.

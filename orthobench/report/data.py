@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +27,16 @@ import numpy as np
 import pandas as pd
 
 from orthobench.config.names import PLUGIN_SEPARATOR
-from orthobench.exceptions import OrthobenchWarning, RegistryError, ResultsError
+from orthobench.exceptions import RegistryError, ResultsError
 from orthobench.registry import OPTIMIZERS
-from orthobench.results import ResultStore, load_probe, load_runs, read_metadata, stored_threads
+from orthobench.results import (
+    ResultStore,
+    load_probe,
+    load_runs,
+    read_metadata,
+    stored_threads,
+    unique_dirs,
+)
 from orthobench.suite import ID_SEPARATOR
 from orthobench.work import CELL, ID_FIELDS, PROBE_STATE
 
@@ -256,24 +262,6 @@ def with_batch_columns(runs: pd.DataFrame) -> pd.DataFrame:
         for o, q, c in zip(runs["optimizer"], runs["q"], runs["cell_id"], strict=True)
     ]
     return runs
-
-
-def unique_dirs(dirs: Iterable[str | Path]) -> list[str]:
-    """``dirs`` as given, each directory once: a later spelling of one already given (the same
-    path resolved, ``out/a`` and ``./out/a``) is left out with a warning. Read twice, its rows
-    would count twice: a cell of 7 evaluations would show 14."""
-    first: dict[Path, str] = {}
-    for d in dirs:
-        key = Path(d).resolve()
-        if key in first:
-            warnings.warn(
-                f"directory {str(d)!r} is {first[key]!r} given again; it is read once.",
-                OrthobenchWarning,
-                stacklevel=3,
-            )
-            continue
-        first[key] = str(d)
-    return list(first.values())
 
 
 def load_results(

@@ -13,10 +13,10 @@ import jinja2
 
 from orthobench.exceptions import OrthobenchError
 from orthobench.report import figures
-from orthobench.report.data import load_results, unique_dirs
+from orthobench.report.data import load_results
 from orthobench.report.glossary import GLOSSARY
 from orthobench.report.sections import Figure, Table, build_sections
-from orthobench.results import os_error_text, write_atomic
+from orthobench.results import os_error_text, unique_dirs, write_atomic
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("orthobench.report", "templates"),

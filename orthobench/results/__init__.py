@@ -6,7 +6,13 @@ Re-exports only; the layout of a results directory is documented on :class:`Resu
 from orthobench.results._base import BaseStore
 from orthobench.results._io import os_error_text, write_atomic
 from orthobench.results._journal import EvaluationJournal
-from orthobench.results._parquet import load_probe, load_runs, read_metadata, stored_threads
+from orthobench.results._parquet import (
+    load_probe,
+    load_runs,
+    read_metadata,
+    stored_threads,
+    unique_dirs,
+)
 from orthobench.results._provenance import code_version, run_metadata, where_run
 from orthobench.results._records import (
     METADATA_KEY,
@@ -35,6 +41,7 @@ __all__ = [
     "read_metadata",
     "run_metadata",
     "stored_threads",
+    "unique_dirs",
     "where_run",
     "write_atomic",
 ]

@@ -209,6 +209,24 @@ def _with_added_run_columns(table: pa.Table) -> pa.Table:
     return table.select(RUN_SCHEMA.names).cast(RUN_SCHEMA)
 
 
+def unique_dirs(dirs: Iterable[str | Path]) -> list[str]:
+    """``dirs`` as given, each directory once: a later spelling of one already given (the same
+    path resolved, ``out/a`` and ``./out/a``) is left out with a warning. Read twice, its rows
+    would count twice: a cell of 7 evaluations would show 14."""
+    first: dict[Path, str] = {}
+    for d in dirs:
+        key = Path(d).resolve()
+        if key in first:
+            warnings.warn(
+                f"directory {str(d)!r} is {first[key]!r} given again; it is read once.",
+                OrthobenchWarning,
+                stacklevel=3,
+            )
+            continue
+        first[key] = str(d)
+    return list(first.values())
+
+
 def _load(dirs: Iterable[str | Path], subdir: str, record_type: type) -> pd.DataFrame:
     """The rows of every file under ``DIR/subdir``; an unreadable file is skipped with a warning."""
     frames = []
