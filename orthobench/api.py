@@ -129,8 +129,9 @@ def run_suite(
             command line's one-line message naming the file and the field.
         OrthobenchError: for a device that is not there, a task or optimizer that cannot be
             built, stored cells of another configuration (without ``force``), a results
-            directory the runner cannot write (how many cells are stored), or ``jobs_per_gpu``
-            above 1 with another executor than ``dask``.
+            directory the runner cannot write (how many cells are stored), ``workers`` above 1
+            with ``executor="inline"``, or ``jobs_per_gpu`` above 1 with another executor than
+            ``dask``. The message is the command line's, naming its options (``--workers``).
         ValueError: for ``workers``, ``threads_per_cell`` or ``jobs_per_gpu`` not an int or
             below 1, or an unknown ``executor``.
         orthobench.execution.RunInterrupted: on Ctrl-C (a ``KeyboardInterrupt``), with the
