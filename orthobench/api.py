@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orthobench.config.params import is_integer
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning
@@ -72,7 +72,7 @@ class RunResult:
 
 
 def run_suite(
-    suite: str | os.PathLike[str] | Suite,
+    suite: str | os.PathLike[str] | Suite | Mapping[str, Any],
     *,
     output: str | os.PathLike[str] | None = None,
     device: str | None = None,
@@ -93,10 +93,12 @@ def run_suite(
 
     Args:
         suite:
-            A suite file (YAML) or a :class:`~orthobench.Suite` from
+            A suite file (YAML), a :class:`~orthobench.Suite` from
             :func:`~orthobench.load_suite`, which appends the folder of a suite file to
             ``sys.path`` (after everything else, and left there), so a module next to it that the
-            suite names is found.
+            suite names is found, or the suite as a mapping, as YAML would give it
+            (``{"name": "demo", "budget": 5, "tasks": ["branin"], "optimizers": ["sobol"]}``),
+            checked as a file is (a :class:`~orthobench.exceptions.SuiteError` names the field).
         output:
             The results directory [default: ``results/<suite name>`` in the working directory].
         device:
@@ -311,7 +313,7 @@ class _PreparedRun:
 
 
 def _prepare_run(
-    suite: str | os.PathLike[str] | Suite,
+    suite: str | os.PathLike[str] | Suite | Mapping[str, Any],
     *,
     output: str | os.PathLike[str] | None,
     device: str | None,
@@ -323,15 +325,17 @@ def _prepare_run(
     force: bool,
     jobs_per_gpu: int = 1,
 ) -> _PreparedRun:
-    """Load the suite (a file, or one loaded), resolve the device, open the store (absolute: a
+    """Load the suite (a file, a mapping, or one loaded), resolve the device, open the store (absolute: a
     task that changes the working directory cannot move it), choose the executor (its timeout:
     ``cell_timeout``, else the suite's ``timeout_s``) and, unless ``force``, refuse stored cells
     of another configuration (:func:`_refuse_changed`)."""
     from orthobench.devices import resolve_device
     from orthobench.results import ResultStore
-    from orthobench.suite import Suite, load_suite
+    from orthobench.suite import Suite, load_suite, parse_suite
 
-    if not isinstance(suite, Suite):
+    if isinstance(suite, Mapping):
+        suite = parse_suite(suite)
+    elif not isinstance(suite, Suite):
         suite = load_suite(suite)
     resolved = resolve_device(device or suite.device)
     store = ResultStore(_results_dir(output, suite.name))

@@ -50,6 +50,22 @@ def test_run_suite_stores_rows_writes_a_report_and_resumes(sphere_suite, tmp_pat
     assert (forced.ok, forced.skipped) == (4, 0)
 
 
+def test_a_suite_given_as_a_mapping_runs_as_its_file_would(tmp_path):
+    suite = {
+        "name": "inline",
+        "budget": 1,
+        "n_init": 2,
+        "tasks": ["gramacy"],
+        "optimizers": ["sobol"],
+    }
+    result = orthobench.run_suite(suite, output=tmp_path / "out", progress=False, report=False)
+    assert (result.ok, result.suite) == (1, "inline")
+    assert len(orthobench.load_results(tmp_path / "out")) == 3
+    with pytest.raises(SuiteError, match="budget"):
+        orthobench.run_suite({**suite, "budget": "many"}, output=tmp_path / "bad", progress=False)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_failed_cells_are_counted_not_raised(sphere_suite, tmp_path):
     suite = sphere_suite(fail_at=0.0)
     result = orthobench.run_suite(suite, output=tmp_path / "out", progress=False, report=False)
