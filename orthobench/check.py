@@ -17,10 +17,17 @@ decides (a mean over states would let a good state hide a bad one). A ``relative
 rule compares with the baseline row of the same state and S (and batch size ``q``, where the
 rows of batch probes carry one; a rule applies to the rows of every ``q``). For a point set whose
 evaluation count differs from S that row is naive MC at S, not the like-for-like baseline of the
-row's ratios (naive MC at the point set's count, :class:`~orthobench.results.ProbeRecord`). A rule
-on a row whose metric (or whose baseline's row or metric) is missing, NaN or, for a ratio,
+row's ratios (naive MC at the point set's count, :class:`~orthobench.results.ProbeRecord`). The
+difference passes a bound it misses by at most :data:`_ULPS` ulps of the larger operand: shares
+are not exact in binary, and 17/20 - 18/20 is -0.05000000000000004, below ``min: -0.05``.
+
+A rule on a row whose metric (or whose baseline's row or metric) is missing, NaN or, for a ratio,
 undefined (:func:`~orthobench.probe.tables.defined_ratios`: the report leaves such a ratio out)
-fails, and so does a rule that matches no row once the probe ran (a state failed).
+fails, and so does a rule that matches no row once the probe ran (a state failed). A ratio's
+rebuild-CI bound (``*_low``, ``*_high``) is undefined where its ratio is and compared as stored
+otherwise, as the report shows it: a bound beyond 1e12 is a CI that reaches a resample whose
+variance is ~0, still a bound. The table prints such a value, and a difference without its
+baseline's row, as ``undefined`` and says why.
 
 Everything the file alone can tell is a one-line error when it is read, before the probe runs
 (minutes of it in CI): a file that is not UTF-8 or not YAML, a duplicate key (the last would win
@@ -46,7 +53,7 @@ from orthobench.config.names import KERNELS
 from orthobench.config.schema import float_text_hint
 from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import OrthobenchError
-from orthobench.probe.tables import defined_ratios
+from orthobench.probe.tables import MAX_RATIO, POINT_RATIOS, RATIOS, defined_ratios
 from orthobench.results import PROBE_SCHEMA
 
 if TYPE_CHECKING:
@@ -72,6 +79,15 @@ _METRICS = tuple(
     for f in PROBE_SCHEMA
     if pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type)
 )
+#: The ratio columns (:func:`defined_ratios` applies) and the rebuild-CI bounds of a ratio, each
+#: with the ratio whose definedness it takes (not every column with "ratio" in its name: the
+#: ``state_iteration`` of a state is not one).
+_RATIO_OF = {
+    **{ratio: ratio for ratio in (*RATIOS, *POINT_RATIOS)},
+    **{f"{ratio}_{end}": ratio for ratio in RATIOS for end in ("low", "high")},
+}
+#: Slack of a ``relative_to_baseline`` comparison, in ulps of the larger operand.
+_ULPS = 4
 #: The ``kernel`` column of probe rows: a GP kernel, or ``tpe`` for TPE states
 #: (:func:`orthobench.probe.runner.probe_states`).
 _KERNELS = (*KERNELS, "tpe")
@@ -99,9 +115,13 @@ class Threshold:
         return ", ".join([f"estimator {self.estimator!r}", *filters])
 
     def bound(self) -> str:
-        parts = ([f">= {self.min:g}"] if self.min is not None else []) + (
-            [f"<= {self.max:g}"] if self.max is not None else []
-        )
+        """The bounds as written, e.g. ``>= 1 and <= 2.5`` (``:g`` where it reads back exactly:
+        its 6 digits printed ``min: -0.0499999999`` as ``>= -0.05``)."""
+        parts = [
+            f"{op} {value:g}" if float(f"{value:g}") == value else f"{op} {value!r}"
+            for op, value in ((">=", self.min), ("<=", self.max))
+            if value is not None
+        ]
         return " and ".join(parts)
 
 
@@ -112,8 +132,9 @@ class CheckResult:
     kernel: str
     mc_samples: int | None  # None: the rule's S where it matched no row and has no S filter
     state: str
-    value: float
+    value: float  # NaN where undefined, missing or not a number
     passed: bool
+    why: str = ""  # why ``value`` is NaN though a number is stored
 
 
 def load_thresholds(path: str | Path) -> list[Threshold]:
@@ -259,14 +280,40 @@ def _matching(frame: pd.DataFrame, rule: Threshold) -> pd.DataFrame:
     return rows
 
 
-def _number(value: object, metric: str) -> float:
-    """A metric value as a float; NaN where it is missing, not a number or, for a ratio,
-    undefined (the rule fails)."""
+def _float(value: object) -> float:
+    """``value`` as a float; NaN where it is missing or not a number."""
     try:
-        number = float(value)  # type: ignore[arg-type]
+        return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return math.nan
-    return float(defined_ratios([number])[0]) if "ratio" in metric else number
+
+
+def _number(row: object, metric: str) -> tuple[float, str]:
+    """The value of ``metric`` on ``row`` that a rule compares, and why it is NaN though a number
+    is stored ("" otherwise): a ratio that is undefined, or the CI bound of one (the rule fails).
+    A bound of a row without its ratio's column is compared as stored."""
+    number = _float(getattr(row, metric))
+    ratio = _RATIO_OF.get(metric)
+    if ratio is None or math.isnan(number) or not hasattr(row, ratio):
+        return number, ""
+    stored = _float(getattr(row, ratio))
+    if math.isnan(defined_ratios([stored])[0]):
+        bounds = f"[{1 / MAX_RATIO:g}, {MAX_RATIO:g}]"
+        return math.nan, f"{ratio} {stored:.4g} is undefined: not in {bounds}"
+    return number, ""
+
+
+def _slack(a: float, b: float) -> float:
+    """:data:`_ULPS` ulps of the larger of ``a`` and ``b``, the rounding ``a - b`` can carry; 0
+    where either is not finite (an infinite slack would pass anything)."""
+    return _ULPS * math.ulp(max(abs(a), abs(b))) if math.isfinite(a - b) else 0.0
+
+
+def _holds(value: float, rule: Threshold, slack: float = 0.0) -> bool:
+    """Whether ``value`` is within the rule's bounds, either widened by ``slack``."""
+    return (rule.min is None or value >= rule.min - slack) and (
+        rule.max is None or value <= rule.max + slack
+    )
 
 
 def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResult]:
@@ -294,7 +341,8 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
             )
             continue
         for row in rows.itertuples():
-            value = _number(getattr(row, rule.metric), rule.metric)
+            value, why = _number(row, rule.metric)
+            slack = 0.0
             if rule.relative_to_baseline:
                 base = frame[
                     (frame["estimator"] == row.baseline)
@@ -306,46 +354,53 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
                     & ((frame["q"] == row.q) if "q" in frame else True)
                 ]
                 # No baseline row (or no number in it): NaN, the rule fails on this row.
-                value -= _number(base[rule.metric].iloc[0], rule.metric) if len(base) else math.nan
-            passed = (rule.min is None or value >= rule.min) and (
-                rule.max is None or value <= rule.max
-            )
+                if base.empty:
+                    base_value, base_why = math.nan, f"no {row.baseline} row"
+                else:
+                    base_value, base_why = _number(next(base.itertuples()), rule.metric)
+                    base_why = base_why and f"{row.baseline}'s {base_why}"
+                slack = _slack(value, base_value)
+                value -= base_value
+                why = "; ".join(w for w in (why, base_why) if w)
             state = f"seed {row.seed}, it {row.state_iteration}"
             if getattr(row, "q", 1) != 1:
                 state += f", q {row.q}"
+            passed = _holds(value, rule, slack)
             results.append(
-                CheckResult(rule, row.task, row.kernel, int(row.mc_samples), state, value, passed)
+                CheckResult(
+                    rule, row.task, row.kernel, int(row.mc_samples), state, value, passed, why
+                )
             )
     return results
 
 
-def _shown(value: float, rule: Threshold) -> str:
-    """``value`` to 4 significant digits, or as many more as its verdict needs: 4 digits printed
-    the failing 2.543734 against ``min: 2.5438`` as "2.544 >= 2.5438"; it is "2.5437" now."""
+def _shown(result: CheckResult) -> str:
+    """The result's value to 4 significant digits, or as many more as its verdict needs: 4 digits
+    printed the failing 2.543734 against ``min: 2.5438`` as "2.544 >= 2.5438"; it is "2.5437"
+    now. A difference that passes within its slack (:data:`_ULPS`) reads as the bound it meets."""
+    if result.why:
+        return "undefined"
     for digits in range(4, 18):
-        text = f"{value:.{digits}g}"
-        shown = float(text)
-        if math.isnan(value) or (
-            (rule.min is None or shown >= rule.min) == (rule.min is None or value >= rule.min)
-            and (rule.max is None or shown <= rule.max) == (rule.max is None or value <= rule.max)
-        ):
+        text = f"{result.value:.{digits}g}"
+        if _holds(float(text), result.threshold) == result.passed:
             return text
-    return repr(value)
+    return repr(result.value)
 
 
 def format_results(results: list[CheckResult]) -> str:
-    """A fixed-width table of the check, one line per (rule, probe row); a failing rule's
-    description follows its bound."""
+    """A fixed-width table of the check, one line per (rule, probe row); why a value is undefined
+    and a failing rule's description follow its bound."""
     lines = [
         f"{'':4} {'estimator':<14} {'metric':<30} {'task':<14} {'kernel':<13} {'S':>4} {'state':<16} {'value':>10}  bound"
     ]
     for r in results:
         rule = r.threshold
         metric = rule.metric + (" - base" if rule.relative_to_baseline else "")
-        why = f"  ({rule.description})" if rule.description and not r.passed else ""
+        notes = [r.why, rule.description if not r.passed else ""]
+        why = "".join(f"  ({note})" for note in notes if note)
         lines.append(
             f"{'ok' if r.passed else 'FAIL':<4} {rule.estimator:<14} {metric:<30} {r.task:<14} {r.kernel:<13} "
             f"{'*' if r.mc_samples is None else r.mc_samples:>4} {r.state:<16} "
-            f"{_shown(r.value, rule):>10}  {rule.bound()}{why}"
+            f"{_shown(r):>10}  {rule.bound()}{why}"
         )
     return "\n".join(lines)

@@ -125,6 +125,7 @@ def test_a_relative_rule_without_its_baseline_row_fails_the_rule():
         ("seed 1, it 0", False),
     ]
     assert math.isnan(results[1].value)
+    assert format_results(results).splitlines()[2].endswith("undefined  >= -0.1  (no mc row)")
     frame["top1_agreement"] = frame["top1_agreement"].astype(object)
     frame.loc[frame["estimator"] == "mc", "top1_agreement"] = None
     assert [r.passed for r in evaluate(frame, [rule])] == [False, False]
@@ -374,6 +375,40 @@ def test_an_undefined_ratio_fails_its_rule_as_nan_does():
     assert [r.passed for r in results] == [False, True, False]
     flips = _states({("e", 0): 0.0}, metric="flip_rate")  # not a ratio: 0 is a value
     assert evaluate(flips, [Threshold(estimator="e", metric="flip_rate", max=0.1)])[0].passed
+
+
+def test_a_ci_bound_is_undefined_where_its_ratio_is_and_compared_as_stored_otherwise():
+    """qLogEI's upper bound 4.156e29 on a state whose ratio is 0.0043: a CI that reaches a
+    resample with variance ~0, still >= 1; the gate turned it into NaN, printed ``nan`` and
+    failed ``min: 1``. Where the ratio itself is undefined, so is its bound, and the table says
+    why. ``state_iteration`` has "ratio" in its name but is no ratio: 0 is a value."""
+    frame = _states({("e", 0): 4.156e29, ("e", 1): 2.0}, metric="var_ratio_high").assign(
+        var_ratio=[0.004283, 6.8e23]
+    )
+    rules = [
+        Threshold(estimator="e", metric="var_ratio_high", min=1.0),
+        Threshold(estimator="e", metric="state_iteration", max=0),
+    ]
+    results = evaluate(frame, rules)
+    assert [r.passed for r in results] == [True, False, True, True]
+    lines = format_results(results).splitlines()[1:]
+    assert "nan" not in "".join(lines) and lines[0].endswith(" 4.156e+29  >= 1")
+    assert lines[1].endswith(
+        " undefined  >= 1  (var_ratio 6.8e+23 is undefined: not in [1e-12, 1e+12])"
+    )
+
+
+@pytest.mark.parametrize(("bound", "passed"), [(-0.05, True), (-0.0499999999, False)])
+def test_a_relative_rule_passes_a_difference_of_shares_on_its_bound(bound, passed):
+    """Top-1 agreement 17/20 against the baseline's 18/20: -1/20, but -0.05000000000000004 in
+    floats, which failed ``min: -0.05``; a bound a real difference misses still fails, printed
+    with the digits that show it."""
+    frame = _states({("e", 0): 17 / 20, ("mc", 0): 18 / 20}, metric="top1_agreement")
+    rule = Threshold(estimator="e", metric="top1_agreement", relative_to_baseline=True, min=bound)
+    (result,) = evaluate(frame, [rule])
+    assert result.passed == passed
+    line = format_results([result]).splitlines()[1]
+    assert line.startswith("ok" if passed else "FAIL") and line.endswith(f" -0.05  >= {bound!r}")
 
 
 def test_a_failing_rule_shows_its_description_and_a_rule_without_rows_its_filters():

@@ -396,15 +396,16 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
     Columns: ``worst_state_mse_ratio`` (the smallest single state's MSE ratio vs naive iid MC at
     equal EI evaluations over every cell), ``worst_state`` (its task/kernel and seed),
     ``worst_state_high`` (that state's upper rebuild CI bound), ``median_mse_ratio`` (median over
-    cells of the median over states), ``worst_median_mse_ratio`` (the smallest median over
+    cells of the median over states; with an even count, the geometric midpoint of the middle two,
+    as :func:`median_interval`), ``worst_median_mse_ratio`` (the smallest median over
     states) with ``worst_cell``, ``worst_mse_ratio`` (the smallest geometric mean over states)
     and ``worst_mse_ratio_low`` (the smallest lower bound of it), ``worst_point_mse_ratio``,
     ``max_bias_share`` and ``max_excess_bias_share`` (over states), ``states`` (fewest per cell),
     ``undefined_states`` (states over all cells whose MSE ratio is undefined, left out of the
     above; :func:`defined_ratios`), ``n_evaluations`` (range), and where the rows have a cost:
     ``seconds_per_call`` (median over cells), ``cost_vs_mc`` (median over states of the call's
-    cost over naive MC's) and ``time_mse_ratio_median`` /
-    ``time_mse_ratio_worst`` (median and smallest over states of the equal-time MSE ratio against
+    cost over naive MC's, by :func:`median_interval` as every median of ratios here) and
+    ``time_mse_ratio_median`` / ``time_mse_ratio_worst`` (median and smallest over states of the equal-time MSE ratio against
     :data:`TIME_BASELINE`, :func:`equal_time_frame`). Sorted by ``worst_state_mse_ratio``, best
     first, within each ``S``.
     """
@@ -432,7 +433,7 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
             "worst_state_mse_ratio": worst_state["mse_ratio_worst"],
             "worst_state": f"{worst_state['cell']} {worst_state['mse_ratio_worst_state']}",
             "worst_state_high": worst_state["mse_ratio_worst_high"],
-            "median_mse_ratio": group["mse_ratio_median"].median(),
+            "median_mse_ratio": median_interval(group["mse_ratio_median"]).center,
             "worst_median_mse_ratio": worst_median["mse_ratio_median"],
             "worst_cell": worst_median["cell"],
             "worst_mse_ratio": group["mse_ratio"].min(),
@@ -452,7 +453,7 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
             ]
             ratios = mine["time_mse_ratio"].to_numpy(dtype=float)
             row["seconds_per_call"] = group["seconds_per_call"].median()
-            row["cost_vs_mc"] = float(mine["cost_vs_mc"].median())
+            row["cost_vs_mc"] = median_interval(mine["cost_vs_mc"]).center
             row["time_mse_ratio_median"] = median_interval(ratios).center
             row["time_mse_ratio_worst"] = (
                 float(np.nanmin(ratios)) if np.isfinite(ratios).any() else np.nan

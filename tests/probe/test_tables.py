@@ -179,7 +179,24 @@ def test_ranking_takes_the_worst_state_over_cells():
     assert row["worst_mse_ratio"] == pytest.approx(2.0) and row["worst_cell"] == "t2/k"
     assert row["worst_state_mse_ratio"] == 1.0 and row["worst_state"] == "t2/k seed 0"
     assert row["worst_state_high"] == 2.0
-    assert row["median_mse_ratio"] == pytest.approx(3.0)  # cells' medians 4 and 2
+    # Cells' medians 4 and 2: their geometric midpoint, as a median over states takes it.
+    assert row["median_mse_ratio"] == pytest.approx(math.sqrt(8.0))
+
+
+def test_the_ranking_takes_medians_of_ratios_as_geometric_midpoints():
+    """Cells with medians 0.5 and 8: the arithmetic midpoint 4.25 is not the median of the
+    inverse ratios (2 and 0.125) inverted; the geometric midpoint 2 is, as in
+    :func:`median_interval`. The same holds for the call's cost over naive MC's over states."""
+    frame = pd.concat([_rows({("e", 8): [0.5]}, task="t1"), _rows({("e", 8): [8.0]}, task="t2")])
+    assert ranking_table(frame).iloc[0]["median_mse_ratio"] == pytest.approx(2.0)
+    frame = _timed(
+        {("e", 32): 1.0, ("mc", 32): 1.0, ("qmc-owen+rb", 32): 1.0, ("qmc-owen+rb", 128): 0.5},
+        {("e", 32): 1.0, ("mc", 32): 2.0, ("qmc-owen+rb", 32): 1.0, ("qmc-owen+rb", 128): 2.0},
+    )
+    frame = pd.concat([frame, frame.assign(seed=1)], ignore_index=True)
+    frame.loc[(frame["seed"] == 1) & (frame["estimator"] == "e"), "seconds_per_call"] = 16.0
+    ranking = ranking_table(frame).set_index(["mc_samples", "estimator"])
+    assert ranking.loc[(32, "e"), "cost_vs_mc"] == pytest.approx(2.0)  # of 0.5 and 8
 
 
 def _timed(mse: dict[tuple[str, int], float], seconds: dict[tuple[str, int], float]):
