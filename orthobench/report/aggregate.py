@@ -14,7 +14,13 @@ r"""Views across tasks: normalized score against Sobol, mean rank, ECDF of runti
   targets between the median best-so-far value at the end of the initial design and the best
   final value of any run, log-spaced when both are positive (regrets), else evenly; the curve of
   an optimizer is the share of (task, seed, target) triples whose target its best-so-far value
-  has reached (``<=``) by each evaluation.
+  has reached (``<=``) by each evaluation; the seed of a failed cell that stored nothing reaches
+  none of its targets.
+
+The mean rank and the ECDF count a failed cell that stored nothing
+(:meth:`orthobench.report.data.ResultSet.crashed`) as a seed without a final value: leaving it
+out would rank a method that crashes on its hard seeds by its easy ones. The normalized score, a
+ratio per seed, has none for such a seed and leaves it out.
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ def normalized_scores(finals: pd.DataFrame, sobol: dict[str, str]) -> pd.DataFra
     -9900), so one seed would carry a mean: the median over seeds is reported, with
     :func:`~orthobench.report.stats.median_interval` (covers the median score over seeds, initial
     designs and both optimizers' randomness, with probability at least 95%; none below 6 seeds).
-    Seeds without a finite, positive Sobol regret, or without a finite own regret, are left out.
+    Seeds without a finite, positive Sobol regret, or without a finite own regret (a failed
+    cell's included), are left out.
 
     Args:
         finals: Per-seed final values (regret tasks only are scored).
@@ -92,15 +99,21 @@ def targets(values_at_init: np.ndarray, finals: np.ndarray, n: int = N_TARGETS) 
     return np.linspace(hi, lo, n)
 
 
-def ecdf(trace: pd.DataFrame, n_targets: int = N_TARGETS) -> pd.DataFrame:
+def ecdf(
+    trace: pd.DataFrame, n_targets: int = N_TARGETS, crashed: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Share of (task, seed, target) triples reached by each evaluation, per run set and optimizer.
 
     ``trace`` is :func:`~.tables.traces`; ``n_targets`` targets per task (:func:`targets`).
-    Returns columns ``run_set``, ``optimizer``,
-    ``evaluation``, ``reached`` (a share in [0, 1]), ``triples``.
+    ``crashed`` (:meth:`~orthobench.report.data.ResultSet.crashed`): failed cells that stored no
+    rows, whose triples on a task with targets are never reached. Returns columns ``run_set``,
+    ``optimizer``, ``evaluation``, ``reached`` (a share in [0, 1]), ``triples``.
     """
+    if crashed is None:
+        crashed = pd.DataFrame(columns=["run_set", "task", "optimizer"])
+    lost = crashed.groupby(["run_set", "task"])["optimizer"].agg(list).to_dict()
     hits = []  # (run_set, optimizer, evaluation at which a triple is reached, or inf)
-    for (run_set, _task), frame in trace.groupby(["run_set", "task"], sort=True):
+    for (run_set, task), frame in trace.groupby(["run_set", "task"], sort=True):
         at_init = frame[frame["evaluation"] == frame["n_init"]]["value"].to_numpy(dtype=float)
         last = frame.groupby(["optimizer", "seed"])["value"].last().to_numpy(dtype=float)
         levels = targets(at_init, last, n_targets)
@@ -112,6 +125,7 @@ def ecdf(trace: pd.DataFrame, n_targets: int = N_TARGETS) -> pd.DataFrame:
             reached = values[None, :] <= levels[:, None]  # targets x evaluations
             first = np.where(reached.any(axis=1), evaluations[reached.argmax(axis=1)], np.inf)
             hits += [(run_set, optimizer, e) for e in first]
+        hits += [(run_set, o, np.inf) for o in lost.get((run_set, task), []) for _ in levels]
     if not hits:
         return pd.DataFrame(columns=["run_set", "optimizer", "evaluation", "reached", "triples"])
     hits_frame = pd.DataFrame(hits, columns=["run_set", "optimizer", "first"])

@@ -110,6 +110,32 @@ class ResultSet:
         gp = (label for label in labels if _declared_surrogate(names.get(label)) == "gp")
         return next(gp, next(iter(labels), None))
 
+    def crashed(self) -> pd.DataFrame:
+        """The failed cells that stored no rows, as seeds without a final value: ``run_set``,
+        ``task``, ``optimizer`` (the method label) and ``seed``, one row per seed.
+
+        Their journal entries record no suite, so a failed cell takes the run set of the stored
+        cells of its directory and task; one whose directory stores no cell of its task, or cells
+        of several run sets on it (two suites with a task label in common), has no run set to
+        count in and stays in :attr:`failures` only. A seed that some directory of the run set
+        stored is not a crashed one.
+        """
+        columns = ["run_set", "task", "optimizer", "seed"]
+        failed = self.failures
+        cells = failed[failed["kind"] == CELL] if not failed.empty else failed
+        if cells.empty or self.runs.empty:
+            return pd.DataFrame(columns=columns)
+        parsed = pd.DataFrame([_cell_key(i) for i in cells["unit_id"]], columns=columns[1:])
+        parsed["source"] = cells["source"].to_numpy()
+        run_sets = self.runs.drop_duplicates(["source", "task", "run_set"])
+        run_sets = run_sets.drop_duplicates(["source", "task"], keep=False)
+        crashed = parsed.merge(run_sets[["source", "task", "run_set"]], on=["source", "task"])
+        crashed = crashed[columns]
+        stored = self.runs[columns].drop_duplicates()
+        crashed = crashed.merge(stored, how="left", indicator=True)
+        crashed = crashed[crashed["_merge"] == "left_only"][columns]
+        return crashed.drop_duplicates().reset_index(drop=True)
+
 
 _FILE_COLUMNS = (
     "source kind file suite task optimizer optimizer_name n_init budget device threads cpu git_sha "
@@ -237,6 +263,15 @@ def is_asynchronous(cell_id: str) -> bool:
     (``task__optimizer__q4__async__seed0``, :attr:`orthobench.suite.Cell.id`; labels hold no
     ``__``), and the rows carry no other mark of it."""
     return len(cell_id.split(ID_SEPARATOR)) == 5
+
+
+def _cell_key(cell_id: str) -> tuple[str, str, int]:
+    """The task label, method label (:func:`method_label`) and seed of a cell id
+    (:attr:`orthobench.suite.Cell.id`: ``task__optimizer[__q<q>[__async]]__seed<n>``)."""
+    task, optimizer, *batch, seed = cell_id.split(ID_SEPARATOR)
+    q = int(batch[0].removeprefix("q")) if batch else 1
+    method = method_label(optimizer, q, is_asynchronous(cell_id))
+    return task, method, int(seed.removeprefix("seed"))
 
 
 def with_batch_columns(runs: pd.DataFrame) -> pd.DataFrame:

@@ -302,7 +302,7 @@ def score_heatmap_svg(scores: pd.DataFrame) -> str:
             warnings.simplefilter("ignore", PendingDeprecationWarning)
             sns.heatmap(
                 grid,
-                annot=True,
+                annot=grid.round(1) + 0.0,  # + 0.0: a score rounding to -0.0 prints 0.0
                 fmt=".1f",
                 cmap="vlag_r",
                 center=0.0,

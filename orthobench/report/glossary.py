@@ -89,7 +89,8 @@ GLOSSARY: dict[str, str] = {
     "rank": (
         "Rank among the optimizers of a task and run set (1 = best; ties share the smaller "
         "rank): first by the share of an optimizer's seeds without a final value (a seed that "
-        "never found a feasible point, or whose every evaluation failed), smaller first, then "
+        "never found a feasible point, whose every evaluation failed, or whose cell failed and "
+        "stored nothing: see the failed cells), smaller first, then "
         "by the mean final value, lower first. The mean is over the seeds with a final value, "
         "so without the first key the seeds an optimizer failed on would not count against it; "
         "one with no final value on any seed ranks last (and counts so in the mean rank)."
@@ -133,7 +134,7 @@ GLOSSARY: dict[str, str] = {
         "the median (order statistics, scipy.stats.quantile_test; it carries Sobol's "
         "seed-to-seed variation too): none below 6 seeds, the range of the seeds from 6 to 8 "
         "(which covers the median with probability at least 0.969). Seeds where Sobol's regret "
-        "is 0 are left out."
+        "is 0, and seeds without a final value (a failed cell's included), are left out."
     ),
     "mean rank": "The rank of the final table on each task (see rank), averaged over tasks.",
     "ECDF of evaluations to target": (
@@ -141,7 +142,7 @@ GLOSSARY: dict[str, str] = {
         "best-so-far value at the end of the initial design down to the best final value of any "
         "run (log-spaced for regrets, else evenly). The curve is the share of (task, seed, "
         "target) triples whose target the optimizer's best-so-far value has reached by each "
-        "evaluation."
+        "evaluation; a seed whose cell failed and stored nothing reaches none of its targets."
     ),
     "fit / acquisition / evaluation seconds": (
         "Seconds per BO step spent fitting the surrogate (Hessians included), building and "

@@ -26,7 +26,8 @@ from orthobench.report.summary_sections import failures_section, summary_section
 
 
 def _percent(value: float) -> str:
-    return f"{value:.1f}" if np.isfinite(value) else "-"
+    # + 0.0 turns a negative zero (-0.04 rounded) into 0.0: "-0.0" reads as worse than Sobol.
+    return f"{round(value, 1) + 0.0:.1f}" if np.isfinite(value) else "-"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,9 +108,11 @@ def curves_section(results: ResultSet, colors: figures.Palette) -> Section | Non
 
 def _evaluation_notes(final: pd.DataFrame, multi: bool) -> list[str]:
     """A note per task whose methods made different numbers of evaluations (``q`` points per BO
-    step, or budgets): their final values are not at equal evaluations."""
+    step, or budgets): their final values are not at equal evaluations. A method whose every
+    cell failed stored no evaluation (0) and has no final value to compare."""
     notes = []
-    for (run_set, task), group in final.groupby(["run_set", "task"], sort=True):
+    stored = final[final["evaluations"] > 0]
+    for (run_set, task), group in stored.groupby(["run_set", "task"], sort=True):
         if group["evaluations"].nunique() > 1:
             counts = ", ".join(f"{r.optimizer}: {r.evaluations}" for r in group.itertuples())
             notes.append(
@@ -152,7 +155,7 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
     runs = results.runs
     if runs.empty:
         return None
-    final = tables.final_table(runs, reference)
+    final = tables.final_table(runs, reference, results.crashed())
     multi = final["run_set"].nunique() > 1
     differing = _differing_pairs(runs, reference)
     with_reference = set(
@@ -203,7 +206,8 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
         "Final values",
         f"Final best-so-far value per task and optimizer, over the seeds that have one (seeds: "
         "their number). Bold: rank 1, the lowest mean among the optimizers with the smallest "
-        "share of seeds without a final value (never feasible, or every evaluation failed). "
+        "share of seeds without a final value (never feasible, every evaluation failed, or the "
+        "cell failed and stored nothing: see the failed cells). "
         f"The test compares each optimizer's final value with that of {reference} seed by seed "
         "(both start from the seed's initial design): Wilcoxon signed-rank, two-sided, "
         "Holm-corrected over the task's optimizers, on the seeds both have (the pairs); * marks "
@@ -321,7 +325,8 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
         )
     else:
         blocks.append("No normalized score: it needs a Sobol run and tasks with a known optimum.")
-    ranks = aggregate.mean_ranks(tables.final_table(runs, None))
+    crashed = results.crashed()
+    ranks = aggregate.mean_ranks(tables.final_table(runs, None, crashed))
     blocks.append(
         Table(
             "mean-ranks",
@@ -334,14 +339,14 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
         )
     )
     trace = tables.traces(runs)
-    curve = aggregate.ecdf(trace)
+    curve = aggregate.ecdf(trace, crashed=crashed)
     if not curve.empty:
         curve = curve.assign(series=series(curve, prefixed))
         blocks.append(
             Figure(
                 figures.ecdf_svg(curve, colors),
                 f"Runtime distribution (COCO-style ECDF) over {aggregate.N_TARGETS} targets per "
-                "task.",
+                "task; the seed of a failed cell reaches none.",
             )
         )
         blocks.append(
@@ -350,7 +355,9 @@ def across_section(results: ResultSet, colors: figures.Palette) -> Section | Non
     return Section(
         "across",
         "Across tasks",
-        "How the optimizers compare over all tasks of a run set.",
+        "How the optimizers compare over all tasks of a run set. A failed cell that stored "
+        "nothing counts in the mean rank and the ECDF as a seed without a final value; the "
+        "normalized score, a ratio per seed, leaves it out (its seeds column counts the rest).",
         blocks,
         ("normalized score", "mean rank", "ECDF of evaluations to target"),
     )
@@ -643,7 +650,9 @@ def series_palette(results: ResultSet) -> figures.Palette:
     (coprime with the count, so each hue is used once): neighbours are about 137 degrees
     apart, not 360 / n (22.5 degrees for 16 labels, two lines of one figure alike).
     """
-    labels = sorted(series(results.runs).unique()) if not results.runs.empty else []
+    # A method whose every cell failed has no stored row, but a line in the ECDF.
+    keys = pd.concat([results.runs[["run_set", "optimizer"]], results.crashed()])
+    labels = sorted(series(keys).unique()) if not keys.empty else []
     n = len(labels)
     if n <= 10:
         return figures.palette(labels)

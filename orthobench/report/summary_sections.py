@@ -161,8 +161,9 @@ def failures_section(results: ResultSet) -> Section | None:
     return Section(
         "failed",
         "Failed cells and probe states",
-        f"{len(failures)} cell(s) or probe state(s) whose last attempt failed; they are not in "
-        "the tables below. Full tracebacks are in runs.jsonl (cells) and probe.jsonl (probe "
+        f"{len(failures)} cell(s) or probe state(s) whose last attempt failed; they store no "
+        "values, and a failed cell counts as a seed without a final value in the ranks and the "
+        "ECDF. Full tracebacks are in runs.jsonl (cells) and probe.jsonl (probe "
         "states) of their directory; a rerun retries them.",
         [table],
     )

@@ -149,8 +149,12 @@ def curves(trace: pd.DataFrame, axis: str = "evaluation") -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def final_values(runs: pd.DataFrame) -> pd.DataFrame:
+def final_values(runs: pd.DataFrame, crashed: pd.DataFrame | None = None) -> pd.DataFrame:
     """The last best-so-far value of every seed (not trimmed): one row per cell.
+
+    ``crashed`` (:meth:`~orthobench.report.data.ResultSet.crashed`) adds a row per failed cell
+    that stored none, with no final value and 0 evaluations, on the tasks of its run set that
+    have stored rows.
 
     Columns: the :data:`KEY`, ``seed``, ``metric``, ``final`` (NaN when the seed has no finite
     evaluation), ``evaluations``.
@@ -170,20 +174,32 @@ def final_values(runs: pd.DataFrame) -> pd.DataFrame:
             .assign(run_set=run_set, task=task, metric=metric)
         )
     columns = [*KEY, "seed", "metric", "final", "evaluations"]
-    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    finals = pd.concat(parts, ignore_index=True)[columns]
+    if crashed is None or crashed.empty:
+        return finals
+    metrics = finals[["run_set", "task", "metric"]].drop_duplicates()
+    lost = crashed.merge(metrics, on=["run_set", "task"]).assign(final=np.nan, evaluations=0)
+    finals = pd.concat([finals, lost[columns]], ignore_index=True)
+    return finals.sort_values([*KEY, "seed"], kind="stable", ignore_index=True)
 
 
-def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+def final_table(
+    runs: pd.DataFrame, reference: str | None, crashed: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Final best-so-far value per key: summary, rank and a seed-paired test against ``reference``.
 
     Every optimizer of a seed starts from the same initial design, so the test pairs each seed's
     final value with ``reference``'s final value of the same seed (run set and task), an inner
     join on the seed, and applies :func:`orthobench.report.stats.signed_rank_test` to the
-    differences (own - reference).
+    differences (own - reference). ``crashed``: failed cells that stored no rows
+    (:func:`final_values`), seeds without a final value.
 
     Columns: the :data:`KEY`, ``metric``, ``seeds`` (with a finite final value), ``mean``,
-    ``low``, ``high`` (t interval), ``median``, ``no_final`` (seeds stored without a finite final
-    value: never feasible on a constrained task, or every evaluation failed), ``rank`` (within
+    ``low``, ``high`` (t interval), ``median``, ``no_final`` (seeds without a finite final
+    value: never feasible on a constrained task, every evaluation failed, or the cell failed
+    and stored nothing), ``rank`` (within
     the run set and task, 1 = best: by the share of seeds without a final value, then by the
     mean, :func:`_rank`), ``best``, ``pairs`` (seeds with a finite final value here and in
     ``reference``; 0 for the reference itself), ``p_min`` (the smallest p-value the exact test
@@ -191,12 +207,13 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     ``testable`` (``p_min < 0.05``: False means too few seeds for a test), ``p_value`` (two-sided
     Wilcoxon signed-rank; NaN for the reference and where not ``testable``), ``p_holm`` (Holm
     over the task's testable comparisons), ``significant`` (``p_holm < 0.05``), ``evaluations``
-    (per seed: the largest count of a seed, failed evaluations included) and, summed over every
+    (per seed: the largest count of a seed, failed evaluations included; 0 where every cell
+    failed and stored nothing) and, summed over every
     seed of the key, ``failed_evals`` (rows with ``status != "ok"``), ``outliers``
     (``is_outlier``) and ``fallbacks`` (BO steps with a recorded fallback: a step's ``q`` rows
     carry its fallback, and count once).
     """
-    finals = final_values(runs)
+    finals = final_values(runs, crashed)
     rows = []
     for (run_set, task, optimizer), group in finals.groupby(KEY, sort=True):
         values = group["final"].to_numpy(dtype=float)
@@ -255,10 +272,10 @@ def final_table(runs: pd.DataFrame, reference: str | None) -> pd.DataFrame:
 
 def _rank(table: pd.DataFrame) -> pd.Series:
     """The rank of each key within its run set and task (1 = best, ties share the smaller rank):
-    a smaller share of seeds without a final value first, then a lower mean. A key without a
-    final value on any seed (share 1) ranks after every key with one, tied with the others
-    that have none: left unranked, it dropped out of the mean rank over tasks, so failing a
-    task made a method look better.
+    a smaller share of seeds without a final value first (a failed cell that stored nothing is
+    such a seed), then a lower mean. A key without a final value on any seed (share 1) ranks
+    after every key with one, tied with the others that have none: left unranked, it dropped out
+    of the mean rank over tasks, so failing a task made a method look better.
 
     The mean is over the seeds with a final value only, so ranking by it alone would put a
     method that found a feasible point on one seed of five ahead of one that found one on

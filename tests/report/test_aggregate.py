@@ -95,3 +95,20 @@ def test_one_lucky_sobol_seed_does_not_turn_the_score_negative() -> None:
     bo = scores.set_index("optimizer").loc["bo"]
     assert bo["seeds"] == 10 and bo["score"] == pytest.approx(99.0)
     assert bo["low"] > 0.0 and bo["high"] <= 100.0
+
+
+def test_a_score_that_rounds_to_zero_prints_without_a_minus_sign(tmp_path) -> None:
+    """Reported: a median score of -0.0435% printed ``-0.0``, as if worse than Sobol."""
+    from orthobench.report.data import load_results
+    from orthobench.report.sections import across_section, series_palette
+    from tests.report.conftest import cell, write_cell
+
+    for task in ("t1", "t2"):
+        write_cell(tmp_path, cell("s", task, "sobol", 0, 2, 2), [5.0, 4.0, 3.0, 1.0])
+        write_cell(tmp_path, cell("s", task, "bo=qlogei", 0, 2, 2), [5.0, 4.0, 3.0, 1.000435])
+    results = load_results([tmp_path])
+    section = across_section(results, series_palette(results))
+    (table,) = [t for t in section.tables if t.name == "normalized-scores"]
+    assert [row[-1] for row in table.rows if row[2] == "bo"] == ["0.0", "0.0"]
+    (heatmap,) = [b for b in section.blocks if getattr(b, "svg", "").count("score (%)")]
+    assert ">-0.0<" not in heatmap.svg and ">0.0<" in heatmap.svg
