@@ -38,6 +38,19 @@ def test_t_interval_edge_cases() -> None:
     assert t_interval([1.0, 3.0], bounds=metric_bounds("best_y"))[0] < 0.0
 
 
+@pytest.mark.parametrize("level", [0.95, 0.9, 0.5])
+def test_t_interval_is_scipys(level: float) -> None:
+    """The interval is ``scipy.stats.t.interval`` on ``scipy.stats.sem``, to the last bit."""
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n = int(rng.integers(2, 40))
+        values = rng.normal(size=n) * 10 ** rng.uniform(-5, 5) + rng.normal() * 10 ** rng.uniform(
+            -3, 3
+        )
+        expected = scipy_stats.t.interval(level, n - 1, values.mean(), scipy_stats.sem(values))
+        assert t_interval(values, level) == tuple(map(float, expected))
+
+
 def test_signed_rank_reaches_its_smallest_p_where_unpaired_ranks_cannot() -> None:
     """Six seeds whose values overlap across optimizers (seed effects dominate), with the first
     optimizer lower by 0.5 on every seed: unpaired ranks see no difference (Mann-Whitney
