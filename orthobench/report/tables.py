@@ -128,24 +128,27 @@ def curves(trace: pd.DataFrame, axis: str = "evaluation") -> pd.DataFrame:
     (:func:`orthobench.report.stats.t_interval` within the metric's range, NaN with fewer than
     two finite seeds) and ``n`` (seeds with a finite value).
     """
-    rows = []
-    for (*key, metric, point), group in trace.groupby([*KEY, "metric", axis], sort=True):
-        values = group["value"].to_numpy(dtype=float)
-        finite = values[np.isfinite(values)]
-        low, high = stats.t_interval(finite, bounds=stats.metric_bounds(metric))
-        rows.append(
-            (
-                *key,
-                metric,
-                point,
-                group["seconds"].mean(),
-                finite.mean() if finite.size else np.nan,
-                low,
-                high,
-                finite.size,
-            )
-        )
     columns = [*KEY, "metric", axis, "seconds", "mean", "low", "high", "n"]
+    keys = [*KEY, "metric", axis]
+    # The groups as slices of the sorted arrays: a curve on wall seconds has a point per seed
+    # and evaluation, and pandas' per-group objects cost more than the statistics.
+    ordered = trace.dropna(subset=keys).sort_values(keys, kind="stable")
+    if ordered.empty:
+        return pd.DataFrame(columns=columns)
+    group = ordered.groupby(keys, sort=False).ngroup().to_numpy()
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    rows = []
+    for key, values, seconds in zip(
+        ordered[keys].iloc[starts].itertuples(index=False),
+        np.split(ordered["value"].to_numpy(dtype=float), starts[1:]),
+        np.split(ordered["seconds"].to_numpy(dtype=float), starts[1:]),
+        strict=True,
+    ):
+        finite = values[np.isfinite(values)]
+        low, high = stats.t_interval(finite, bounds=stats.metric_bounds(key[-2]))
+        mean = finite.mean() if finite.size else np.nan
+        timed = seconds[~np.isnan(seconds)]
+        rows.append((*key, timed.mean() if timed.size else np.nan, mean, low, high, finite.size))
     return pd.DataFrame(rows, columns=columns)
 
 
