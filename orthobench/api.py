@@ -131,7 +131,9 @@ def run_suite(
             command line's one-line message naming the file and the field.
         OrthobenchError: for a device that is not there, a task or optimizer that cannot be
             built, stored cells of another configuration (without ``force``), a results
-            directory the runner cannot write (how many cells are stored), ``workers`` above 1
+            directory another run is writing to, a ``report.html`` or report CSV there that is
+            not a regular file (with ``report``; before any cell runs), a results directory the
+            runner cannot write (how many cells are stored), ``workers`` above 1
             with ``executor="inline"``, or ``jobs_per_gpu`` above 1 with another executor than
             ``dask``. The message is the command line's, naming its options (``--workers``).
         ValueError: for ``workers``, ``threads_per_cell`` or ``jobs_per_gpu`` not an int or
@@ -166,6 +168,7 @@ def run_suite(
         scheduler_timeout=None,
         cell_timeout=None,
         force=force,
+        report=report,
         jobs_per_gpu=jobs_per_gpu,
     )
     summary = _execute(
@@ -270,7 +273,7 @@ def _make_executor(
             f"--workers {workers} needs --executor process or dask, but got --executor inline "
             "(it runs one unit at a time in this process)."
         )
-    name = executor or ("dask" if scheduler else "process" if workers > 1 else "inline")
+    name = executor or ("dask" if scheduler is not None else "process" if workers > 1 else "inline")
     chosen = make_executor(
         name,
         workers=workers,
@@ -279,26 +282,62 @@ def _make_executor(
         scheduler_timeout=scheduler_timeout,
         jobs_per_gpu=jobs_per_gpu,
     )
-    if scheduler:
+    if scheduler is not None:
         check_scheduler(scheduler, scheduler_timeout)
     return chosen
 
 
+#: How many changed units :func:`_refuse_changed` lists.
+_LISTED = 20
+
+
 def _refuse_changed(store: ResultStore, units: Sequence[WorkUnit], out_dir: Path) -> None:
-    """Stop, listing them on stderr, when stored units have another configuration than they have
-    now."""
+    """Stop, listing the first :data:`_LISTED` on stderr, when stored units have another
+    configuration than they have now."""
     import click
 
     changed = store.config_changes(units)
     if changed:
-        for line in changed[:20]:
+        for line in changed[:_LISTED]:
             click.echo(line, err=True)
         kind = units[0].kind
+        listed = (
+            "listed above"
+            if len(changed) <= _LISTED
+            else f"the first {_LISTED} listed above, {len(changed) - _LISTED} more not shown"
+        )
         raise OrthobenchError(
             f"{len(changed)} stored {kind}(s) in {out_dir} have another configuration than the "
-            "suite now gives them (listed above): rerun with --force to replace them, or write to "
+            f"suite now gives them ({listed}): rerun with --force to replace them, or write to "
             "another folder with -o."
         )
+
+
+def _refuse_in_use(store: ResultStore) -> None:
+    """Raise the store's own "in use by another orthobench run" error when another process holds
+    ``store`` for writing, before anything reads its stored units: while a run writes, a unit
+    whose file is in place but not yet journaled reads as damaged, and a count of the units to
+    run is stale at once.
+
+    Holding it for a moment is the check: the lock the runner takes, refused at once with
+    nothing written (a free directory's lock file gets this process's PID, as the run's own hold
+    gives it next). A directory without a lock file was never held and is not created here.
+    """
+    if store.lock_path.exists():
+        with store.open_for_writing():
+            pass
+
+
+def _refuse_report_paths(root: Path) -> None:
+    """Refuse, before any cell runs, a ``root / "report.html"`` or a report CSV beside it
+    (``report.<table>.csv``, :func:`orthobench.report.html.csv_path`) that exists and is not a
+    regular file (a folder): the report written after the cells would fail on it."""
+    for path in [root / "report.html", *sorted(root.glob("report.*.csv"))]:
+        if os.path.lexists(path) and not path.is_file():
+            raise OrthobenchError(
+                f"cannot write the report to {path}: it exists and is not a regular file; "
+                "remove or rename it, then rerun (nothing has run)."
+            )
 
 
 @dataclass(frozen=True)
@@ -323,12 +362,15 @@ def _prepare_run(
     scheduler_timeout: float | None,
     cell_timeout: float | None,
     force: bool,
+    report: bool,
     jobs_per_gpu: int = 1,
 ) -> _PreparedRun:
     """Load the suite (a file, a mapping, or one loaded), resolve the device, open the store (absolute: a
     task that changes the working directory cannot move it), choose the executor (its timeout:
-    ``cell_timeout``, else the suite's ``timeout_s``) and, unless ``force``, refuse stored cells
-    of another configuration (:func:`_refuse_changed`)."""
+    ``cell_timeout``, else the suite's ``timeout_s``), refuse a store another run holds
+    (:func:`_refuse_in_use`), with ``report`` report paths it cannot write
+    (:func:`_refuse_report_paths`) and, unless ``force``, stored cells of another configuration
+    (:func:`_refuse_changed`)."""
     from orthobench.devices import resolve_device
     from orthobench.results import ResultStore
     from orthobench.suite import Suite, load_suite, parse_suite
@@ -348,6 +390,9 @@ def _prepare_run(
         jobs_per_gpu,
     )
     cells = suite.cells()
+    _refuse_in_use(store)
+    if report:
+        _refuse_report_paths(store.root)
     if not force:
         _refuse_changed(store, cells, store.root)
     return _PreparedRun(suite, resolved, store, runner, cells)

@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from orthobench.api import _make_executor, _refuse_changed, _results_dir
+from orthobench.api import _make_executor, _refuse_changed, _refuse_in_use, _results_dir
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
 from orthobench.suite import Suite, load_suite
 
@@ -219,7 +219,7 @@ def _timeout_option(flag: str, unit: str, units: str, default: str):
 def _workers_text(executor, scheduler: str | None, to_run: int, units: str) -> str:
     """How many workers run the units, and why fewer than ``--workers`` (``to_run``: at most
     that many units run, named ``units``)."""
-    if scheduler:
+    if scheduler is not None:
         return f"the workers of {scheduler}"
     if executor.workers > max(to_run, 1):
         return f"{max(to_run, 1)} worker(s): --workers {executor.workers} capped at the {units}"
@@ -310,6 +310,7 @@ def run(
         scheduler_timeout=scheduler_timeout,
         cell_timeout=cell_timeout,
         force=force,
+        report=True,
         jobs_per_gpu=jobs_per_gpu,
     )
     suite, store, runner, cells = prepared.suite, prepared.store, prepared.executor, prepared.cells
@@ -357,15 +358,40 @@ def run(
         click.echo(f"{done}; report: not written")
         raise
     click.echo(f"{done}; report: {report}")
-    others = sorted({e.get("cell_id") for e in store.runs_journal.entries()} - suite_ids - {None})
-    if others:
+    left_out = _left_out(store.runs_journal.entries(), suite.name, suite_ids)
+    if left_out:
         click.echo(
-            f"orthobench: note: the report leaves out {len(others)} cell(s) in {out_dir} that the "
-            f"suite no longer has ({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}); "
+            f"orthobench: note: the report leaves out cells journaled in {out_dir}: {left_out}; "
             f"`orthobench report {out_dir}` shows every stored cell.",
             err=True,
         )
     _exit_on_failures(summary, store.runs_journal.path)
+
+
+def _left_out(entries: list[dict[str, Any]], suite_name: str, suite_ids: set[str]) -> str:
+    """The journaled cells not in ``suite_ids`` (those the report of the suite leaves out), by
+    the suite their last configuration names, as ``2 that suite S no longer has (a, b); 3 of
+    suite T (c, d, e)``; "" when there are none.
+
+    A cell journaled without its configuration (one that only failed) is of no known suite."""
+    suites: dict[str, str | None] = {}
+    for entry in entries:
+        cell_id = entry.get("cell_id")
+        if cell_id is not None and cell_id not in suite_ids:
+            config = entry.get("config")
+            known = config.get("suite") if isinstance(config, dict) else None
+            suites[cell_id] = known or suites.get(cell_id)
+    groups: dict[str, list[str]] = {}
+    for cell_id, name in sorted(suites.items()):
+        if name == suite_name:
+            group = f"that suite {suite_name} no longer has"
+        else:
+            group = f"of suite {name}" if name else f"that suite {suite_name} does not have"
+        groups.setdefault(group, []).append(cell_id)
+    return "; ".join(
+        f"{len(ids)} {group} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
+        for group, ids in groups.items()
+    )
 
 
 def _exit_on_failures(summary, journal: Path) -> None:
@@ -441,6 +467,7 @@ def _probe_suite(
     out_dir = store.root
     runner = _make_executor(executor, workers, scheduler, scheduler_timeout, timeout)
     units = probe_units(suite.name, suite.probe)
+    _refuse_in_use(store)
     if not force:
         _refuse_changed(store, units, out_dir)
     click.echo(

@@ -1,7 +1,7 @@
 """The command line under faults of its surroundings: foreign files in a results directory, a task
-that changes the working directory, too many workers, cells the suite no longer has, a Dask
-scheduler gone after its check, and file system errors of the runner itself (a full disk, a
-device as the report, a path too long)."""
+that changes the working directory, too many workers, cells the suite no longer has or of another
+suite, a Dask scheduler gone after its check, and file system errors of the runner itself (a full
+disk, a device or a folder as the report, a path too long)."""
 
 from __future__ import annotations
 
@@ -192,12 +192,58 @@ def test_the_report_of_run_shows_only_the_suites_cells_and_report_shows_every_st
     html = (out / "report.html").read_text()
     assert "dropped-later" not in html and "sobol" in html
     assert result.stderr.splitlines()[-1] == (
-        f"orthobench: note: the report leaves out 1 cell(s) in {out} that the suite no longer "
-        f"has (sphere__dropped-later__seed0); `orthobench report {out}` shows every stored cell."
+        f"orthobench: note: the report leaves out cells journaled in {out}: 1 that suite sphere "
+        "no longer has (sphere__dropped-later__seed0); "
+        f"`orthobench report {out}` shows every stored cell."
     )
     everything = invoke("report", str(out), "-o", str(tmp_path / "all.html"))
     assert everything.exit_code == 0, everything.output
     assert "dropped-later" in (tmp_path / "all.html").read_text()
+
+
+HARTMANN_SUITE = """
+name: {name}
+seeds: {seeds}
+n_init: 1
+budget: 1
+tasks: [{task}]
+optimizers: [sobol]
+"""
+
+
+def test_the_note_of_run_tells_the_cells_of_another_suite_from_those_the_suite_dropped(
+    write_suite, tmp_path
+):
+    """The reported bug: after suite a ran into a folder, suite d's run there called a's cells
+    ones "the suite no longer has"."""
+    out = tmp_path / "out"
+    a = write_suite(HARTMANN_SUITE.format(name="a", seeds=2, task="hartmann6"), "a.yaml")
+    d = write_suite(HARTMANN_SUITE.format(name="d", seeds=1, task="ackley8"), "d.yaml")
+    assert invoke("run", str(a), "-o", str(out), "-q").exit_code == 0
+    result = invoke("run", str(d), "-o", str(out), "-q")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"orthobench: note: the report leaves out cells journaled in {out}: 2 of suite a "
+        "(hartmann6__sobol__seed0, hartmann6__sobol__seed1); "
+        f"`orthobench report {out}` shows every stored cell."
+    )
+
+
+def test_the_left_out_cells_are_grouped_by_the_suite_their_last_configuration_names():
+    from orthobench.cli import _left_out
+
+    entries = [
+        {"cell_id": "kept", "config": {"suite": "s"}},
+        {"cell_id": "dropped", "config": {"suite": "s"}},
+        {"cell_id": "dropped", "status": "failed"},  # a later failure keeps the suite known
+        *({"cell_id": f"other{i}", "config": {"suite": "t"}} for i in range(4)),
+        {"cell_id": "failed-only", "status": "failed"},
+    ]
+    assert _left_out(entries, "s", {"kept"}) == (
+        "1 that suite s no longer has (dropped); 1 that suite s does not have (failed-only); "
+        "4 of suite t (other0, other1, other2, ...)"
+    )
+    assert _left_out(entries[:1], "s", {"kept"}) == ""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -325,6 +371,46 @@ def test_a_device_as_the_report_is_refused_and_nothing_is_written_beside_it(tmp_
     )
     assert sorted(Path("/dev").glob("full*")) == [Path("/dev/full")]
     assert not [p for p in Path("/dev").iterdir() if p.name.endswith((".csv", ".tmp"))]
+
+
+@pytest.mark.parametrize("name", ["report.html", "report.curves.csv"])
+def test_a_folder_where_run_writes_its_report_is_refused_before_any_cell_runs(
+    write_suite, tmp_path, name
+):
+    """The reported bug: `run` stored every cell, then failed on a folder DIR/report.html with
+    the advice of `report` ("give the path of an HTML file with -o"; -o is `run`'s results
+    folder). Without a report the run goes on."""
+    from orthobench import run_suite
+
+    out = tmp_path / "out"
+    (out / name).mkdir(parents=True)
+    suite = write_suite(HARTMANN_SUITE.format(name="a", seeds=1, task="hartmann6"))
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"])
+    assert result.exit_code == 2
+    assert _one_error_line(result) == (
+        f"orthobench: error: cannot write the report to {out / name}: it exists and is not a "
+        "regular file; remove or rename it, then rerun (nothing has run)."
+    )
+    assert [p.name for p in out.iterdir()] == [name]
+    assert run_suite(suite, output=out, progress=False, report=False).ok == 1
+
+
+def test_the_configuration_error_says_how_many_changed_cells_it_lists(capsys):
+    """The reported bug: 200 changed cells were "listed above", of which 20 were."""
+    from types import SimpleNamespace
+
+    from orthobench.api import _refuse_changed
+
+    for n, listed in ((20, "listed above"), (21, "the first 20 listed above, 1 more not shown")):
+        store = SimpleNamespace(config_changes=lambda units, n=n: [f"cell c{i}" for i in range(n)])
+        with pytest.raises(OrthobenchError) as info:
+            _refuse_changed(store, [SimpleNamespace(kind="cell")], Path("out"))
+        assert capsys.readouterr().err.splitlines() == [f"cell c{i}" for i in range(20)]
+        assert str(info.value) == (
+            f"{n} stored cell(s) in out have another configuration than the suite now gives "
+            f"them ({listed}): rerun with --force to replace them, or write to another folder "
+            "with -o."
+        )
 
 
 @pytest.mark.slow

@@ -152,6 +152,7 @@ def _closed_port() -> int:
         ("closed", "({host_port}: Connection refused); start it, or check --scheduler."),
         ("tcp://127.0.0.1:notaport", "(port must be 1-65535, but got 'notaport')."),
         ("not an address", "(no valid host)."),
+        ("", "(no valid host)."),  # an unset "$DASK_SCHEDULER": a traceback, or "got inline"
         ("http://127.0.0.1:8786", "(scheme 'http')."),
     ],
 )
