@@ -313,21 +313,6 @@ def _refuse_changed(store: ResultStore, units: Sequence[WorkUnit], out_dir: Path
         )
 
 
-def _refuse_in_use(store: ResultStore) -> None:
-    """Raise the store's own "in use by another orthobench run" error when another process holds
-    ``store`` for writing, before anything reads its stored units: while a run writes, a unit
-    whose file is in place but not yet journaled reads as damaged, and a count of the units to
-    run is stale at once.
-
-    Holding it for a moment is the check: the lock the runner takes, refused at once with
-    nothing written (a free directory's lock file gets this process's PID, as the run's own hold
-    gives it next). A directory without a lock file was never held and is not created here.
-    """
-    if store.lock_path.exists():
-        with store.open_for_writing():
-            pass
-
-
 def _refuse_report_paths(root: Path) -> None:
     """Refuse, before any cell runs, a ``root / "report.html"`` or a report CSV beside it
     (``report.<table>.csv``, :func:`orthobench.report.html.csv_path`) that exists and is not a
@@ -365,12 +350,12 @@ def _prepare_run(
     report: bool,
     jobs_per_gpu: int = 1,
 ) -> _PreparedRun:
-    """Load the suite (a file, a mapping, or one loaded), resolve the device, open the store (absolute: a
-    task that changes the working directory cannot move it), choose the executor (its timeout:
-    ``cell_timeout``, else the suite's ``timeout_s``), refuse a store another run holds
-    (:func:`_refuse_in_use`), with ``report`` report paths it cannot write
-    (:func:`_refuse_report_paths`) and, unless ``force``, stored cells of another configuration
-    (:func:`_refuse_changed`)."""
+    """Load the suite (a file, a mapping, or one loaded), resolve the device, open the store
+    (absolute: a task that changes the working directory cannot move it), choose the executor
+    (its timeout: ``cell_timeout``, else the suite's ``timeout_s``), refuse a store another run
+    holds (:meth:`~orthobench.results.ResultStore.refuse_if_held`), with ``report`` report paths
+    it cannot write (:func:`_refuse_report_paths`) and, unless ``force``, stored cells of another
+    configuration (:func:`_refuse_changed`)."""
     from orthobench.devices import resolve_device
     from orthobench.results import ResultStore
     from orthobench.suite import Suite, load_suite, parse_suite
@@ -390,7 +375,7 @@ def _prepare_run(
         jobs_per_gpu,
     )
     cells = suite.cells()
-    _refuse_in_use(store)
+    store.refuse_if_held()  # before reading stored cells a run may be writing
     if report:
         _refuse_report_paths(store.root)
     if not force:

@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from orthobench.api import _make_executor, _refuse_changed, _refuse_in_use, _results_dir
+from orthobench.api import _make_executor, _refuse_changed, _results_dir
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
 from orthobench.suite import Suite, load_suite
 
@@ -467,7 +467,7 @@ def _probe_suite(
     out_dir = store.root
     runner = _make_executor(executor, workers, scheduler, scheduler_timeout, timeout)
     units = probe_units(suite.name, suite.probe)
-    _refuse_in_use(store)
+    store.refuse_if_held()
     if not force:
         _refuse_changed(store, units, out_dir)
     click.echo(

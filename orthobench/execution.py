@@ -24,6 +24,10 @@ Execution settings travel in each job, never in globals, and are the same for ev
   ``status="timeout"``, the cell going on (:func:`orthobench.deadlines.evaluation_deadline`); recorded
   in the cell's metadata, and not enforced on Dask (a warning says so).
 
+A unit's stored ``seconds`` (its file's metadata, its journal entry) are its compute time: those
+of the attempt that finished it, and, for a cell resumed from its evaluation journal, the running
+time of the evaluations it replayed (:meth:`CellJob.stored_seconds`).
+
 What ends a unit, and what ends the run:
 
 - An exception of any kind raised while a unit runs -- ``SystemExit`` and ``KeyboardInterrupt``
@@ -45,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import pickle
 import time
@@ -134,7 +139,9 @@ class CellJob(Job):
     where ``evaluations`` says (:func:`~orthobench.executors._evaluations.make_evaluations`);
     the job counts as that many of its executor's workers (:attr:`slots`). With ``restart``, the
     journal is discarded as the cell starts (its evaluations ran at another thread count:
-    :func:`_recount`), so the cell runs from the start.
+    :func:`_recount`), so the cell runs from the start. ``journaled`` holds the ``(iteration,
+    wall_seconds)`` of the evaluations its journal held when the run planned it: those the cell
+    replays (:meth:`stored_seconds`).
     """
 
     unit: Cell
@@ -147,6 +154,7 @@ class CellJob(Job):
     stack_evaluations: bool = False
     jobs_per_gpu: int = 1
     restart: bool = False
+    journaled: frozenset[tuple[int, float]] = frozenset()
 
     progress_unit: ClassVar[str] = "evaluations"
 
@@ -184,12 +192,33 @@ class CellJob(Job):
             evaluations,
         )
 
+    def stored_seconds(self, records: list[RunRecord], seconds: float) -> float:
+        """The compute seconds stored with the cell: the finishing attempt's ``seconds`` plus
+        the running time of the evaluations it replayed from its journal, the largest
+        ``wall_seconds`` among them, where the cell's clock resumed
+        (:func:`orthobench.loop.run_cell`). What an interrupted attempt computed without
+        journaling it is recomputed, and counted, once."""
+        replayed = (
+            r.wall_seconds for r in records if (r.iteration, r.wall_seconds) in self.journaled
+        )
+        return seconds + max(replayed, default=0.0)
+
     def metadata(self) -> dict[str, Any]:
         return {
             "threads_per_cell": self.threads,
             "evaluation_timeout_s": self.evaluation_timeout,
             "stack_evaluations": self.stacks,
         }
+
+
+def _journaled(journal: EvaluationJournal) -> frozenset[tuple[int, float]]:
+    """The ``(iteration, wall_seconds)`` of the evaluations in ``journal`` that record a wall
+    time (:attr:`CellJob.journaled`)."""
+    return frozenset(
+        (record.iteration, record.wall_seconds)
+        for record, _ in journal.read()
+        if math.isfinite(record.wall_seconds)
+    )
 
 
 def evaluation_workers(executor: Executor, cell: Cell) -> int:
@@ -244,7 +273,10 @@ class Run:
         unit = job.unit
         if result.records is not None:
             metadata = {**self.metadata, **job.metadata(), **(result.where or {})}
-            self.store.write(unit, result.records, metadata, result.seconds)
+            seconds = result.seconds
+            if isinstance(job, CellJob):
+                seconds = job.stored_seconds(result.records, seconds)
+            self.store.write(unit, result.records, metadata, seconds)
             self.summary.outcomes.append(Outcome(unit, "ok", result.seconds))
             self.progress.message(f"  done   {unit.id} ({result.seconds:.1f} s)")
         else:
@@ -282,6 +314,7 @@ def run_units(
     device: torch.device,
     label: str,
     show_progress: bool = True,
+    metadata: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Run the jobs that ``plan`` gives on ``executor``, storing each unit in ``store`` as it
     finishes.
@@ -297,6 +330,7 @@ def run_units(
             (their outcomes ``skipped``).
         device: Where the units compute (recorded with each).
         label: Shown before the progress line.
+        metadata: Stored with each unit of the run, beside :func:`run_metadata`.
 
     Raises:
         RunInterrupted: on Ctrl-C, with the summary of the units finished so far.
@@ -327,7 +361,8 @@ def run_units(
                 enabled=show_progress and bool(jobs),
             )
             try:
-                executor.run(jobs, Run(store, summary, progress, run_metadata(str(device))))
+                common = {**run_metadata(str(device)), **(metadata or {})}
+                executor.run(jobs, Run(store, summary, progress, common))
             finally:
                 progress.close()
     except KeyboardInterrupt:
@@ -385,6 +420,9 @@ def run_suite(
 ) -> RunSummary:
     """Run every cell of ``suite`` that ``store`` does not hold yet (all of them with ``force``).
 
+    Each cell's metadata records the suite's optimizer labels in order (``suite_optimizers``),
+    by which the report orders the optimizers (:func:`orthobench.report.data.load_results`).
+
     Args:
         executor: Where the cells run (default: :class:`~orthobench.executors.InlineExecutor`);
             its ``timeout`` is the cell timeout.
@@ -423,6 +461,7 @@ def run_suite(
         shared = executor.shares_files
         journals: dict[str, EvaluationJournal] = {}
         restart: set[str] = set()
+        journaled: dict[str, frozenset[tuple[int, float]]] = {}
         for cell in todo:
             journal = replace(store.evaluation_journal(cell), threads=threads_per_cell)
             journals[cell.id] = journal
@@ -430,6 +469,8 @@ def run_suite(
                 journal.discard()
             elif shared and _recount(cell, journal):
                 restart.add(cell.id)
+            elif shared:
+                journaled[cell.id] = _journaled(journal)
         limit = evaluation_timeout
         if limit is not None and todo and not executor.enforces_evaluation_timeout:
             warnings.warn(
@@ -452,6 +493,7 @@ def run_suite(
                 suite.stack_evaluations,
                 executor.jobs_per_gpu,
                 cell.id in restart,
+                journaled.get(cell.id, frozenset()),
             )
             for cell in todo
         ]
@@ -468,5 +510,13 @@ def run_suite(
         return jobs, [cell for cell in cells if cell.id not in journals]
 
     return run_units(
-        store, executor, plan, device=device, label=f"[{suite.name}]", show_progress=show_progress
+        store,
+        executor,
+        plan,
+        device=device,
+        label=f"[{suite.name}]",
+        show_progress=show_progress,
+        # For the report, which orders optimizers as the suite does: the order the cells
+        # finish in varies (--workers).
+        metadata={"suite_optimizers": [optimizer.label for optimizer in suite.optimizers]},
     )

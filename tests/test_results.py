@@ -45,6 +45,7 @@ from orthobench.results import (
     where_run,
 )
 from orthobench.results._provenance import cpu_model
+from orthobench.work import PROBE_STATE
 from tests.test_loop import cell
 
 
@@ -744,3 +745,38 @@ def test_a_results_folder_named_with_bytes_that_are_not_utf8_reads_back(tmp_path
     store.write_cell(spec, [run_record()], {}, 0.1)
     assert store.is_stored(spec)
     assert len(load_runs([root])) == 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _State:
+    """A probe state as a unit of work, of a fixed configuration."""
+
+    id: str
+    kind: typing.ClassVar[str] = PROBE_STATE
+    config_hash: str = "hash"
+
+    def resolved_config(self) -> dict:
+        return {"state": self.id}
+
+
+def test_a_held_store_reads_the_probe_journal_once_not_once_per_stored_state(tmp_path, monkeypatch):
+    """Storing each state parsed all of probe.jsonl (231 ms at 10,000 lines): quadratic in the
+    states of a probe. The checks stay: a state's stored rows are kept where its file agrees
+    with its entry, and a damaged file is recomputed, not kept."""
+    reads: list[Path] = []
+    read_lines = results._journal._read_lines
+    monkeypatch.setattr(
+        results._journal, "_read_lines", lambda path: reads.append(path) or read_lines(path)
+    )
+    store = ResultStore(tmp_path)
+    with store.open_for_writing():
+        for i in range(5):
+            store.write(_State(f"s{i}"), [probe_record()], {}, 0.1)
+        store.write(_State("s0"), [probe_record(estimator="b")], {}, 0.1)
+        _truncate(store.probe_path("s1"))
+        with pytest.warns(OrthobenchWarning, match="probe state s1: stored file is corrupt"):
+            store.write(_State("s1"), [probe_record(estimator="b")], {}, 0.1)
+    assert reads.count(store.probe_journal.path) == 1
+    assert store.read_probe_state("s0")["estimator"].tolist() == ["a", "b"]
+    assert store.read_probe_state("s1")["estimator"].tolist() == ["b"]
+    assert set(store.stored(PROBE_STATE)) == {f"s{i}" for i in range(5)}

@@ -17,8 +17,10 @@ asynchronous cells with synchronous ones.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
+import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,16 +29,9 @@ import numpy as np
 import pandas as pd
 
 from orthobench.config.names import PLUGIN_SEPARATOR
-from orthobench.exceptions import RegistryError, ResultsError
+from orthobench.exceptions import OrthobenchWarning, RegistryError
 from orthobench.registry import OPTIMIZERS
-from orthobench.results import (
-    ResultStore,
-    load_probe,
-    load_runs,
-    read_metadata,
-    stored_threads,
-    unique_dirs,
-)
+from orthobench.results import ResultStore, stored_threads, unique_dirs
 from orthobench.suite import ID_SEPARATOR
 from orthobench.work import CELL, ID_FIELDS, PROBE_STATE
 
@@ -88,7 +83,9 @@ class ResultSet:
             label), ``optimizer_name`` (registry name),
             ``n_init``, ``budget``, ``device``, ``threads``, ``cpu`` (model and torch's
             instruction set where the unit ran), ``git_sha``, ``python``,
-            ``versions`` (text), ``seconds``, ``written_at``. Missing values are None.
+            ``versions`` (text), ``seconds`` (the unit's compute time; a resumed cell's counts
+            the evaluations it replayed: :meth:`orthobench.execution.CellJob.stored_seconds`),
+            ``written_at``. Missing values are None.
     """
 
     runs: pd.DataFrame
@@ -98,13 +95,13 @@ class ResultSet:
 
     @property
     def optimizers(self) -> list[str]:
-        """Optimizer labels in the order their cells were stored."""
+        """Optimizer labels in the order of their files (:func:`load_results`)."""
         stored = self.files[self.files["kind"] == "runs"].sort_values("order", kind="stable")
         return list(dict.fromkeys(stored["optimizer"]))
 
     def default_reference(self) -> str | None:
-        """The first optimizer in stored order whose surrogate is a GP (else the first optimizer;
-        None without runs): the default reference of the final-value tests."""
+        """The first optimizer (:attr:`optimizers`) whose surrogate is a GP (else the first
+        optimizer; None without runs): the default reference of the final-value tests."""
         names = dict(zip(self.files["optimizer"], self.files["optimizer_name"], strict=True))
         labels = self.optimizers
         gp = (label for label in labels if _declared_surrogate(names.get(label)) == "gp")
@@ -150,13 +147,11 @@ def _device(meta: dict) -> str | None:
     return f"{device} ({gpu})" if device and gpu else device
 
 
-def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
+def _file_rows(source: str, kind: str, files: list[tuple[Path, dict]]) -> list[dict]:
+    """The rows of :attr:`ResultSet.files` of the files of ``kind`` (``runs``, ``probe``), each
+    given by its path and metadata (:meth:`ResultStore.read_units`)."""
     rows = []
-    for path in sorted((directory / kind).glob("*.parquet")):
-        try:
-            meta = read_metadata(path)
-        except ResultsError:  # unreadable: the loaders skip it with a warning
-            continue
+    for path, meta in files:
         cell = meta.get("cell") or {}
         state = meta.get("state") or {}
         config = {k: v for k, v in (cell or state).items() if k != "seed"}
@@ -184,9 +179,44 @@ def _file_rows(source: str, directory: Path, kind: str) -> list[dict]:
                 "seconds": meta.get("seconds"),
                 "written_at": meta.get("written_at"),
                 "config": json.dumps(config, sort_keys=True),
+                # What orders the files of a suite (:func:`_suite_order`).
+                "suite_optimizers": _labels(meta.get("suite_optimizers")),
+                "q": cell.get("q", 1),
+                "asynchronous": cell.get("asynchronous") is True,
             }
         )
     return rows
+
+
+def _labels(value: object) -> list[str] | None:
+    """``value`` where it is a list of labels (a footer's ``suite_optimizers``), else None."""
+    if isinstance(value, list) and all(isinstance(label, str) for label in value):
+        return value
+    return None
+
+
+def _suite_order(files: list[dict]) -> None:
+    """Set each file row's ``order`` to the suite's: its suite's first directory, its optimizer's
+    place among the suite's (the ``suite_optimizers`` its cells recorded, in the order
+    directories and runs stored them), its ``q`` (synchronous before asynchronous), then the
+    stored order (``order``: directory, then journal). A file that recorded no suite order (a
+    cell stored before it was, a probe state) keeps the stored order, after those of its
+    directory that did. So the order the cells of a run finished in (``--workers``) does not
+    decide which optimizer comes first (:meth:`ResultSet.default_reference`)."""
+    first: dict[str, int] = {}
+    suites: dict[str, dict[str, None]] = {}
+    for row in sorted(files, key=lambda row: row["order"]):
+        if row["suite_optimizers"] is not None:
+            first.setdefault(row["suite"], row["order"][0])
+            suites.setdefault(row["suite"], {}).update(dict.fromkeys(row["suite_optimizers"]))
+    for row in files:
+        if row["suite_optimizers"] is None:
+            row["order"] = (row["order"][0], math.inf, 0, False, *row["order"])
+            continue
+        labels = list(suites[row["suite"]])
+        place = labels.index(row["optimizer"]) if row["optimizer"] in labels else len(labels)
+        schedule = row["q"] if isinstance(row["q"], int) else 1, row["asynchronous"]
+        row["order"] = (first[row["suite"]], place, *schedule, *row["order"])
 
 
 def _without_seed(unit_id: str) -> str:
@@ -306,6 +336,11 @@ def load_results(
 ) -> ResultSet:
     """Read the runs, probe rows, failed cells and file metadata of each directory.
 
+    The rows and the metadata are read from one listing of each folder
+    (:meth:`~orthobench.results.ResultStore.read_units`), so a directory that a run is writing
+    gives the units stored so far, each whole; the files are ordered by their suites
+    (:func:`_suite_order`).
+
     Args:
         dirs: Results directories, each read once (:func:`unique_dirs`).
         cell_ids: Read only these cells' rows, failures and files (the cells a suite has now,
@@ -314,23 +349,37 @@ def load_results(
             suite's probe section names now, for the report ``orthobench probe`` writes: a
             stored state keeps the rows of estimators the suite no longer names); None reads
             every stored row (:func:`probe_row_keys`).
+
+    Warns:
+        OrthobenchWarning: naming a directory that a run holds for writing now
+            (:meth:`~orthobench.results.ResultStore.writer`).
     """
-    runs, probe, failures, files = [], [], [], []
+    rows = {"runs": [], "probe": []}
+    failures, files = [], []
     for rank, d in enumerate(unique_dirs(dirs)):
         directory, source = Path(d), str(d)
         store = ResultStore(directory)
-        runs.append(load_runs([directory]).assign(source=source))
-        probe.append(load_probe([directory]).assign(source=source))
+        holder = store.writer()
+        if holder is not None:
+            warnings.warn(
+                f"{source} is being written by an orthobench run (PID {holder}): the report "
+                "shows the cells and probe states it has stored so far.",
+                OrthobenchWarning,
+                stacklevel=2,
+            )
         failures += _failures(source, store)
         journal = {}
         for entry in store.runs_journal.entries():
             journal.setdefault(entry.get("cell_id"), len(journal))
-        for kind in ("runs", "probe"):
+        for kind, unit in (("runs", CELL), ("probe", PROBE_STATE)):
+            stored, paths = store.read_units(unit)
+            rows[kind].append(stored.assign(source=source))
             files += [
                 {**row, "order": (rank, journal.get(row["file"], len(journal)))}
-                for row in _file_rows(source, directory, kind)
+                for row in _file_rows(source, kind, paths)
             ]
-    runs_frame = with_batch_columns(pd.concat(runs, ignore_index=True))
+    _suite_order(files)  # by the optimizer labels, before they become method labels
+    runs_frame = with_batch_columns(pd.concat(rows["runs"], ignore_index=True))
     methods = runs_frame.drop_duplicates(["source", "cell_id"]).set_index(["source", "cell_id"])
     methods = methods["optimizer"].to_dict()
     for row in files:
@@ -343,7 +392,7 @@ def load_results(
         files = [row for row in files if row["kind"] != "runs" or row["file"] in wanted]
     split = _configuration_splits(files)
     runs_frame["run_set"] = _run_sets(runs_frame, "cell_id", split)
-    probe_frame = pd.concat(probe, ignore_index=True)
+    probe_frame = pd.concat(rows["probe"], ignore_index=True)
     if probe_rows is not None:
         wanted = set(probe_rows)
         keep = [key in wanted for key in probe_row_keys(probe_frame)]

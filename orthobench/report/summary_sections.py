@@ -53,8 +53,10 @@ def summary_section(results: ResultSet) -> Section:
     files = results.files
     intro = (
         "What was run, where and with which code. Compute time: the sum of the cells' (or probe "
-        "states') own seconds. Dated: the written_at stamps of the files, first to last (a run "
-        "stamps every file it writes with the time it started), in UTC."
+        "states') own seconds; a cell resumed after an interruption counts the evaluations it "
+        "kept from the interrupted run, as their wall_seconds say. Dated: the written_at stamps "
+        "of the files, first to last (a run stamps every file it writes with the time it "
+        "started), in UTC."
     )
     if files.empty:
         # Nothing stored (failed cells only): a note, not tables without a row.

@@ -11,10 +11,12 @@ optimizer's state, so a cell killed mid-way resumes from them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,6 +130,8 @@ class Journal:
     """An append-only JSON-lines file of unit entries (``{key: id, "config_hash": ..., ...}``).
 
     Each entry is appended and fsynced; a torn (unparseable) line from a crash is skipped on read.
+    Within :meth:`kept` (its writer holding the folder), the ok entries are read once and kept
+    in memory as entries are appended.
 
     Args:
         path: The journal file.
@@ -144,9 +148,28 @@ class Journal:
         self.directory = directory
         self.unit = unit
         self.config_key = config_key
+        #: ``id -> last ok entry`` while :meth:`kept`, else None (read from the file each time).
+        self._kept: dict[str, dict[str, Any]] | None = None
+
+    @contextlib.contextmanager
+    def kept(self) -> Iterator[None]:
+        """Read the ok entries once as the block starts and keep them, with those appended in
+        the block, instead of reading the file at each look-up: storing each of ``n`` units
+        parsed the whole journal each time. Only for the process that holds the folder for
+        writing, so that no other process appends meanwhile."""
+        self._kept = self._last_ok()
+        try:
+            yield
+        finally:
+            self._kept = None
 
     def append(self, entry: dict[str, Any]) -> None:
         _append_line(self.path, entry)
+        if self._kept is not None:
+            # As it reads back from the line: the JSON of its values.
+            line = json.loads(json.dumps(entry, default=str))
+            if self._is_ok(line):
+                self._kept[line[self.key]] = line
 
     def entries(self) -> list[dict[str, Any]]:
         """Entries in order; a line that is not an entry (torn, damaged: its unit id missing or
@@ -166,7 +189,7 @@ class Journal:
         to the journal with ``restore`` (a caller that holds the folder for writing), so its
         warning is not repeated at every run.
         """
-        last = {e[self.key]: e for e in self._ok_entries()}
+        last = self._last_ok()
         stored = {uid: entry for uid, entry in last.items() if self._agrees(uid, entry)}
         for path in sorted(self.directory.glob("*.parquet")):
             if path.stem not in last and (entry := self._entry_from_file(path.stem)) is not None:
@@ -176,20 +199,27 @@ class Journal:
         return stored
 
     def stored_entry(self, uid: str) -> dict[str, Any] | None:
-        """The entry of unit ``uid`` in :meth:`stored_entries` (None: not stored), read alone."""
-        ok = [e for e in self._ok_entries() if e[self.key] == uid]
-        if not ok:
+        """The entry of unit ``uid`` in :meth:`stored_entries` (None: not stored), its file
+        checked alone."""
+        entry = self._last_ok().get(uid)
+        if entry is None:
             return self._entry_from_file(uid)
-        return ok[-1] if self._agrees(uid, ok[-1]) else None
+        return entry if self._agrees(uid, entry) else None
 
-    def _ok_entries(self) -> list[dict[str, Any]]:
-        """The ``ok`` entries in order; one without a config hash (damaged) is skipped as a torn
-        line is."""
-        return [
-            e
-            for e in self.entries()
-            if e.get("status") == "ok" and isinstance(e.get("config_hash"), str)
-        ]
+    def _last_ok(self) -> dict[str, dict[str, Any]]:
+        """``id -> last ok entry`` (not to be changed: within :meth:`kept`, the kept one)."""
+        if self._kept is not None:
+            return self._kept
+        return {e[self.key]: e for e in self.entries() if self._is_ok(e)}
+
+    def _is_ok(self, entry: dict[str, Any]) -> bool:
+        """Whether ``entry`` is an ``ok`` one; one without a unit id or config hash (damaged) is
+        skipped as a torn line is."""
+        return (
+            isinstance(entry.get(self.key), str)
+            and entry.get("status") == "ok"
+            and isinstance(entry.get("config_hash"), str)
+        )
 
     def _agrees(self, uid: str, entry: dict[str, Any]) -> bool:
         """Whether the ok ``entry`` is at the current schema version and the unit's file agrees

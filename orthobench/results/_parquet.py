@@ -168,7 +168,12 @@ def read_records(path: str | Path, record_type: type) -> pd.DataFrame:
         ResultsError: when the file was written with another :data:`SCHEMA_VERSION`, or is not
             readable Parquet.
     """
-    found = read_metadata(path).get("schema_version")
+    return _records(path, record_type, read_metadata(path))
+
+
+def _records(path: str | Path, record_type: type, meta: dict[str, Any]) -> pd.DataFrame:
+    """:func:`read_records` of a file whose metadata ``meta`` is read."""
+    found = meta.get("schema_version")
     if found != SCHEMA_VERSION:
         raise ResultsError(
             f"{path}: results schema version {found if found is not None else '(none)'}, but this "
@@ -227,17 +232,34 @@ def unique_dirs(dirs: Iterable[str | Path]) -> list[str]:
     return list(first.values())
 
 
-def _load(dirs: Iterable[str | Path], subdir: str, record_type: type) -> pd.DataFrame:
-    """The rows of every file under ``DIR/subdir``; an unreadable file is skipped with a warning."""
-    frames = []
-    for path in (f for d in dirs for f in sorted((Path(d) / subdir).glob("*.parquet"))):
+def read_files(
+    paths: Iterable[Path], record_type: type
+) -> tuple[pd.DataFrame, list[tuple[Path, dict[str, Any]]]]:
+    """The rows of the results files ``paths`` (:func:`read_records`), and the path and metadata
+    of each file read; one that is not an orthobench results file is skipped with a warning
+    naming it.
+
+    Raises:
+        ResultsError: for a file of another :data:`SCHEMA_VERSION`.
+    """
+    frames, files = [], []
+    for path in paths:
         try:
-            frames.append(read_records(path, record_type))
+            meta = read_metadata(path)
+            frames.append(_records(path, record_type, meta))
         except _UnreadableFileError as err:
-            warnings.warn(f"{err}; skipped", OrthobenchWarning, stacklevel=1)
+            warnings.warn(f"{err}; skipped", OrthobenchWarning, stacklevel=2)
+            continue
+        files.append((path, meta))
     if not frames:
-        return _SCHEMAS[record_type].empty_table().to_pandas()
-    return pd.concat(frames, ignore_index=True)
+        return _SCHEMAS[record_type].empty_table().to_pandas(), files
+    return pd.concat(frames, ignore_index=True), files
+
+
+def _load(dirs: Iterable[str | Path], subdir: str, record_type: type) -> pd.DataFrame:
+    """The rows of every file under ``DIR/subdir`` (:func:`read_files`)."""
+    paths = (f for d in dirs for f in sorted((Path(d) / subdir).glob("*.parquet")))
+    return read_files(paths, record_type)[0]
 
 
 def load_runs(dirs: Iterable[str | Path]) -> pd.DataFrame:

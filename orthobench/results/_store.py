@@ -28,6 +28,7 @@ from orthobench.results._base import BaseStore
 from orthobench.results._io import open_own
 from orthobench.results._journal import EvaluationJournal, Journal
 from orthobench.results._parquet import (
+    read_files,
     read_metadata,
     read_records,
     read_table,
@@ -97,6 +98,8 @@ class ResultStore(BaseStore):
         but the lock was written in it (a suite refused by the checks that run with the store
         held): bad input leaves no folder behind.
 
+        The journals' ok entries are read once, as the block starts (:meth:`Journal.kept`).
+
         Each unit written in the block, and the block's end, first checks that ``DIR/.lock`` is
         still the file locked here (:meth:`_check_held`): a directory removed meanwhile would
         be recreated by the next write, and the run would report as stored the units it lost.
@@ -136,11 +139,7 @@ class ResultStore(BaseStore):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-                raise OrthobenchError(
-                    f"the results directory {self.root} is in use by another orthobench run "
-                    f"(PID {holder}); wait for it to end or choose another output directory."
-                ) from None
+                raise self._in_use(_holder(fd)) from None
             except OSError as err:  # a file system without flock (some network mounts)
                 warnings.warn(
                     f"cannot lock {self.lock_path} ({err.strerror or err}); a second run on "
@@ -152,7 +151,9 @@ class ResultStore(BaseStore):
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             held = os.fstat(fd)
             self._lock_id = (held.st_dev, held.st_ino)
-            yield self
+            # No other process appends to the journals now: each is read once, not per unit.
+            with self.runs_journal.kept(), self.probe_journal.kept():
+                yield self
             self._check_held()  # before the caller reports what it stored
         except BaseException:
             # Only the directory locked here: one put in its place may hold another run's lock.
@@ -164,6 +165,55 @@ class ResultStore(BaseStore):
         finally:
             self._lock_id = None
             os.close(fd)  # releases the lock
+
+    def refuse_if_held(self) -> None:
+        """Raise :meth:`open_for_writing`'s "in use" error where another run holds the directory
+        now (:meth:`writer`); nothing is read or written."""
+        if (holder := self.writer()) is not None:
+            raise self._in_use(holder)
+
+    def _in_use(self, holder: str) -> OrthobenchError:
+        return OrthobenchError(
+            f"the results directory {self.root} is in use by another orthobench run "
+            f"(PID {holder}); wait for it to end or choose another output directory."
+        )
+
+    def writer(self) -> str | None:
+        """The PID of the run holding the directory for writing (:meth:`open_for_writing`) now,
+        as ``DIR/.lock`` names it (``unknown`` where it names none); None where no run does.
+
+        Probed without waiting or creating anything: a shared lock on ``DIR/.lock``, taken and
+        released at once, is refused while a run holds its exclusive one. (A run that starts
+        in that instant is refused as if the directory were in use.)
+        """
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:  # none (no run wrote here), unreadable, or a link: not a run's lock
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(fd)
+        except OSError:  # a file system without flock, where no run can lock it either
+            return None
+        finally:
+            os.close(fd)  # releases the probe's lock
+        return None
+
+    def read_units(self, kind: str) -> tuple[pd.DataFrame, list[tuple[Path, dict[str, Any]]]]:
+        """The rows of the files of the units of ``kind`` (:data:`~orthobench.work.CELL`,
+        ``PROBE_STATE``), and the path and metadata of each file, from one listing of their
+        folder: read while a run stores units, the rows and the metadata are of the same files
+        (listed twice, a report counted 33 cells' files and 32 cells' rows).
+
+        A file that is not an orthobench results file is skipped with a warning naming it, as
+        :func:`~orthobench.results.load_runs` skips it.
+
+        Raises:
+            ResultsError: for a file of another schema version.
+        """
+        record_type = {CELL: RunRecord, PROBE_STATE: ProbeRecord}[kind]
+        return read_files(sorted(self.journal(kind).directory.glob("*.parquet")), record_type)
 
     def _holds_lock(self) -> bool:
         """Whether ``DIR/.lock`` is the file that :meth:`open_for_writing` locked."""
@@ -410,6 +460,11 @@ class ResultStore(BaseStore):
 
     def read_probe_state(self, state_id: str) -> pd.DataFrame:
         return read_records(self.probe_path(state_id), ProbeRecord)
+
+
+def _holder(fd: int) -> str:
+    """The PID that the lock file ``fd`` names (``unknown`` where it names none)."""
+    return os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
 
 
 def _code_version(metadata: dict[str, Any]) -> str:
