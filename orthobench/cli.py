@@ -25,7 +25,7 @@ from typing import Any
 
 import click
 
-from orthobench.api import _make_executor, _refuse_changed, _results_dir
+from orthobench.api import _make_executor, _refuse_changed, _refuse_report_paths, _results_dir
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
 from orthobench.suite import Suite, load_suite
 
@@ -448,13 +448,15 @@ def _probe_suite(
     timeout: float | None,
     force: bool,
     quiet: bool,
+    report: bool = False,
 ):
     """Run the probe of ``suite`` (:func:`_probe_section`); returns the rows,
     the run's summary and the store, or exits 130 on Ctrl-C.
 
     States with another configuration than they were stored with stop the command, listed, unless
     ``force``; states that failed are listed, the others stored, and the caller exits 1 after its
-    output (:func:`_exit_on_failures`).
+    output (:func:`_exit_on_failures`). With ``report`` (the caller writes ``DIR/report.html``
+    after the states), report paths it could not write are refused first.
     """
     from orthobench.devices import resolve_device
     from orthobench.execution import RunInterrupted
@@ -468,6 +470,8 @@ def _probe_suite(
     runner = _make_executor(executor, workers, scheduler, scheduler_timeout, timeout)
     units = probe_units(suite.name, suite.probe)
     store.refuse_if_held()
+    if report:
+        _refuse_report_paths(out_dir)
     if not force:
         _refuse_changed(store, units, out_dir)
     click.echo(
@@ -521,7 +525,7 @@ def probe(suite_file: str, **options: Any) -> None:
     from orthobench.report import build_report
     from orthobench.report.data import probe_row_keys
 
-    frame, summary, store = _probe_suite(_probe_section(suite_file), **options)
+    frame, summary, store = _probe_suite(_probe_section(suite_file), **options, report=True)
     click.echo(format_summary(frame))
     if frame.empty:  # every state failed: a report of no rows would only raise "no results"
         click.echo(

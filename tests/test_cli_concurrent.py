@@ -66,3 +66,19 @@ def test_a_probe_on_a_directory_in_use_says_so_before_its_first_line(write_suite
     out.mkdir()
     suite = write_suite(PROBE_SUITE, "gate.yaml")
     _refused_in_use(["probe", str(suite), "-o", str(out), "-q"], out)
+
+
+def test_a_folder_where_probe_writes_its_report_is_refused_before_any_state_runs(
+    write_suite, tmp_path
+):
+    """As `run`'s: a folder DIR/report.html failed the probe after every state was computed."""
+    out = tmp_path / "out"
+    (out / "report.html").mkdir(parents=True)
+    suite = write_suite(PROBE_SUITE, "gate.yaml")
+    result = CliRunner().invoke(cli, ["probe", str(suite), "-o", str(out), "-q"])
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"orthobench: error: cannot write the report to {out / 'report.html'}: it exists and is "
+        "not a regular file; remove or rename it, then rerun (nothing has run)."
+    ]
+    assert [p.name for p in out.iterdir()] == ["report.html"]
