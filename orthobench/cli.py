@@ -26,7 +26,7 @@ from typing import Any
 import click
 
 from orthobench.api import _make_executor, _refuse_changed, _refuse_report_paths, _results_dir
-from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
+from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError, one_line
 from orthobench.suite import Suite, load_suite
 
 EXIT_USAGE = 2
@@ -228,25 +228,32 @@ def _workers_text(executor, scheduler: str | None, to_run: int, units: str) -> s
 
 @contextlib.contextmanager
 def _warnings_as_lines() -> Iterator[None]:
-    """While the block runs, print each distinct orthobench warning as one stderr line,
-    ``orthobench: warning: ...`` (Python would add the source location and line)."""
+    """While the block runs, print each distinct warning as one stderr line, ``orthobench:
+    warning: ...`` (Python would add the source location and line); another library's names its
+    category and where it was raised (BoTorch's failed-restart warning took 9 lines)."""
     with warnings.catch_warnings():
         warnings.simplefilter("default", OrthobenchWarning)
-        show = warnings.showwarning
         # Python's own once-per-location memory is reset by every `catch_warnings()` (each GP
         # fit enters one): a probe printed the same point-set warning at every rebuild, 78 times.
         shown: set[str] = set()
 
-        def one_line(
-            message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
+        def as_line(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: Any = None,
+            line: str | None = None,
         ) -> None:
+            text = str(message)
             if not issubclass(category, OrthobenchWarning):
-                show(message, category, *args, **kwargs)
-            elif str(message) not in shown:
-                shown.add(str(message))
-                click.echo(f"orthobench: warning: {message}", err=True)
+                where = f"{Path(filename).parent.name}/{Path(filename).name}:{lineno}"
+                text = f"{category.__name__} ({where}): {one_line(text)}"
+            if text not in shown:
+                shown.add(text)
+                click.echo(f"orthobench: warning: {text}", err=True)
 
-        warnings.showwarning = one_line
+        warnings.showwarning = as_line
         yield
 
 

@@ -242,6 +242,24 @@ def test_the_warnings_of_a_probe_are_one_line_each(write_suite, tmp_path, monkey
     assert warned == ["orthobench: warning: probe state s never finished"], result.stderr
 
 
+def test_another_librarys_warning_is_one_line_once(capsys):
+    """BoTorch's failed-restart warning came as Python prints it: 9 lines with the source line,
+    at every step."""
+    import warnings
+
+    from orthobench.cli import _warnings_as_lines
+
+    with _warnings_as_lines():
+        for _ in range(3):
+            warnings.warn_explicit(
+                "Optimization failed.\nTrying again.", RuntimeWarning, "/s/botorch/gen.py", 42
+            )
+    assert capsys.readouterr().err == (
+        "orthobench: warning: RuntimeWarning (botorch/gen.py:42): "
+        "Optimization failed.\\nTrying again.\n"
+    )
+
+
 def test_a_folder_of_failed_cells_alone_still_has_a_report(plugin, write_suite, tmp_path):
     suite = write_suite(
         f"name: crash\nseeds: 1\nn_init: 3\nbudget: 1\n"
