@@ -238,12 +238,7 @@ def _warnings_as_lines() -> Iterator[None]:
         shown: set[str] = set()
 
         def as_line(
-            message: Warning | str,
-            category: type[Warning],
-            filename: str,
-            lineno: int,
-            file: Any = None,
-            line: str | None = None,
+            message: Warning | str, category: type[Warning], filename: str, lineno: int, *_: Any
         ) -> None:
             text = str(message)
             if not issubclass(category, OrthobenchWarning):
