@@ -264,8 +264,7 @@ def check_buildable(cells: Iterable[Cell], timeout: float | None = None) -> dict
             raise ConfigError(
                 f"optimizers.{cell.optimizer.label}",
                 f"{cell.optimizer.name!r} proposes at most {limit} point(s) per BO step, "
-                f"but the suite asks q={cell.q}; lower q or choose an optimizer with batch "
-                "proposals.",
+                f"but the suite asks q={cell.q}; lower q or {optimizer.batch_advice}.",
             )
         pair = (cell.task.label, cell.optimizer.label)
         if pair in asynchronous and not optimizer.accepts_pending:

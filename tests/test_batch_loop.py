@@ -175,6 +175,14 @@ def test_a_q_above_the_optimizers_batch_limit_is_refused_before_any_cell():
     check_buildable([dataclasses.replace(spec, q=1)])
 
 
+def test_turbos_batch_limit_names_the_parameter_behind_it():
+    """TuRBO makes batch proposals: its limit is n_candidates, and the refusal said "choose an
+    optimizer with batch proposals"."""
+    spec = dataclasses.replace(cell(optimizer="turbo", opt_params={"n_candidates": 2}), q=3)
+    with pytest.raises(ConfigError, match="at most 2 point.*raise n_candidates to at least q"):
+        check_buildable([spec])
+
+
 #: Cells of q = 1 and q = 3 of an optimizer that proposes one point per step.
 ONE_POINT_SUITE = f"""
     name: batch

@@ -151,6 +151,12 @@ class Optimizer(ABC):
         """The most points one :meth:`ask` may propose (None: no limit)."""
         return None
 
+    @property
+    def batch_advice(self) -> str:
+        """What to do for a batch larger than :attr:`max_batch`, besides lowering ``q`` (the
+        loop's refusal ends with it)."""
+        return "choose an optimizer with batch proposals"
+
     def ask(self, n: int = 1, pending: np.ndarray | None = None) -> Suggestion:
         """Propose ``n`` points (``n x d``, unit cube) from the current history.
 

@@ -9,11 +9,11 @@ marginal qEI (:class:`orthobench.acquisition.MarginalLogQEI`) instead, the pendi
 ``X_pending``. After the new observation arrives, ensemble weights are updated from each
 member's predictive log score (:mod:`orthobench.surrogates.ensemble`).
 
-:class:`MCEI` runs the same pipeline with the same seeds and the naive mean of iid theta draws:
-the like-for-like baseline of every comparison (docs/design.md, "Like-for-like baseline"). With
-a control-variate estimator on iid draws (``orth``, ``orth-shrink``, ...) OrthoBO uses exactly
-MCEI's draws and only the estimator differs; the default (``qmc-owen+rb``,
-:mod:`orthobench.theta_estimators`) draws its own points.
+:class:`MCEI` runs the same pipeline with the naive mean of iid theta draws: the like-for-like
+baseline of every comparison (docs/design.md, "Like-for-like baseline"). Given the same seed, an
+OrthoBO with a control-variate estimator on iid draws (``orth``, ``orth-shrink``, ...) uses
+exactly MCEI's draws and only the estimator differs (a suite seeds each label apart); the default
+(``qmc-owen+rb``, :mod:`orthobench.theta_estimators`) draws its own points.
 """
 
 from __future__ import annotations

@@ -305,6 +305,10 @@ class TuRBO(GPOptimizer):
         qLogEI has no limit (None)."""
         return self.n_candidates if self.acquisition == "ts" else None
 
+    @property
+    def batch_advice(self) -> str:
+        return "raise n_candidates to at least q, or set acquisition: qlogei"
+
     def _new_state(self) -> TrustRegionState:
         return TrustRegionState(
             length=self.length_init,
