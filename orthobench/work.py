@@ -31,9 +31,11 @@ class WorkUnit(Protocol):
 
     Attributes:
         kind: What messages and the store call it: :data:`CELL` or :data:`PROBE_STATE`.
+        suite: The name of the suite the unit is of.
     """
 
     kind: str
+    suite: str
 
     @property
     def id(self) -> str:

@@ -113,6 +113,10 @@ class ProbeUnit:
     def id(self) -> str:
         return self.state.id
 
+    @property
+    def suite(self) -> str:
+        return self.state.suite
+
     def resolved_config(self) -> dict[str, Any]:
         history = state_cell(self.state, self.spec, torch.float64).resolved_config()
         settings = {key: getattr(self.spec, key) for key in STATE_SETTINGS}

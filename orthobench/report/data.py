@@ -77,7 +77,8 @@ class ResultSet:
         probe: :class:`~orthobench.results.ProbeRecord` rows plus ``source`` and ``run_set``.
         failures: Cells and probe states whose last journal entry is a failure: ``source``,
             ``kind`` (``cell`` or ``probe state``), ``unit_id`` (the cell's or state's id),
-            ``error`` (the first line of the stored error).
+            ``suite`` (as the entry records it; None where it does not), ``error`` (the first
+            line of the stored error).
         files: One row per stored file: ``source``, ``kind`` (``runs`` or ``probe``), ``suite``,
             ``run_set``, ``task``, ``optimizer`` (the method label of its rows, else the stored
             label), ``optimizer_name`` (registry name),
@@ -111,23 +112,28 @@ class ResultSet:
         """The failed cells that stored no rows, as seeds without a final value: ``run_set``,
         ``task``, ``optimizer`` (the method label) and ``seed``, one row per seed.
 
-        Their journal entries record no suite, so a failed cell takes the run set of the stored
-        cells of its directory and task; one whose directory stores no cell of its task, or cells
-        of several run sets on it (two suites with a task label in common), has no run set to
-        count in and stays in :attr:`failures` only. A seed that some directory of the run set
-        stored is not a crashed one.
+        A failed cell takes the run set of the stored cells of its directory, suite (as its
+        journal entry records it) and task; one whose entry records no suite (written before
+        entries did), whose id is not a cell id, or whose directory stores no cell of its suite
+        and task has no run set to count in and stays in :attr:`failures` only. A seed that
+        some directory of the run set stored is not a crashed one.
         """
         columns = ["run_set", "task", "optimizer", "seed"]
         failed = self.failures
-        cells = failed[failed["kind"] == CELL] if not failed.empty else failed
-        if cells.empty or self.runs.empty:
+        if failed.empty or self.runs.empty:
             return pd.DataFrame(columns=columns)
-        parsed = pd.DataFrame([_cell_key(i) for i in cells["unit_id"]], columns=columns[1:])
-        parsed["source"] = cells["source"].to_numpy()
-        run_sets = self.runs.drop_duplicates(["source", "task", "run_set"])
-        run_sets = run_sets.drop_duplicates(["source", "task"], keep=False)
-        crashed = parsed.merge(run_sets[["source", "task", "run_set"]], on=["source", "task"])
-        crashed = crashed[columns]
+        cells = failed[(failed["kind"] == CELL) & failed["suite"].notna()]
+        keys = [
+            (source, suite, *key)
+            for source, suite, uid in zip(
+                cells["source"], cells["suite"], cells["unit_id"], strict=True
+            )
+            if (key := _cell_key(uid)) is not None
+        ]
+        parsed = pd.DataFrame(keys, columns=["source", "suite", *columns[1:]])
+        run_sets = self.runs.drop_duplicates(["source", "suite", "task"])
+        on = ["source", "suite", "task"]
+        crashed = parsed.merge(run_sets[[*on, "run_set"]], on=on)[columns]
         stored = self.runs[columns].drop_duplicates()
         crashed = crashed.merge(stored, how="left", indicator=True)
         crashed = crashed[crashed["_merge"] == "left_only"][columns]
@@ -249,6 +255,7 @@ def _failures(source: str, store: ResultStore) -> list[dict]:
                 "source": source,
                 "kind": kind,
                 "unit_id": unit_id,
+                "suite": e.get("suite"),
                 "error": (str(e.get("error") or "").strip().splitlines() or ["(no error text)"])[0],
             }
             for unit_id, e in last.items()
@@ -295,13 +302,21 @@ def is_asynchronous(cell_id: str) -> bool:
     return len(cell_id.split(ID_SEPARATOR)) == 5
 
 
-def _cell_key(cell_id: str) -> tuple[str, str, int]:
-    """The task label, method label (:func:`method_label`) and seed of a cell id
-    (:attr:`orthobench.suite.Cell.id`: ``task__optimizer[__q<q>[__async]]__seed<n>``)."""
-    task, optimizer, *batch, seed = cell_id.split(ID_SEPARATOR)
-    q = int(batch[0].removeprefix("q")) if batch else 1
-    method = method_label(optimizer, q, is_asynchronous(cell_id))
-    return task, method, int(seed.removeprefix("seed"))
+#: A cell id (:attr:`orthobench.suite.Cell.id`): ``task__optimizer[__q<q>[__async]]__seed<n>``.
+_CELL_ID = re.compile(
+    r"(?P<task>.+?)__(?P<optimizer>.+?)(?:__q(?P<q>\d+)(?:__async)?)?__seed(?P<seed>\d+)"
+)
+
+
+def _cell_key(cell_id: str) -> tuple[str, str, int] | None:
+    """The task label, method label (:func:`method_label`) and seed of a cell id; None for a
+    text that is not one (a journal line written by hand)."""
+    match = _CELL_ID.fullmatch(cell_id)
+    if match is None:
+        return None
+    q = int(match["q"] or 1)
+    method = method_label(match["optimizer"], q, is_asynchronous(cell_id))
+    return match["task"], method, int(match["seed"])
 
 
 def with_batch_columns(runs: pd.DataFrame) -> pd.DataFrame:
@@ -409,7 +424,7 @@ def load_results(
     return ResultSet(
         runs=runs_frame,
         probe=probe_frame,
-        failures=pd.DataFrame(failures, columns=["source", "kind", "unit_id", "error"]),
+        failures=pd.DataFrame(failures, columns=["source", "kind", "unit_id", "suite", "error"]),
         files=files_frame,
     )
 

@@ -95,7 +95,9 @@ class BaseStore(abc.ABC):
         self, unit: WorkUnit, error: str, traceback_text: str, seconds: float
     ) -> None:
         """Journal a failed unit (its error and traceback); it is retried on the next run."""
-        self.journal_failure(unit.kind, unit.id, unit.config_hash, error, traceback_text, seconds)
+        self.journal_failure(
+            unit.kind, unit.id, unit.config_hash, error, traceback_text, seconds, unit.suite
+        )
 
     @abc.abstractmethod
     def journal_failure(
@@ -106,6 +108,9 @@ class BaseStore(abc.ABC):
         error: str,
         traceback_text: str,
         seconds: float | None,
+        suite: str | None = None,
     ) -> None:
         """:meth:`record_failure` for a unit known by its kind, id and configuration hash alone
-        (one that an earlier process left unfinished); ``seconds`` None where nobody timed it."""
+        (one that an earlier process left unfinished); ``seconds`` None where nobody timed it,
+        ``suite`` (the unit's suite, which the report counts a failed cell in) None where it is
+        not known."""

@@ -418,19 +418,14 @@ class ResultStore(BaseStore):
         error: str,
         traceback_text: str,
         seconds: float | None,
+        suite: str | None = None,
     ) -> None:
         self._check_held()
         journal = self.journal(kind)
-        journal.append(
-            {
-                journal.key: uid,
-                "config_hash": config_hash,
-                "status": "failed",
-                "seconds": seconds,
-                "error": error,
-                "traceback": traceback_text,
-            }
-        )
+        entry = {journal.key: uid, "config_hash": config_hash, "status": "failed"}
+        if suite is not None:
+            entry["suite"] = suite
+        journal.append({**entry, "seconds": seconds, "error": error, "traceback": traceback_text})
 
     def write_probe_state(
         self,

@@ -77,3 +77,38 @@ def test_crashed_seeds_take_the_run_set_and_method_label_of_their_cell(tmp_path)
     assert crashed.to_dict("records") == [
         {"run_set": "s", "task": "t1", "optimizer": "b (q=2)", "seed": 0}
     ]
+
+
+def test_a_failed_cell_counts_in_its_own_suite_only(tmp_path: Path) -> None:
+    """The reported bug: suite b's failed cells joined suite a's tables (its one run set on the
+    task), ranked there though b never ran in a."""
+    for seed in range(2):
+        write_cell(tmp_path, cell("a", "t1", "good=sobol", seed, 2, 2), [5.0, 4.0, 2.0, 1.0])
+        spec = cell("b", "t1", "crashy=sobol", seed, n_init=2, budget=2)
+        ResultStore(tmp_path).record_failure(spec, "RuntimeError: crashed", "Traceback ...", 0.1)
+    results = load_results([tmp_path])
+    assert results.crashed().empty
+    final = final_section(results, "good").tables[0].data
+    assert final["optimizer"].tolist() == ["good"]
+    assert set(results.failures["suite"]) == {"b"}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        '{"cell_id": "t1__crashy__seedX", "config_hash": "abc", "status": "failed"}',
+        '{"cell_id": "t1", "config_hash": "abc", "status": "failed", "suite": "s"}',
+        '{"cell_id": "t1__crashy__seed1", "config_hash": "abc", "status": "failed"}',
+    ],
+)
+def test_a_failure_entry_that_names_no_cell_of_a_suite_stays_in_the_failures(
+    flaky_dir: Path, entry: str
+) -> None:
+    """A line written by hand, or by a version that recorded no suite, crashed the report
+    (``int('X')``); it is listed as failed, and counts nowhere."""
+    expected = load_results([flaky_dir]).crashed()
+    with (flaky_dir / "runs.jsonl").open("a") as journal:
+        journal.write(entry + "\n")
+    results = load_results([flaky_dir])
+    assert results.crashed().equals(expected)
+    assert len(results.failures) == len(expected) + 1
