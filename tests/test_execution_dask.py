@@ -523,8 +523,9 @@ class _FakeClient:
     def run(self, function, *, workers, nanny) -> dict:
         return dict.fromkeys(workers, True)
 
-    def restart_workers(self, workers) -> None:
+    def restart_workers(self, workers, *, raise_for_error) -> dict:
         self.restarted.extend(workers)
+        return dict.fromkeys(workers, "OK")
 
 
 def test_a_job_run_again_after_its_worker_was_restarted_gets_a_new_clock(monkeypatch):

@@ -187,8 +187,9 @@ def test_a_job_that_times_out_restarts_the_workers_it_owns(monkeypatch):
             self.killed.extend(workers)
             return dict.fromkeys(workers, True)
 
-        def restart_workers(self, workers) -> None:
+        def restart_workers(self, workers, *, raise_for_error) -> dict:
             self.restarted.extend(workers)
+            return dict.fromkeys(workers, "OK")
 
     class Future:
         key = "cell"

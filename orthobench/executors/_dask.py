@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import logging
 import socket
 import time
 import traceback
 import uuid
 import warnings
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from orthobench.deadlines import kill_descendants
@@ -30,6 +32,9 @@ from orthobench.executors._base import (
 _SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 #: A job's share of a ``GPU`` worker resource is a whole number of these (:func:`_gpu_resources`).
 _GPU_SHARE_UNITS = 2**30
+#: How long the private ``LocalCluster`` waits for a worker that left to come back before it
+#: closes the worker's nanny for good: longer than any run (:meth:`DaskExecutor.run`).
+_LOST_WORKER_TIMEOUT = "365d"
 #: The private ``LocalCluster``'s workers that the job running in this thread owns, its own
 #: first, where a batch cell's evaluations run (:func:`_execute_on`); None outside one.
 CELL_WORKERS: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar(
@@ -181,23 +186,38 @@ def _execute_on(job: Job, workers: tuple[str, ...]) -> JobResult:
         CELL_WORKERS.reset(token)
 
 
+@contextlib.contextmanager
+def _silenced(name: str) -> Iterator[None]:
+    """Silence the logger ``name`` (any thread's records) while the block runs."""
+    logger = logging.getLogger(name)
+    disabled, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = disabled
+
+
 def _dask_result(
     future,  # noqa: ANN001 -- a distributed.Future
     registries: dict[str, dict],
+    since: float,
 ) -> JobResult:
     """The future's :class:`JobResult`, the warnings its job showed shown here
     (:func:`~orthobench.executors._base.show_warnings`); a lost worker or a task Dask could not
-    run fails the job."""
+    run fails the job, after the seconds since ``since`` (a :func:`time.monotonic` time: when
+    the job was seen processing, or was submitted)."""
     from distributed.scheduler import KilledWorker
 
     try:
         result, warned = future.result()
     except KilledWorker as err:
-        return JobResult(None, "worker process died (Dask KilledWorker)", str(err) + "\n", 0.0)
+        failure = ("worker process died (Dask KilledWorker)", str(err) + "\n")
     except Exception as err:  # noqa: BLE001 -- e.g. the worker cannot import the task: the job fails
-        return JobResult(None, describe_error(err), traceback.format_exc(), 0.0)
-    show_warnings(warned, registries)
-    return result
+        failure = (describe_error(err), traceback.format_exc())
+    else:
+        show_warnings(warned, registries)
+        return result
+    return JobResult(None, *failure, time.monotonic() - since)
 
 
 class DaskExecutor(Executor):
@@ -234,8 +254,9 @@ class DaskExecutor(Executor):
     a ``GPU`` worker resource (:func:`_gpu_resources`). On an external cluster, start one worker
     per GPU with ``dask worker SCHEDULER --resources GPU=1 --nthreads N`` (``N >=
     jobs_per_gpu``): it runs ``jobs_per_gpu`` of them on its GPU at once, which keeps a GPU busy
-    that one small training job leaves mostly idle. The private ``LocalCluster`` gives each of
-    its workers one ``GPU``, which any share fits.
+    that one small training job leaves mostly idle; where no worker has it, the CUDA jobs wait
+    for one, with a warning. The private ``LocalCluster`` gives each of its workers one ``GPU``,
+    which any share fits.
 
     With a ``timeout``, a job's clock starts when the scheduler first reports it processing on a
     worker (polled each second), and again when Dask runs it again (its worker was lost or
@@ -294,17 +315,23 @@ class DaskExecutor(Executor):
             raise OrthobenchError(
                 "--executor dask needs the dask extra: pip install 'orthobench[dask]'."
             ) from err
-        cluster = None
-        if self.scheduler is None:
-            # One GPU per worker, which the share of every job and evaluation fits.
-            gpu = any(j.device.startswith("cuda") for j in jobs)
+        private = self.scheduler is None
+        settings = {
             # A job bound to a worker that left just before (it crashed) fails after a minute
             # of no valid worker, instead of waiting for ever (:meth:`_run`).
-            settings = {
-                "distributed.scheduler.allowed-failures": 0,
-                "distributed.scheduler.no-workers-timeout": "60s",
-            }
-            with dask.config.set(settings):
+            "distributed.scheduler.allowed-failures": 0,
+            "distributed.scheduler.no-workers-timeout": "60s",
+            # Read on the cluster's loop thread each time a worker leaves, so in force for the
+            # cluster's whole life: Dask closes the nanny of a worker not back that long after
+            # it left. A timeout's restart (:func:`_expired`) twice within the default 15 s lost
+            # the worker for good (still importing its preload), and the run its later cells.
+            "distributed.deploy.lost-worker-timeout": _LOST_WORKER_TIMEOUT,
+        }
+        with dask.config.set(settings if private else {}):
+            cluster = None
+            if private:
+                # One GPU per worker, which the share of every job and evaluation fits.
+                gpu = any(j.device.startswith("cuda") for j in jobs)
                 cluster = LocalCluster(
                     n_workers=self.processes(sum(job.slots for job in jobs)),
                     threads_per_worker=1,
@@ -317,17 +344,42 @@ class DaskExecutor(Executor):
                     # (torch, BoTorch: seconds) when they start, not inside the first job's time.
                     preload=sorted({type(job).__module__ for job in jobs}),
                 )
-        client = (
-            Client(cluster)
-            if cluster is not None
-            else _connect(self.scheduler, self.scheduler_timeout)
-        )
-        try:
-            self._run(client, jobs, session, own_workers=cluster is not None)
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            client = (
+                Client(cluster) if private else _connect(self.scheduler, self.scheduler_timeout)
+            )
+            try:
+                self._run(client, jobs, session, own_workers=private)
+            finally:
+                client.close()
+                if cluster is not None:
+                    cluster.close()
+
+    def _warn_unrunnable(
+        self,
+        client,  # noqa: ANN001 -- a distributed.Client
+        jobs: Sequence[Job],
+    ) -> None:
+        """Warn where no worker of the external cluster can run some of ``jobs``: none at all, or
+        none with the ``GPU`` share its CUDA jobs ask for (:func:`_gpu_resources`). They wait
+        until one connects, which Dask shows nowhere. A warning, not an error: workers may join
+        at any time, and one started now runs the waiting jobs without a rerun."""
+        workers = client.scheduler_info()["workers"].values()
+        shares = [r["GPU"] for j in jobs if (r := _gpu_resources(j.device, self.jobs_per_gpu))]
+        start = f"dask worker {self.scheduler}" + (" --resources GPU=1" if shares else "")
+        if not workers:
+            message = (
+                f"the Dask scheduler at {self.scheduler} has no workers: the {len(jobs)} jobs "
+                f"wait until one connects (start one with `{start}`)."
+            )
+        elif shares and not any(w.get("resources", {}).get("GPU", 0) >= shares[0] for w in workers):
+            message = (
+                f"no worker of the Dask scheduler at {self.scheduler} has the `GPU` resource that "
+                f"its {len(shares)} CUDA jobs ask for: they wait until one connects (start one "
+                f"per GPU with `{start}`)."
+            )
+        else:
+            return
+        warnings.warn(message, OrthobenchWarning, stacklevel=5)
 
     def _run(
         self,
@@ -341,15 +393,11 @@ class DaskExecutor(Executor):
         from dask.distributed import wait
         from distributed.client import FuturesCancelledError
 
-        if not own_workers and not client.nthreads():
-            warnings.warn(
-                f"the Dask scheduler at {self.scheduler} has no workers: the {len(jobs)} jobs "
-                "wait until one connects (start one with `dask worker ADDRESS`).",
-                OrthobenchWarning,
-                stacklevel=4,
-            )
+        if not own_workers:
+            self._warn_unrunnable(client, jobs)
         queue = deque(jobs)
         futures: dict[Any, Job] = {}  # distributed.Future -> its job
+        submitted: dict[Any, float] = {}  # distributed.Future -> when (time.monotonic)
         owned: dict[Any, tuple[str, ...]] = {}  # distributed.Future -> its workers (own_workers)
         pending: set[Any] = set()
         started: dict[str, tuple[str, float]] = {}
@@ -399,6 +447,7 @@ class DaskExecutor(Executor):
                     )
                     owned[future] = ()
                 futures[future] = job
+                submitted[future] = time.monotonic()
                 pending.add(future)
             try:
                 done, pending = wait(pending, timeout=1.0, return_when="FIRST_COMPLETED")
@@ -409,6 +458,10 @@ class DaskExecutor(Executor):
                 # in flight are lost with it, what was stored stays, and a rerun resumes.
                 where = self.scheduler or "of the private cluster"
                 reason = err.error_groups[0].reason if err.error_groups else type(err).__name__
+                # Closed here, quietly: Dask logs the reconnection that the close cancels as an
+                # error with a long traceback, before this one line.
+                with _silenced("distributed.client"):
+                    client.close()
                 raise OrthobenchError(
                     f"lost the Dask scheduler {where} ({reason}); the units stored so far are "
                     "kept: rerun the same command to resume the others."
@@ -416,7 +469,9 @@ class DaskExecutor(Executor):
             for future in done:
                 job = futures[future]
                 session.progress.advance(job.size)
-                session.finish(job, _dask_result(future, registries))
+                # Since it was seen processing (polled for a timeout only), else submitted.
+                since = started.get(future.key, ("", submitted[future]))[1]
+                session.finish(job, _dask_result(future, registries, since))
             if self.timeout is not None:
                 for future in _expired(client, pending, started, self.timeout, owned):
                     pending.discard(future)
@@ -476,7 +531,7 @@ def _expired(
             # answers while the job holds the worker's interpreter. A worker without a nanny
             # cannot be restarted either, which the restart's error says.
             found = client.run(_kill_worker_descendants, workers=addresses, nanny=True)
-            client.restart_workers(addresses)
+            restarted = client.restart_workers(addresses, raise_for_error=False)
         except Exception as err:  # noqa: BLE001 -- the job is failed either way; say what still runs
             warnings.warn(
                 f"job {future.key} timed out, but its Dask worker(s) {named} could not be "
@@ -486,6 +541,15 @@ def _expired(
                 stacklevel=2,
             )
             continue
+        # Dask stopped these (or, hung, dropped them) but gave up waiting for them to come back.
+        lost = [a for a in addresses if restarted.get(a) != "OK"]
+        if lost:
+            warnings.warn(
+                f"job {future.key} timed out and its Dask worker(s) {', '.join(lost)} were "
+                "stopped to restart them, but have not come back: the run goes on without them.",
+                OrthobenchWarning,
+                stacklevel=2,
+            )
         # The jobs beside it on those workers died with them; if Dask runs them again, from the
         # start.
         for key in [k for k, (on, _) in started.items() if on in addresses]:
