@@ -362,8 +362,12 @@ def _prepare_run(
 
     if isinstance(suite, Mapping):
         suite = parse_suite(suite)
-    elif not isinstance(suite, Suite):
+    elif isinstance(suite, (str, os.PathLike)):
         suite = load_suite(suite)
+    elif not isinstance(suite, Suite):
+        raise TypeError(
+            f"the suite must be a file path, a Suite or a mapping, but got {type(suite).__name__}."
+        )
     resolved = resolve_device(device or suite.device)
     store = ResultStore(_results_dir(output, suite.name))
     runner = _make_executor(

@@ -64,6 +64,8 @@ def test_a_suite_given_as_a_mapping_runs_as_its_file_would(tmp_path):
     with pytest.raises(SuiteError, match="budget"):
         orthobench.run_suite({**suite, "budget": "many"}, output=tmp_path / "bad", progress=False)
     assert not (tmp_path / "bad").exists()
+    with pytest.raises(TypeError, match="a file path, a Suite or a mapping, but got list"):
+        orthobench.run_suite([suite], output=tmp_path / "bad", progress=False)
 
 
 def test_failed_cells_are_counted_not_raised(sphere_suite, tmp_path):
