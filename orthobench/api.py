@@ -97,7 +97,7 @@ def run_suite(
             :func:`~orthobench.load_suite`, which appends the folder of a suite file to
             ``sys.path`` (after everything else, and left there), so a module next to it that the
             suite names is found, or the suite as a mapping, as YAML would give it
-            (``{"name": "demo", "budget": 5, "tasks": ["branin"], "optimizers": ["sobol"]}``),
+            (``{"name": "demo", "budget": 5, "tasks": ["hartmann6"], "optimizers": ["sobol"]}``),
             checked as a file is (a :class:`~orthobench.exceptions.SuiteError` names the field).
         output:
             The results directory [default: ``results/<suite name>`` in the working directory].
@@ -214,7 +214,9 @@ def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
     Warns:
         OrthobenchWarning: for a directory without a ``runs/`` folder that holds Parquet files
             itself: the inner ``DIR/runs`` (which ``pandas.read_parquet`` reads) given for
-            ``DIR``, whose rows are not read.
+            ``DIR``, whose rows are not read; for a directory given again (another spelling of
+            one given before), which is read once; for a directory a run is writing now, whose
+            rows are those of the cells it has stored so far.
 
     Example:
         .. code-block:: python
@@ -222,13 +224,15 @@ def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
             rows = orthobench.load_results("results/demo")
             final = rows.groupby(["task", "optimizer", "seed"]).best_y.last()
     """
-    from orthobench.results import load_runs, unique_dirs
+    from orthobench.results import ResultStore, load_runs, unique_dirs
 
     if not dirs:
         raise TypeError("load_results() needs at least one results directory.")
+    dirs = unique_dirs(dirs)
     for d in dirs:
         if not Path(d).is_dir():
             raise OrthobenchError(f"{os.fspath(d)}: no such results directory.")
+        ResultStore(d).warn_if_held(d, "the frame")
         if not (Path(d) / "runs").is_dir() and any(Path(d).glob("*.parquet")):
             warnings.warn(
                 f"{os.fspath(d)}: no runs/ folder, but Parquet files of its own: an inner folder "
@@ -237,7 +241,7 @@ def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
                 OrthobenchWarning,
                 stacklevel=2,
             )
-    return load_runs(unique_dirs(dirs))
+    return load_runs(dirs)
 
 
 # The building blocks `orthobench run` (orthobench/cli.py) shares with run_suite; `probe` and

@@ -599,7 +599,8 @@ def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
 @click.option(
     "--reference",
     default=None,
-    help="Optimizer label the final values are tested against [default: the first GP optimizer].",
+    help="Optimizer label the final values are tested against [default: the suite's first GP "
+    "optimizer, else its first optimizer].",
 )
 @click.option(
     "--baseline",

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import orthobench
 from orthobench.cli import cli
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError
-from orthobench.results import RunRecord
+from orthobench.results import ResultStore, RunRecord
 
 
 def _digests(out: Path) -> dict[str, str]:
@@ -35,6 +35,10 @@ def test_run_suite_stores_rows_writes_a_report_and_resumes(sphere_suite, tmp_pat
     assert list(rows.columns) == [f.name for f in dataclasses.fields(RunRecord)]
     assert len(rows) == 4 * (3 + 3)
     assert set(rows.optimizer) == {"sobol", "center"} and set(rows.seed) == {0, 1}
+    # A directory a run writes now: its rows are those stored so far, as report says.
+    with ResultStore(out).open_for_writing():
+        with pytest.warns(OrthobenchWarning, match="being written by an orthobench run"):
+            assert len(orthobench.load_results(out)) == len(rows)
     # A directory given twice (another spelling) is read once: its rows counted twice.
     with pytest.warns(OrthobenchWarning, match="given again"):
         assert len(orthobench.load_results(out, tmp_path / "." / "out")) == len(rows)

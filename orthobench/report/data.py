@@ -20,7 +20,6 @@ import json
 import math
 import re
 import sys
-import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from orthobench.config.names import PLUGIN_SEPARATOR
-from orthobench.exceptions import OrthobenchWarning, RegistryError
+from orthobench.exceptions import RegistryError
 from orthobench.registry import OPTIMIZERS
 from orthobench.results import ResultStore, stored_threads, unique_dirs
 from orthobench.suite import ID_SEPARATOR
@@ -374,14 +373,7 @@ def load_results(
     for rank, d in enumerate(unique_dirs(dirs)):
         directory, source = Path(d), str(d)
         store = ResultStore(directory)
-        holder = store.writer()
-        if holder is not None:
-            warnings.warn(
-                f"{source} is being written by an orthobench run (PID {holder}): the report "
-                "shows the cells and probe states it has stored so far.",
-                OrthobenchWarning,
-                stacklevel=2,
-            )
+        store.warn_if_held(source, "the report")
         failures += _failures(source, store)
         journal = {}
         for entry in store.runs_journal.entries():
