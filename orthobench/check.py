@@ -294,8 +294,9 @@ def _number(row: object, metric: str) -> tuple[float, str]:
     A bound of a row without its ratio's column is compared as stored."""
     number = _float(getattr(row, metric))
     ratio = _RATIO_OF.get(metric)
-    if ratio is None or math.isnan(number) or not hasattr(row, ratio):
+    if ratio is None or not hasattr(row, ratio):
         return number, ""
+    # The ratio first: an undefined ratio's bounds are stored as NaN, which says nothing why.
     stored = _float(getattr(row, ratio))
     if math.isnan(defined_ratios([stored])[0]):
         bounds = f"[{1 / MAX_RATIO:g}, {MAX_RATIO:g}]"

@@ -371,6 +371,14 @@ class ProbeSpec:
     def _check_rules(self) -> ProbeSpec:
         for key in ("kernels", "state_iterations", "mc_samples", "estimators"):
             _check_distinct(getattr(self, key), key.replace("_", " "), key)
+        spelled: dict[str, str] = {}  # canonical name -> as the suite spells it first
+        for name in self.estimators:
+            first = spelled.setdefault(names.parse_estimator(name).name, name)
+            if first != name:  # `orth@iid` is `orth`: its rows computed twice
+                raise ConfigError(
+                    "estimators",
+                    f"estimators must be distinct, but {first!r} and {name!r} are one estimator.",
+                )
         _check_components(self.tasks, "tasks", TASKS)
         self._check_state_optimizer()
         if self.reference_samples < max(self.mc_samples):

@@ -396,6 +396,11 @@ def test_a_ci_bound_is_undefined_where_its_ratio_is_and_compared_as_stored_other
     assert lines[1].endswith(
         " undefined  >= 1  (var_ratio 6.8e+23 is undefined: not in [1e-12, 1e+12])"
     )
+    # A deterministic acquisition: its ratio is inf, its bounds stored as NaN (printed ``nan``
+    # with no reason).
+    frame = _states({("e", 0): math.nan}, metric="var_ratio_low").assign(var_ratio=math.inf)
+    (result,) = evaluate(frame, [Threshold(estimator="e", metric="var_ratio_low", min=1.0)])
+    assert not result.passed and result.why == "var_ratio inf is undefined: not in [1e-12, 1e+12]"
 
 
 @pytest.mark.parametrize(("bound", "passed"), [(-0.05, True), (-0.0499999999, False)])

@@ -363,6 +363,8 @@ def test_cell_ids_of_a_suite_are_distinct_ignoring_case(write_suite):
         ("state_iterations: [0, 2, 0]", "state_iterations", "state iterations must be distinct"),
         ("mc_samples: [8, 8]", "mc_samples", "mc samples must be distinct, but 8 is given twice"),
         ("estimators: [mc, orth, orth]", "estimators", "estimators must be distinct, but 'orth'"),
+        # Two spellings of one estimator: computed twice, shown as two rows.
+        ("estimators: [orth, orth@iid]", "estimators", "estimators must be distinct, but 'orth'"),
     ],
 )
 def test_a_probe_value_given_twice_is_refused_at_load(write_suite, line, field, reason):

@@ -349,7 +349,8 @@ def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.D
     two points of the state).
 
     For every row of ``frame`` with a ``seconds_per_call`` whose state has the ``baseline`` at
-    two or more budgets: ``time_budget`` (``S'``: the baseline's budget whose call
+    two or more budgets whose costs rise with ``S`` (a budget whose call cost no more than a
+    smaller budget's, timing noise, is left out): ``time_budget`` (``S'``: the baseline's budget whose call
     costs the row's ``seconds_per_call``), ``time_extrapolated`` (``S'`` outside the baseline's
     probed budgets), ``time_mse_ratio`` (``MSE_baseline(S') / mse``; > 1: the row beats the
     baseline at equal time) and ``cost_vs_mc`` (the row's call seconds over naive ``mc``'s at the
@@ -368,6 +369,10 @@ def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.D
         mc = state[state["estimator"] == "mc"].set_index("mc_samples")["seconds_per_call"]
         base = state[state["estimator"] == baseline].sort_values("mc_samples")
         base = base[np.isfinite(base["seconds_per_call"].astype(float)) & (base["mse"] > 0)]
+        # A budget whose call cost no more than a smaller one's is timing noise: left out of the
+        # interpolation, which needs costs rising with S (it dropped the whole state).
+        costs = base["seconds_per_call"].to_numpy(dtype=float)
+        base = base[costs > np.maximum.accumulate(np.r_[-np.inf, costs[:-1]])]
         costs = base["seconds_per_call"].to_numpy(dtype=float)
         budgets = base["mc_samples"].to_numpy(dtype=float)
         for index, row in state.iterrows():
@@ -376,7 +381,7 @@ def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.D
             )
             if row["mc_samples"] in mc.index:
                 out.loc[index, "cost_vs_mc"] = seconds / float(mc[row["mc_samples"]])
-            if len(base) < 2 or not np.isfinite(seconds) or not np.all(np.diff(costs) > 0):
+            if len(base) < 2 or not np.isfinite(seconds):
                 continue
             budget = _loglog(seconds, costs, budgets)
             mse = _loglog(budget, budgets, base["mse"].to_numpy(dtype=float))

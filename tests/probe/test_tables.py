@@ -244,6 +244,20 @@ def test_equal_time_interpolates_the_baseline_in_log_log():
     assert ranking.loc[(32, "e"), "time_mse_ratio_median"] == pytest.approx(2.0)
 
 
+def test_a_baseline_budget_timed_below_a_smaller_one_is_left_out_not_its_state():
+    """Timing noise (4.27 ms at S = 30, 4.19 ms at S = 32) dropped the whole state from the
+    equal-time columns; the interpolation now runs through S = 30 and 128."""
+    frame = _timed(
+        {("qmc-owen+rb", 30): 1.0, ("qmc-owen+rb", 32): 0.9, ("qmc-owen+rb", 128): 1 / 16},
+        {("qmc-owen+rb", 30): 1.0, ("qmc-owen+rb", 32): 0.98, ("qmc-owen+rb", 128): 4.0},
+    )
+    timed = equal_time_frame(frame).set_index(["estimator", "mc_samples"])
+    assert timed["time_mse_ratio"].notna().all()
+    assert timed.loc[("qmc-owen+rb", 128), "time_budget"] == pytest.approx(128.0)
+    # S = 32's call, timed at 0.98 s, is the baseline's at S' < 30: extrapolated.
+    assert timed.loc[("qmc-owen+rb", 32), "time_extrapolated"]
+
+
 def test_equal_time_needs_two_budgets_of_the_baseline():
     frame = _timed(
         {("e", 32): 1.0, ("qmc-owen+rb", 32): 1.0}, {("e", 32): 1.0, ("qmc-owen+rb", 32): 1.0}
