@@ -505,11 +505,13 @@ def probe_section(results: ResultSet) -> Section | None:
     ]  # fmt: skip
     blocks.append(Table("probe-summary", header, _probe_rows(summary, multi), summary))
     ranking = ranking_table(probe.assign(suite=probe["run_set"]))
+    batch = "q" in ranking.columns  # rows of batch probes: q = 1 and q = 4 rows apart
     blocks.append(
         Table(
             "probe-ranking",
             [
                 "run set",
+                *(["q"] if batch else []),
                 "S",
                 "estimator",
                 "EI evals",
@@ -525,6 +527,7 @@ def probe_section(results: ResultSet) -> Section | None:
             [
                 [
                     r.suite,
+                    *([str(r.q)] if batch else []),
                     str(r.mc_samples),
                     r.estimator,
                     r.n_evaluations,

@@ -105,9 +105,10 @@ def write_probe_state(
     ratios: dict[tuple[str, int], float],
     task: str = "hartmann6",
     kernel: str = "matern52-ard",
+    q: int = 1,
 ) -> None:
-    """Store one probe state whose ``(estimator, S)`` rows have variance and MSE ratio
-    ``ratios[...]`` (rebuild CI: the ratio / 2 to the ratio * 2)."""
+    """Store one probe state of batch size ``q`` whose ``(estimator, S)`` rows have variance and
+    MSE ratio ``ratios[...]`` (rebuild CI: the ratio / 2 to the ratio * 2)."""
     records = [
         ProbeRecord(
             suite=suite,
@@ -145,10 +146,11 @@ def write_probe_state(
             laplace_floored=False,
             laplace_min_eigenvalue=0.5,
             info="{}",
+            q=q,
         )
         for (name, s), ratio in ratios.items()
     ]
-    state_id = f"{task}__{kernel}__seed{seed}__it0"
+    state_id = f"{task}__{kernel}__seed{seed}__it0" + (f"__q{q}" if q != 1 else "")
     state = {"suite": suite, "task": {"label": task}, "surrogate": kernel, "seed": seed}
     # A probe state's thread count is `threads` (ProbeJob.metadata), a cell's threads_per_cell.
     metadata = {"device": "cpu", "git_sha": "b" * 40, "state": state, "threads": 1}

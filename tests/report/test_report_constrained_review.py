@@ -83,6 +83,22 @@ def test_probe_summary_shows_the_states_whose_variance_ratio_is_undefined(tmp_pa
     assert "'undefined states (var ratio)'" in text and "'undefined states (MSE ratio)'" in text
 
 
+def test_the_probe_ranking_of_batch_probes_has_a_q_column(tmp_path):
+    """Rows of q = 1 and q = 4 with the same S and estimator stood side by side, told apart only
+    by "(q=4)" inside the worst-state text."""
+    for q in (1, 4):
+        write_probe_state(tmp_path, "p", 0, {("mc", 8): 1.0, ("orth", 8): 2.0 * q}, q=q)
+    section = probe_section(load_results([tmp_path]))
+    table = next(t for t in section.tables if t.name == "probe-ranking")
+    assert table.header[:3] == ["run set", "q", "S"]
+    assert sorted(zip(_column(table, "q"), _column(table, "estimator"), strict=True)) == [
+        ("1", "mc"),
+        ("1", "orth"),
+        ("4", "mc"),
+        ("4", "orth"),
+    ]
+
+
 def test_glossary_feasibility_counts_only_evaluations_with_a_value(tmp_path):
     """A failed evaluation cannot be feasible, as the feasibility table computes; the glossary
     said 'every constraint value was at most 0' alone."""
