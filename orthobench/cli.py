@@ -21,13 +21,22 @@ import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from orthobench.api import _make_executor, _refuse_changed, _refuse_report_paths, _results_dir
-from orthobench.exceptions import OrthobenchError, OrthobenchWarning, SuiteError, one_line
+from orthobench.exceptions import (
+    ConfigError,
+    OrthobenchError,
+    OrthobenchWarning,
+    SuiteError,
+    one_line,
+)
 from orthobench.suite import Suite, load_suite
+
+if TYPE_CHECKING:
+    from orthobench.probe.states import ProbeUnit
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
@@ -428,18 +437,26 @@ def _probe_options(command):
     return command
 
 
-def _probe_section(suite_file: str) -> Suite:
-    """The suite of ``suite_file``, refused in one line without a probe section."""
+def _probe_section(suite_file: str) -> tuple[Suite, list[ProbeUnit]]:
+    """The suite of ``suite_file`` and its probe units, refused in one line naming the file
+    without a probe section or with one its tasks cannot be probed by (a TPE estimator at
+    ``q > 1``, a constrained task's refusals: :func:`~orthobench.probe.runner.probe_units`)."""
+    from orthobench.probe.runner import probe_units
+
     suite = load_suite(suite_file)
     if suite.probe is None:
         raise SuiteError(
             suite_file, "probe", "missing; `probe` and `check` need a probe section in the suite."
         )
-    return suite
+    try:
+        return suite, probe_units(suite.name, suite.probe)
+    except ConfigError as err:
+        raise SuiteError(suite_file, err.field, err.reason) from None
 
 
 def _probe_suite(
     suite: Suite,
+    units: list[ProbeUnit],
     output: str | None,
     device: str | None,
     workers: int,
@@ -452,7 +469,7 @@ def _probe_suite(
     quiet: bool,
     report: bool = False,
 ):
-    """Run the probe of ``suite`` (:func:`_probe_section`); returns the rows,
+    """Run the probe ``units`` of ``suite`` (:func:`_probe_section`); returns the rows,
     the run's summary and the store, or exits 130 on Ctrl-C.
 
     States with another configuration than they were stored with stop the command, listed, unless
@@ -462,7 +479,7 @@ def _probe_suite(
     """
     from orthobench.devices import resolve_device
     from orthobench.execution import RunInterrupted
-    from orthobench.probe.runner import probe_units, run_probe
+    from orthobench.probe.runner import run_probe
     from orthobench.results import ResultStore
 
     resolved = resolve_device(device or suite.device)
@@ -470,7 +487,6 @@ def _probe_suite(
     store = ResultStore(_results_dir(output, suite.name))
     out_dir = store.root
     runner = _make_executor(executor, workers, scheduler, scheduler_timeout, timeout)
-    units = probe_units(suite.name, suite.probe)
     store.refuse_if_held()
     if report:
         _refuse_report_paths(out_dir)
@@ -527,7 +543,7 @@ def probe(suite_file: str, **options: Any) -> None:
     from orthobench.report import build_report
     from orthobench.report.data import probe_row_keys
 
-    frame, summary, store = _probe_suite(_probe_section(suite_file), **options, report=True)
+    frame, summary, store = _probe_suite(*_probe_section(suite_file), **options, report=True)
     click.echo(format_summary(frame))
     if frame.empty:  # every state failed: a report of no rows would only raise "no results"
         click.echo(
@@ -563,18 +579,17 @@ def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
     (``| head``) does not change it.
     """
     from orthobench.check import check_rules_match, evaluate, format_results, load_thresholds
-    from orthobench.probe.runner import probe_units
 
     # The suite first: a missing suite is named, not the thresholds file beside it.
-    suite = _probe_section(suite_file)
+    suite, units = _probe_section(suite_file)
     path = (
         Path(thresholds)
         if thresholds
         else Path(suite_file).with_name(Path(suite_file).stem + ".thresholds.yaml")
     )
     rules = load_thresholds(path)
-    check_rules_match(rules, probe_units(suite.name, suite.probe), path)
-    frame, summary, store = _probe_suite(suite, **options)
+    check_rules_match(rules, units, path)
+    frame, summary, store = _probe_suite(suite, units, **options)
     results = evaluate(frame, rules)
     click.echo(format_results(results))
     failed = sum(not r.passed for r in results)

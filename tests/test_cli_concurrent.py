@@ -82,3 +82,14 @@ def test_a_folder_where_probe_writes_its_report_is_refused_before_any_state_runs
         "not a regular file; remove or rename it, then rerun (nothing has run)."
     ]
     assert [p.name for p in out.iterdir()] == ["report.html"]
+
+
+def test_a_probe_section_its_tasks_cannot_be_probed_by_names_the_suite_file(write_suite, tmp_path):
+    """A TPE estimator at q > 1 (refused when the states are made) read `probe.q: ...` without the
+    file, as no other suite error does."""
+    suite = write_suite(PROBE_SUITE.replace("[orth-shrink]", "[orthobo-tpe]\n  q: [4]"), "t.yaml")
+    for command in ("probe", "check"):
+        result = CliRunner().invoke(cli, [command, str(suite), "-o", str(tmp_path / "out")])
+        assert result.exit_code == 2
+        assert result.output.startswith(f"orthobench: error: {suite}: probe.q: "), result.output
+    assert not (tmp_path / "out").exists()
