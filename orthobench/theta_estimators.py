@@ -207,7 +207,7 @@ def require_equal_weights(weights: Tensor | None, estimator: str) -> None:
     """
     if weights is not None and not torch.allclose(weights, weights.mean().expand_as(weights)):
         raise ValueError(
-            f"The estimator {estimator!r} weights its points unequally: on a constrained task "
+            f"estimator {estimator!r} weights its points unequally: on a constrained task "
             "use equal-weight draws (a control-variate estimator, or qmc-owen)."
         )
 

@@ -119,7 +119,7 @@ def test_every_estimator_has_finite_rows_and_ratios(probed):
         ({"estimators": ("mc", "mc-tpe")}, "probe.estimators", "not mc-tpe"),
         ({"q": (1, 2)}, "probe.q", "q = 1 only"),
         # Refused by each state after its fit.
-        ({"estimators": ("mc", "sr3")}, "probe.estimators", "'sr3' weights its points unequally"),
+        ({"estimators": ("mc", "sr3")}, "probe.estimators", "constraints: estimator 'sr3' weights"),
     ],
 )
 def test_what_the_constrained_probe_does_not_measure_is_refused_before_any_state(
