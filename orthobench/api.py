@@ -232,7 +232,7 @@ def load_results(*dirs: str | os.PathLike[str]) -> pd.DataFrame:
     for d in dirs:
         if not Path(d).is_dir():
             raise OrthobenchError(f"{os.fspath(d)}: no such results directory.")
-        ResultStore(d).warn_if_held(d, "the frame")
+        ResultStore(d).warn_if_held(d, "the rows are those of the cells")
         if not (Path(d) / "runs").is_dir() and any(Path(d).glob("*.parquet")):
             warnings.warn(
                 f"{os.fspath(d)}: no runs/ folder, but Parquet files of its own: an inner folder "

@@ -261,7 +261,12 @@ class Run:
         marker = self.store.root / RUNNING_MARKER  # absolute, as the store's root: a cell may chdir
         marker.write_text(
             json.dumps(
-                {ID_FIELDS[unit.kind]: unit.id, "config_hash": unit.config_hash, "pid": os.getpid()}
+                {
+                    ID_FIELDS[unit.kind]: unit.id,
+                    "config_hash": unit.config_hash,
+                    "pid": os.getpid(),
+                    "suite": unit.suite,
+                }
             )
         )
         try:
@@ -402,7 +407,8 @@ def _fail_unfinished(store: BaseStore) -> None:
             f"{kind} (a task calling os._exit, a kill, a crash); --executor process contains "
             "such tasks"
         )
-        store.journal_failure(kind, uid, config_hash, reason, reason + "\n", None)
+        suite = entry.get("suite") if isinstance(entry.get("suite"), str) else None
+        store.journal_failure(kind, uid, config_hash, reason, reason + "\n", None, suite)
         warnings.warn(f"{kind} {uid} {reason}.", OrthobenchWarning, stacklevel=4)
     marker.unlink()
 

@@ -337,6 +337,16 @@ def _loglog(x: float, xs: np.ndarray, ys: np.ndarray) -> float:
     return float(np.exp(lys[i] + slope * (lx - lxs[i])))
 
 
+def _rising(values: np.ndarray) -> list[int]:
+    """Indices of a longest strictly increasing subsequence of ``values`` (the first such, of
+    the earliest indices; ``O(n^2)`` for a handful of budgets)."""
+    best: list[list[int]] = []  # best[i]: the longest rising run ending at i
+    for i, value in enumerate(values):
+        before = [best[j] for j in range(i) if values[j] < value]
+        best.append([*max(before, key=len, default=[]), i])
+    return max(best, key=len, default=[])
+
+
 def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.DataFrame:
     """Per state and row, the baseline's budget at equal time and the equal-time MSE ratio.
 
@@ -349,8 +359,8 @@ def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.D
     two points of the state).
 
     For every row of ``frame`` with a ``seconds_per_call`` whose state has the ``baseline`` at
-    two or more budgets whose costs rise with ``S`` (a budget whose call cost no more than a
-    smaller budget's, timing noise, is left out): ``time_budget`` (``S'``: the baseline's budget whose call
+    two or more budgets whose costs rise with ``S`` (the fewest budgets whose timing breaks
+    that, noise, are left out: a longest rising run of them is kept): ``time_budget`` (``S'``: the baseline's budget whose call
     costs the row's ``seconds_per_call``), ``time_extrapolated`` (``S'`` outside the baseline's
     probed budgets), ``time_mse_ratio`` (``MSE_baseline(S') / mse``; > 1: the row beats the
     baseline at equal time) and ``cost_vs_mc`` (the row's call seconds over naive ``mc``'s at the
@@ -369,10 +379,9 @@ def equal_time_frame(frame: pd.DataFrame, baseline: str = TIME_BASELINE) -> pd.D
         mc = state[state["estimator"] == "mc"].set_index("mc_samples")["seconds_per_call"]
         base = state[state["estimator"] == baseline].sort_values("mc_samples")
         base = base[np.isfinite(base["seconds_per_call"].astype(float)) & (base["mse"] > 0)]
-        # A budget whose call cost no more than a smaller one's is timing noise: left out of the
-        # interpolation, which needs costs rising with S (it dropped the whole state).
-        costs = base["seconds_per_call"].to_numpy(dtype=float)
-        base = base[costs > np.maximum.accumulate(np.r_[-np.inf, costs[:-1]])]
+        # The interpolation needs costs rising with S: the fewest budgets whose timing breaks
+        # that (noise) are left out, not the whole state.
+        base = base.iloc[_rising(base["seconds_per_call"].to_numpy(dtype=float))]
         costs = base["seconds_per_call"].to_numpy(dtype=float)
         budgets = base["mc_samples"].to_numpy(dtype=float)
         for index, row in state.iterrows():

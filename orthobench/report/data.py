@@ -113,15 +113,16 @@ class ResultSet:
 
         A failed cell takes the run set of the stored cells of its directory, suite (as its
         journal entry records it) and task; one whose entry records no suite (written before
-        entries did), whose id is not a cell id, or whose directory stores no cell of its suite
-        and task has no run set to count in and stays in :attr:`failures` only. A seed that
-        some directory of the run set stored is not a crashed one.
+        entries did) takes the one run set its directory stores on its task. One whose id is not
+        a cell id, or that finds no such run set (none, or several without a suite to choose),
+        stays in :attr:`failures` only. A seed that some directory of the run set stored is not
+        a crashed one.
         """
         columns = ["run_set", "task", "optimizer", "seed"]
         failed = self.failures
         if failed.empty or self.runs.empty:
             return pd.DataFrame(columns=columns)
-        cells = failed[(failed["kind"] == CELL) & failed["suite"].notna()]
+        cells = failed[failed["kind"] == CELL]
         keys = [
             (source, suite, *key)
             for source, suite, uid in zip(
@@ -132,7 +133,11 @@ class ResultSet:
         parsed = pd.DataFrame(keys, columns=["source", "suite", *columns[1:]])
         run_sets = self.runs.drop_duplicates(["source", "suite", "task"])
         on = ["source", "suite", "task"]
-        crashed = parsed.merge(run_sets[[*on, "run_set"]], on=on)[columns]
+        named = parsed[parsed["suite"].notna()].merge(run_sets[[*on, "run_set"]], on=on)
+        only = run_sets.drop_duplicates(["source", "task"], keep=False)[[*on, "run_set"]]
+        unnamed = parsed[parsed["suite"].isna()].drop(columns="suite")
+        unnamed = unnamed.merge(only.drop(columns="suite"), on=["source", "task"])
+        crashed = pd.concat([named[columns], unnamed[columns]], ignore_index=True)
         stored = self.runs[columns].drop_duplicates()
         crashed = crashed.merge(stored, how="left", indicator=True)
         crashed = crashed[crashed["_merge"] == "left_only"][columns]
@@ -373,7 +378,7 @@ def load_results(
     for rank, d in enumerate(unique_dirs(dirs)):
         directory, source = Path(d), str(d)
         store = ResultStore(directory)
-        store.warn_if_held(source, "the report")
+        store.warn_if_held(source, "the report shows the cells and probe states")
         failures += _failures(source, store)
         journal = {}
         for entry in store.runs_journal.entries():

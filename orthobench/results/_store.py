@@ -178,14 +178,15 @@ class ResultStore(BaseStore):
             f"(PID {holder}); wait for it to end or choose another output directory."
         )
 
-    def warn_if_held(self, source: str, reader: str) -> None:
-        """Warn where a run holds the directory (named ``source``) now (:meth:`writer`): what
-        ``reader`` (``"the report"``) shows is what that run has stored so far."""
+    def warn_if_held(self, source: str, shown: str) -> None:
+        """Warn where a run holds the directory (named ``source``) now (:meth:`writer`): what a
+        reader shows (``shown``: ``"the report shows the cells and probe states"``) is what that
+        run has stored so far."""
         holder = self.writer()
         if holder is not None:
             warnings.warn(
-                f"{source} is being written by an orthobench run (PID {holder}): {reader} "
-                "shows the cells and probe states it has stored so far.",
+                f"{source} is being written by an orthobench run (PID {holder}): {shown} it has "
+                "stored so far.",
                 OrthobenchWarning,
                 stacklevel=3,
             )

@@ -258,6 +258,23 @@ def test_a_baseline_budget_timed_below_a_smaller_one_is_left_out_not_its_state()
     assert timed.loc[("qmc-owen+rb", 32), "time_extrapolated"]
 
 
+@pytest.mark.parametrize(
+    "costs", [(1e-4, 9e-4, 4e-4, 8e-4), (1e-3, 2e-4, 4e-4, 8e-4)], ids=["spike", "slow-first"]
+)
+def test_equal_time_leaves_out_the_fewest_budgets_that_break_rising_costs(costs):
+    """One noisy timing: a spike at S = 16 kept the spike and dropped every budget after it
+    (1.14x, a win, where the others give 0.21x), a slow first call the whole state. With S = 16
+    left out, the row's 1.2 ms is S' = 96 on the line through 32 and 64 (cost ~ S), whose MSE is
+    1/96; S = 8 is left out too where its call is the slow one."""
+    budgets = (8, 16, 32, 64)
+    mse = {("qmc-owen+rb", s): 1 / s for s in budgets} | {("e", 8): 0.05}
+    seconds = {("qmc-owen+rb", s): c for s, c in zip(budgets, costs, strict=True)}
+    timed = equal_time_frame(_timed(mse, seconds | {("e", 8): 1.2e-3}))
+    row = timed.set_index(["estimator", "mc_samples"]).loc[("e", 8)]
+    assert row["time_budget"] == pytest.approx(96.0)
+    assert row["time_mse_ratio"] == pytest.approx((1 / 96) / 0.05)
+
+
 def test_equal_time_needs_two_budgets_of_the_baseline():
     frame = _timed(
         {("e", 32): 1.0, ("qmc-owen+rb", 32): 1.0}, {("e", 32): 1.0, ("qmc-owen+rb", 32): 1.0}

@@ -5,9 +5,11 @@ rank 1 over the seeds it survived, and the best mean rank)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from orthobench.exceptions import OrthobenchWarning
 from orthobench.report.aggregate import N_TARGETS
 from orthobench.report.data import load_results
 from orthobench.report.sections import across_section, final_section, series_palette
@@ -98,17 +100,43 @@ def test_a_failed_cell_counts_in_its_own_suite_only(tmp_path: Path) -> None:
     [
         '{"cell_id": "t1__crashy__seedX", "config_hash": "abc", "status": "failed"}',
         '{"cell_id": "t1", "config_hash": "abc", "status": "failed", "suite": "s"}',
-        '{"cell_id": "t1__crashy__seed1", "config_hash": "abc", "status": "failed"}',
     ],
 )
 def test_a_failure_entry_that_names_no_cell_of_a_suite_stays_in_the_failures(
     flaky_dir: Path, entry: str
 ) -> None:
-    """A line written by hand, or by a version that recorded no suite, crashed the report
-    (``int('X')``); it is listed as failed, and counts nowhere."""
+    """A line written by hand crashed the report (``int('X')``); it is listed as failed, and
+    counts nowhere."""
     expected = load_results([flaky_dir]).crashed()
     with (flaky_dir / "runs.jsonl").open("a") as journal:
         journal.write(entry + "\n")
     results = load_results([flaky_dir])
     assert results.crashed().equals(expected)
     assert len(results.failures) == len(expected) + 1
+
+
+def test_a_failure_entry_without_a_suite_counts_in_its_directorys_one_run_set(tmp_path: Path):
+    """Entries written before they recorded the suite, and a unit an inline run's process ended
+    inside (its marker): they counted nowhere, so the method ranked as if it had finished."""
+    write_cell(tmp_path, cell("a", "t1", "good=sobol", 0, 2, 2), [5.0, 4.0, 2.0, 1.0])
+    with (tmp_path / "runs.jsonl").open("a") as journal:
+        journal.write('{"cell_id": "t1__gone__seed0", "config_hash": "h", "status": "failed"}\n')
+    assert load_results([tmp_path]).crashed().values.tolist() == [["a", "t1", "gone", 0]]
+    # A second suite on the task: no run set to choose without the entry's suite.
+    write_cell(tmp_path, cell("b", "t1", "good=sobol", 1, 2, 2), [5.0, 4.0, 2.0, 1.0])
+    assert load_results([tmp_path]).crashed().empty
+
+
+def test_a_unit_whose_process_ended_inside_it_is_journaled_with_its_suite(tmp_path: Path):
+    """Its marker names the suite, and the failure entry the next run writes keeps it."""
+    from orthobench.execution import RUNNING_MARKER, Run, _fail_unfinished
+
+    spec = cell("a", "t1", "gone=sobol", 0, n_init=2, budget=2)
+    store = ResultStore(tmp_path)
+    with Run(store, None, None, {}).running(SimpleNamespace(unit=spec)):
+        marker = (tmp_path / RUNNING_MARKER).read_text()
+    (tmp_path / RUNNING_MARKER).write_text(marker)  # as a process that ended inside it left it
+    with store.open_for_writing(), pytest.warns(OrthobenchWarning, match="never finished"):
+        _fail_unfinished(store)
+    (entry,) = store.runs_journal.entries()
+    assert (entry["suite"], entry["status"]) == ("a", "failed")

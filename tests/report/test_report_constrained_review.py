@@ -91,6 +91,12 @@ def test_the_probe_ranking_of_batch_probes_has_a_q_column(tmp_path):
     section = probe_section(load_results([tmp_path]))
     table = next(t for t in section.tables if t.name == "probe-ranking")
     assert table.header[:3] == ["run set", "q", "S"]
+    single = tmp_path / "single"
+    write_probe_state(single, "p", 0, {("mc", 8): 1.0, ("orth", 8): 2.0})
+    single_table = next(
+        t for t in probe_section(load_results([single])).tables if t.name == "probe-ranking"
+    )
+    assert "q" not in single_table.header  # every row q = 1: no column of 1s
     assert sorted(zip(_column(table, "q"), _column(table, "estimator"), strict=True)) == [
         ("1", "mc"),
         ("1", "orth"),
