@@ -439,8 +439,9 @@ def _probe_options(command):
 
 def _probe_section(suite_file: str) -> tuple[Suite, list[ProbeUnit]]:
     """The suite of ``suite_file`` and its probe units, refused in one line naming the file
-    without a probe section or with one its tasks cannot be probed by (a TPE estimator at
-    ``q > 1``, a constrained task's refusals: :func:`~orthobench.probe.runner.probe_units`)."""
+    without a probe section or with units that cannot be made (a TPE estimator without ``q =
+    1``: :func:`~orthobench.probe.runner.probe_units`). What needs the tasks built (a
+    constrained task's refusals) is refused when the probe plans, as ``run``'s build checks."""
     from orthobench.probe.runner import probe_units
 
     suite = load_suite(suite_file)
