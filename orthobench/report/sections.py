@@ -505,7 +505,7 @@ def probe_section(results: ResultSet) -> Section | None:
     ]  # fmt: skip
     blocks.append(Table("probe-summary", header, _probe_rows(summary, multi), summary))
     ranking = ranking_table(probe.assign(suite=probe["run_set"]))
-    batch = ranking["q"].nunique() > 1 if "q" in ranking.columns else False  # batch probes
+    batch = "q" in ranking and ranking["q"].nunique() > 1  # batch probes of several q
     blocks.append(
         Table(
             "probe-ranking",

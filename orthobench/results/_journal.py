@@ -34,8 +34,8 @@ from orthobench.results._records import (
 )
 
 
-def _append_line(path: Path, entry: dict[str, Any]) -> None:
-    """Append ``entry`` as one JSON line and fsync it.
+def _append_line(path: Path, entry: dict[str, Any]) -> str:
+    """Append ``entry`` as one JSON line and fsync it; returns the line's JSON text.
 
     A crash can leave a torn last line without its newline: the entry then starts on a fresh line,
     so it is not glued onto the fragment (the fragment stays unparseable and is skipped).
@@ -48,9 +48,11 @@ def _append_line(path: Path, entry: dict[str, Any]) -> None:
             if fh.tell() > 0:
                 fh.seek(-1, os.SEEK_END)
                 torn = fh.read(1) != b"\n"
-            fh.write((b"\n" if torn else b"") + json.dumps(entry, default=str).encode() + b"\n")
+            text = json.dumps(entry, default=str)
+            fh.write((b"\n" if torn else b"") + text.encode() + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
+    return text
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
@@ -164,10 +166,9 @@ class Journal:
             self._kept = None
 
     def append(self, entry: dict[str, Any]) -> None:
-        _append_line(self.path, entry)
+        text = _append_line(self.path, entry)
         if self._kept is not None:
-            # As it reads back from the line: the JSON of its values.
-            line = json.loads(json.dumps(entry, default=str))
+            line = json.loads(text)  # as it reads back: the JSON of its values
             if self._is_ok(line):
                 self._kept[line[self.key]] = line
 
