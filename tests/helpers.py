@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -144,5 +145,8 @@ def install_plugin(root: Path, module: str, source: str, monkeypatch: Any) -> No
     processes (spawned workers, a CLI subprocess): ``root`` on ``sys.path`` and ``PYTHONPATH``."""
     root.mkdir(parents=True, exist_ok=True)
     (root / f"{module}.py").write_text(source)
+    # A module of that name another test imported (from its own folder) must not be found, and
+    # this one is forgotten after the test (monkeypatch restores its absence).
+    monkeypatch.delitem(sys.modules, module, raising=False)
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", str(root))

@@ -688,6 +688,8 @@ def run_spawners(
     """Run one ``Spawner`` cell per entry of ``thens``, each on a worker of its own; return the
     summary and the PIDs of the ``sleep``s they started."""
     (tmp_path / "spawner.py").write_text(SPAWNER_SOURCE)
+    # Each test writes its own `spawner.py`: the one another test imported must not be found.
+    monkeypatch.delitem(sys.modules, "spawner", raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     log = tmp_path / "children.log"

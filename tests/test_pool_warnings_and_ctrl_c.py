@@ -41,7 +41,6 @@ import numpy as np
 
 from orthobench import Evaluation, SearchSpace, Task
 from orthobench.exceptions import NumericsWarning
-from tests.helpers import install_plugin, process_running
 
 
 class Plugin(Task):
