@@ -421,8 +421,10 @@ class CNNTask(Task):
     Outliers: with probability ``outlier_prob`` training stops early, after a number of training
     samples drawn uniformly from :data:`OUTLIER_SAMPLES`; the result is flagged
     :attr:`~orthobench.tasks.base.Evaluation.is_outlier` and ``info["train_samples"]`` says how
-    many samples were seen. Such an error is typically far above what the same parameters reach
-    with a full epoch: a sparse, large corruption of the labels, the setting of [Ament2024rrp]_.
+    many samples were seen (a stop beyond a training split of fewer than 1000 images, a
+    ``path`` copy's, trains on all of it and is not flagged). Such an error is typically far
+    above what the same parameters reach with a full epoch: a sparse, large corruption of the
+    labels, the setting of [Ament2024rrp]_.
 
     Divergence is no failure: a training whose loss overflows ends with non-finite weights, every
     logit NaN and ``argmax`` taking class 0 for every image (NaN counts as the maximum), so ``y``
@@ -545,7 +547,7 @@ class CNNTask(Task):
                 scheduler.step()
             accuracy = _test_accuracy(model, data)
         return _evaluation(
-            accuracy, stop, n_samples, scheduler.get_last_lr()[0], float(loss.detach())
+            accuracy, n_samples, n_train, scheduler.get_last_lr()[0], float(loss.detach())
         )
 
     def evaluate_batch(
@@ -596,10 +598,8 @@ class CNNTask(Task):
             )
             accuracies = [_test_accuracy(net, data) for net, _, _ in trained]
         return [
-            _evaluation(accuracy, stop, n, lr, loss)
-            for accuracy, (_, lr, loss), stop, n in zip(
-                accuracies, trained, stops, n_samples, strict=True
-            )
+            _evaluation(accuracy, n, n_train, lr, loss)
+            for accuracy, (_, lr, loss), n in zip(accuracies, trained, n_samples, strict=True)
         ]
 
 
@@ -623,11 +623,12 @@ def _test_accuracy(model: nn.Module, data: _DeviceData) -> float:
 
 
 def _evaluation(
-    accuracy: float, stop: int | None, n_samples: int, final_lr: float, last_loss: float
+    accuracy: float, n_samples: int, n_train: int, final_lr: float, last_loss: float
 ) -> Evaluation:
     return Evaluation(
         y=1.0 - accuracy,
-        is_outlier=stop is not None,
+        # An outlier's stop past the end of a small training split trains on all of it.
+        is_outlier=n_samples < n_train,
         info={
             "accuracy": accuracy,
             "train_samples": n_samples,

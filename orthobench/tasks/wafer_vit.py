@@ -16,11 +16,14 @@ References:
 from __future__ import annotations
 
 import hashlib
+import http.client
 import importlib.util
 import math
 import operator
 import os
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +68,7 @@ BACKBONE_DTYPES = ("float32", "bfloat16", "float16")
 
 _TINY_SEED = 0
 _PREDICT_CHUNK = 4096  # feature rows per head forward pass at prediction
+_HUB_TIMEOUT_S = 5  # for the hub to answer the constructor's check of an uncached hub id
 
 
 def tiny_vit_config() -> ViTConfig:
@@ -107,6 +111,19 @@ def _is_path(model: str) -> bool:
 
 def _hf_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _hub_reachable(endpoint: str) -> bool:
+    """Whether ``endpoint`` answers an HTTP ``HEAD`` within ``_HUB_TIMEOUT_S`` seconds (an error
+    status is an answer)."""
+    try:
+        request = urllib.request.Request(endpoint, method="HEAD")
+        with urllib.request.urlopen(request, timeout=_HUB_TIMEOUT_S):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError, http.client.HTTPException):  # URLError is an OSError
+        return False
 
 
 def model_identity(model: str) -> str:
@@ -351,7 +368,8 @@ class WaferViTTask(Task):
     directory written by ``save_pretrained``. Offline: download once
     (``hf download google/vit-base-patch16-224-in21k``, ``huggingface_hub``'s CLI) and set
     ``HF_HUB_OFFLINE=1``, or pass the directory; the constructor refuses a hub id that is not in
-    the local cache when ``HF_HUB_OFFLINE`` is set. ``model: tiny-random`` builds a 2-layer,
+    the local cache when ``HF_HUB_OFFLINE`` is set or the hub does not answer a request within
+    5 s (a cached id costs no network call). ``model: tiny-random`` builds a 2-layer,
     32-wide ViT for 48 x 48 inputs with weights drawn from a fixed seed (:func:`tiny_vit_config`):
     no download, for tests. The features are the ``[CLS]`` token of the last hidden state (after
     the final layer norm): ``h`` numbers per map (768 for ViT-B).
@@ -396,7 +414,7 @@ class WaferViTTask(Task):
             array of Python objects: :func:`~orthobench.tasks.datasets.wm811k.check_wm811k`),
             naming the file and ``orthobench data convert-wm811k PATH/LSWMD.pkl``.
         ConfigError: for a bad setting, or a hub id missing from the cache when
-            ``HF_HUB_OFFLINE`` is set.
+            ``HF_HUB_OFFLINE`` is set or the hub cannot be reached.
     """
 
     optimal_value = None
@@ -453,16 +471,33 @@ class WaferViTTask(Task):
             if not Path(model).expanduser().is_dir():
                 raise ConfigError("model", f"{model!r} is not a directory.")
             return
+        try:
+            from huggingface_hub import constants, try_to_load_from_cache
+        except ImportError:
+            return  # without the vision extra, the first evaluation names what to install
+        try:
+            if isinstance(try_to_load_from_cache(model, "config.json"), str):
+                return  # cached: no network call
+        except ValueError as err:  # not a hub id's form
+            raise ConfigError(
+                "model", f"{model!r} is not a directory, nor a hub id: {one_line(str(err))}"
+            ) from None
+        fix = (
+            f"run `hf download {model}` where the network is reachable, or pass a "
+            "save_pretrained directory."
+        )
         if _hf_offline():
-            from huggingface_hub import try_to_load_from_cache
-
-            if not isinstance(try_to_load_from_cache(model, "config.json"), str):
-                raise ConfigError(
-                    "model",
-                    f"{model!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: run "
-                    f"`hf download {model}` where the network is reachable, or pass "
-                    "a save_pretrained directory.",
-                )
+            raise ConfigError(
+                "model",
+                f"{model!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: {fix}",
+            )
+        # Without the hub, every cell retried its downloads for ~25 s, then failed.
+        if not _hub_reachable(constants.ENDPOINT):
+            raise ConfigError(
+                "model",
+                f"{model!r} is not in the Hugging Face cache and the hub {constants.ENDPOINT} "
+                f"cannot be reached: {fix}",
+            )
 
     def data(self) -> WM811K:
         """The converted dataset (read and checksum-verified on first use, then kept)."""

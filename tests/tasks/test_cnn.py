@@ -86,6 +86,17 @@ def test_an_outlier_trains_on_its_drawn_number_of_samples(device):
     assert outlier.y > clean.y  # stopped early, the same network is worse
 
 
+def test_an_outlier_stop_past_a_small_training_split_is_not_flagged(tmp_path, device):
+    """A ``path`` copy of fewer than 1000 training images trained all of them on an outlier draw,
+    and the evaluation was still flagged ``is_outlier``."""
+    write_mnist(tmp_path)  # 40 training images: every stop (100 to 1000) lies past the end
+    task = CNNTask("mnist", batch_size=8, outlier_prob=1.0, path=str(tmp_path))
+    single = task.evaluate(GOOD, seed=0, device=device)
+    stacked = task.evaluate_batch(np.stack([GOOD, GOOD]), seeds=[0, 1], device=device)
+    for evaluation in (single, *stacked):
+        assert not evaluation.is_outlier and evaluation.info["train_samples"] == 40
+
+
 def test_a_missing_dataset_fails_in_the_constructor(tmp_path, monkeypatch):
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     with pytest.raises(DatasetMissingError, match="run `orthobench data fetch mnist`"):

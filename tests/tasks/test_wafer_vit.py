@@ -6,9 +6,11 @@ seeded determinism, the objective, the local-directory and offline model paths, 
 from __future__ import annotations
 
 import functools
+import http.server
 import io
 import multiprocessing
 import os
+import threading
 import time
 import warnings
 
@@ -19,6 +21,7 @@ from click.testing import CliRunner
 
 from orthobench.cli import cli
 from orthobench.exceptions import ConfigError, DatasetMissingError, OrthobenchWarning
+from orthobench.tasks import wafer_vit
 from orthobench.tasks.datasets.features import FeatureKey, cache_dir, load_or_extract
 from orthobench.tasks.datasets.store import DATA_DIR_ENV
 from orthobench.tasks.datasets.synthetic_wafers import write_lswmd_pickle
@@ -160,6 +163,7 @@ def test_a_hub_model_whose_config_cannot_be_read_says_what_to_do(in_data_root, m
         raise OSError("We couldn't connect to 'https://huggingface.co'.\nCheck your connection")
 
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", offline)
+    monkeypatch.setattr(wafer_vit, "_hub_reachable", lambda endpoint: True)  # no network in tests
     task = WaferViTTask(model="google/vit-base-patch16-224-in21k", epochs=1)
     with pytest.raises(ConfigError, match=r"HF_HUB_OFFLINE=1 .*save_pretrained") as info:
         task.prepare(torch.device("cpu"))
@@ -474,3 +478,81 @@ def test_a_suite_cell_runs_end_to_end_and_repeats_exactly(in_data_root):
     assert [r.phase for r in first] == ["init"] * 4 + ["bo"] * 2
     assert all(r.status == "ok" and 0.0 <= r.y <= 1.0 and r.regret is None for r in first)
     assert all("head_seconds" in r.info and "feature_seconds" in r.info for r in first)
+
+
+@pytest.fixture
+def uncached_hub_id(in_data_root, monkeypatch):
+    """A hub id missing from the cache, HF_HUB_OFFLINE unset; the hub check records its calls."""
+    import huggingface_hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: None)
+    calls: list[str] = []
+
+    def unreachable(endpoint):
+        calls.append(endpoint)
+        return False
+
+    monkeypatch.setattr(wafer_vit, "_hub_reachable", unreachable, raising=False)
+    return calls
+
+
+def test_an_uncached_hub_id_without_the_hub_fails_in_the_constructor_in_one_line(
+    uncached_hub_id, monkeypatch, tmp_path
+):
+    """Each cell retried the downloads for ~25 s, then failed with a message of escaped lines."""
+    import huggingface_hub
+
+    with pytest.raises(ConfigError) as err:
+        WaferViTTask(model="orthobench-tests/no-such-vit")
+    assert err.value.field == "model" and "\n" not in str(err.value)
+    assert "'orthobench-tests/no-such-vit' is not in the Hugging Face cache and the hub " in str(
+        err.value
+    )
+    assert "cannot be reached: run `hf download orthobench-tests/no-such-vit`" in str(err.value)
+    assert len(uncached_hub_id) == 1
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: hub\nseeds: 4\nn_init: 2\nbudget: 1\noptimizers: [sobol]\n"
+        "tasks: [{name: wm811k-vit, params: {model: orthobench-tests/no-such-vit}}]\n"
+    )
+    result = CliRunner().invoke(cli, ["run", str(suite), "-q", "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    error = result.stderr.partition("orthobench: error: ")[2]  # before any cell ran
+    assert error.count("\n") == 1 and "cannot be reached" in error, result.stderr
+    assert not list((tmp_path / "out").rglob("*.parquet"))
+    # A cached id costs no network call.
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: "config.json")
+    uncached_hub_id.clear()
+    WaferViTTask(model="orthobench-tests/no-such-vit")
+    assert uncached_hub_id == []
+
+
+def test_a_malformed_hub_id_is_one_line_in_the_constructor(in_data_root, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(wafer_vit, "_hub_reachable", lambda endpoint: pytest.fail("network"))
+    with pytest.raises(ConfigError) as err:
+        WaferViTTask(model="no such vit")
+    assert err.value.field == "model" and "\n" not in str(err.value)
+    assert "'no such vit' is not a directory, nor a hub id: Repo id must" in str(err.value)
+
+
+class _Answers(http.server.BaseHTTPRequestHandler):
+    def do_HEAD(self):
+        self.send_response(404)  # an error status is an answer
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_hub_check_takes_any_answer_and_refuses_none():
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Answers)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        assert wafer_vit._hub_reachable(url)
+    finally:
+        server.server_close()
+    assert not wafer_vit._hub_reachable(url)  # closed: connection refused
+    assert not wafer_vit._hub_reachable("not a url")

@@ -61,6 +61,18 @@ def data_dir(root: str | os.PathLike[str] | None = None) -> Path:
     return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
 
 
+def _dataset_dir(name: str, root: str | os.PathLike[str] | None) -> Path:
+    """``<data directory>/<name>``, refused when the data directory is a file (where every
+    dataset would read as missing and ``fetch`` fail with only ``Not a directory``)."""
+    directory = data_dir(root)
+    if directory.exists() and not directory.is_dir():
+        raise OrthobenchError(
+            f"the data directory {directory} is a file, not a directory: set ${DATA_DIR_ENV} "
+            f"(default '{DEFAULT_DATA_DIR}') to a directory."
+        )
+    return directory / name
+
+
 @dataclass(frozen=True, kw_only=True)
 class DataFile:
     """One file of a downloadable dataset.
@@ -265,7 +277,8 @@ def locate(
 
     Args:
         name: A catalogued dataset.
-        path: An existing copy to use instead of the data directory (``mnist``, ``cifar10``).
+        path: An existing copy to use instead of the data directory (``mnist``, ``cifar10``;
+            ``~`` expanded).
         root: The data directory (default: :func:`data_dir`).
 
     Returns:
@@ -276,6 +289,7 @@ def locate(
         UnknownNameError: for a name not in :data:`CATALOGUE`.
         ConfigError: for a ``path`` given with a bundled dataset.
         DatasetMissingError: naming the command or the param that fixes it.
+        OrthobenchError: when the data directory is a file.
     """
     dataset = get(name)
     if dataset.bundled is not None:
@@ -293,7 +307,7 @@ def locate(
                 f"installed (or lacks {dataset.bundled[1]}): run `{dataset.obtain}`."
             )
         return found
-    candidate = Path(path) if path is not None else data_dir(root) / name
+    candidate = Path(path).expanduser() if path is not None else _dataset_dir(name, root)
     found = _FINDERS[name](candidate)
     if found is not None:
         return found
@@ -436,13 +450,14 @@ def fetch(
 
     Raises:
         UnknownNameError: for a name not in :data:`CATALOGUE`.
-        OrthobenchError: when no mirror delivers a file with the published SHA-256.
+        OrthobenchError: when the data directory is a file, or no mirror delivers a file with
+            the published SHA-256.
     """
     dataset = get(name)
     if dataset.bundled is not None:
         log(f"{name} ships with the package {dataset.bundled[0]!r}; nothing to fetch.")
         return locate(name)
-    directory = data_dir(root) / name
+    directory = _dataset_dir(name, root)
     created = _make_directory(directory)
     try:
         for file in dataset.files:

@@ -33,8 +33,16 @@ from orthobench.exceptions import DatasetMissingError, OrthobenchError, Orthoben
 from orthobench.results import write_atomic
 from orthobench.tasks.datasets.checksums import sha256_of
 from orthobench.tasks.datasets.readers import HELD_OUT_FRACTION, SPLIT_SEED
-from orthobench.tasks.datasets.store import data_dir
 from orthobench.tasks.datasets.synthetic_wafers import WAFER_CLASSES
+from orthobench.tasks.datasets.wm811k_checks import (
+    CONVERT_COMMAND,
+    MAP_SIZE,
+    check_labels,
+    check_output,
+    check_wm811k,
+    require_wm811k,
+    wm811k_path,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,136 +68,11 @@ __all__ = [
     "wm811k_path",
 ]
 
-#: Side length of the converted maps (the paper's appendix).
-MAP_SIZE = 48
 #: Per-channel ImageNet statistics of ``[0, 1]`` RGB images.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-#: The command that creates the converted file (named by every missing-dataset error).
-CONVERT_COMMAND = "orthobench data convert-wm811k PATH/LSWMD.pkl"
-#: Path of the converted file relative to the data directory.
-CONVERTED_NAME = Path("wm811k") / "wm811k.npz"
 _FORMAT_VERSION = 1
 _REQUIRED_COLUMNS = ("waferMap", "failureType")
-#: The arrays :func:`load_wm811k` reads: name -> (dtype kinds, shape; None for any length).
-_ARRAYS: dict[str, tuple[str, tuple[int | None, ...]]] = {
-    "maps": ("u", (None, MAP_SIZE, MAP_SIZE)),
-    "labels": ("iu", (None,)),
-    "classes": ("U", (None,)),
-    "train_index": ("iu", (None,)),
-    "test_index": ("iu", (None,)),
-    "seed": ("iu", ()),
-    "sha256": ("U", ()),
-    "source_sha256": ("U", ()),
-    "source_rows": ("iu", ()),
-    "imagenet_mean": ("f", (3,)),
-    "imagenet_std": ("f", (3,)),
-    "format_version": ("iu", ()),
-}
-_KIND_NAMES = {"u": "unsigned integer", "i": "integer", "U": "string", "f": "float"}
-_NPY_HEADER_READERS = {
-    (1, 0): np.lib.format.read_array_header_1_0,
-    (2, 0): np.lib.format.read_array_header_2_0,
-}
-
-
-def wm811k_path(directory: str | Path | None = None) -> Path:
-    """Where the converted file lives: ``<data directory>/wm811k/wm811k.npz``.
-
-    Args:
-        directory: The data directory; default :func:`orthobench.tasks.datasets.store.data_dir`
-            (``ORTHOBENCH_DATA_DIR``, else ``data/``).
-    """
-    return Path(directory if directory is not None else data_dir()) / CONVERTED_NAME
-
-
-def require_wm811k(path: str | Path | None = None) -> Path:
-    """The converted file's path, after a cheap presence check (no read).
-
-    Args:
-        path: An explicit ``.npz`` path; default :func:`wm811k_path`.
-
-    Raises:
-        DatasetMissingError: when the file is not there; the message names the command that
-            creates it.
-    """
-    resolved = Path(path) if path is not None else wm811k_path()
-    if not resolved.is_file():
-        # An explicit path is where the conversion must write: the command's default is not it.
-        out = "" if path is None else f" --out {resolved}"
-        raise DatasetMissingError(
-            f"WM811K is not converted: {resolved} does not exist; download LSWMD.pkl "
-            f"(http://mirlab.org/dataset/public/) and run `{CONVERT_COMMAND}{out}`."
-        )
-    return resolved
-
-
-def _not_converted(path: Path, problem: str) -> DatasetMissingError:
-    return DatasetMissingError(
-        f"{path} is not a converted WM811K file: {problem}; run `{CONVERT_COMMAND}` and use its "
-        "output."
-    )
-
-
-def _npy_header(archive: zipfile.ZipFile, member: str) -> tuple[np.dtype, tuple[int, ...]]:
-    """The dtype and shape of an ``.npy`` member of a zip, from its header alone."""
-    with archive.open(member) as fh:
-        version = np.lib.format.read_magic(fh)
-        if version not in _NPY_HEADER_READERS:
-            raise ValueError(f"{member} has .npy format version {version}")
-        shape, _, dtype = _NPY_HEADER_READERS[version](fh)
-    return dtype, shape
-
-
-def check_wm811k(path: str | Path | None = None) -> Path:
-    """The converted file's path, after checking its format from the array headers alone.
-
-    Cheap (no array is read), so a task can refuse a bad file before any evaluation: it must be
-    an ``.npz`` (a zip of ``.npy`` files) holding every array :func:`load_wm811k` reads, each of
-    the kind and shape :func:`convert_lswmd` writes, and none holding Python objects (which only
-    pickle reads, and unpickling runs code from the file). The contents are verified against the
-    stored checksum when :func:`load_wm811k` reads them.
-
-    Args:
-        path: An explicit ``.npz`` path; default :func:`wm811k_path`.
-
-    Raises:
-        DatasetMissingError: naming the file and what is wrong with it (or that it is missing),
-            and the command that creates it.
-    """
-    resolved = require_wm811k(path)
-    try:
-        with zipfile.ZipFile(resolved) as archive:
-            headers = {
-                member.removesuffix(".npy"): _npy_header(archive, member)
-                for member in archive.namelist()
-                if member.removesuffix(".npy") in _ARRAYS
-            }
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
-        raise _not_converted(resolved, f"not a readable .npz ({err})") from None
-    missing = [name for name in _ARRAYS if name not in headers]
-    if missing:
-        raise _not_converted(resolved, f"it lacks the array(s) {', '.join(missing)}")
-    for name, (kinds, shape) in _ARRAYS.items():
-        dtype, actual = headers[name]
-        if dtype.hasobject:
-            raise _not_converted(
-                resolved, f"array {name!r} holds Python objects, which only pickle can read"
-            )
-        fits = len(actual) == len(shape) and all(
-            want is None or want == got for want, got in zip(shape, actual, strict=True)
-        )
-        if dtype.kind not in kinds or not fits:
-            wanted = " x ".join("N" if n is None else str(n) for n in shape) or "scalar"
-            raise _not_converted(
-                resolved,
-                f"array {name!r} must be {_KIND_NAMES[kinds[0]]} of shape ({wanted}), but got "
-                f"{dtype} of shape {actual}",
-            )
-    n_maps, n_labels = headers["maps"][1][0], headers["labels"][1][0]
-    if n_maps != n_labels:
-        raise _not_converted(resolved, f"it holds {n_maps} maps but {n_labels} labels")
-    return resolved
 
 
 def resize_nearest(wafer: np.ndarray, size: int = MAP_SIZE) -> np.ndarray:
@@ -342,6 +225,16 @@ def _lswmd_source(path: Path) -> int:
     return size
 
 
+def _checked_inputs(source: Path, out: str | Path | None, seed: int, test_fraction: float) -> Path:
+    """The output path, after refusing what needs no unpickling: a missing or empty source,
+    split settings :func:`split_indices` refuses, an output under a file."""
+    _lswmd_source(source)
+    _check_split(test_fraction, seed)
+    out = Path(out) if out is not None else wm811k_path()
+    check_output(out)
+    return out
+
+
 def _unpickle(path: Path) -> Any:
     import pandas as pd
 
@@ -466,15 +359,15 @@ def convert_lswmd(
 
     Raises:
         DatasetMissingError: when ``source`` is not a file.
-        OrthobenchError: for split settings :func:`split_indices` refuses, an empty file or one
-            that is not an LSWMD DataFrame (these before the warning and any unpickling), an
+        OrthobenchError: for split settings :func:`split_indices` refuses, an empty file, an
+            ``out`` under a file (these before the warning and any unpickling), a file that is
+            not an LSWMD DataFrame, an
             unknown class name, a map that is not 2-D or has values outside ``{0, 1, 2}``, or no
             labelled map at all.
     """
     source = Path(source)
     # Refuse what needs no unpickling first: the warning is for a file that will be unpickled.
-    _lswmd_source(source)
-    _check_split(test_fraction, seed)
+    out = _checked_inputs(source, out, seed, test_fraction)
     warnings.warn(
         f"Unpickling {source} runs code from the file: convert only a copy of LSWMD.pkl from a "
         "source you trust (http://mirlab.org/dataset/public/).",
@@ -517,7 +410,6 @@ def convert_lswmd(
     train, test = split_indices(labels_array, test_fraction, seed)
     checksum = _content_sha256(maps_array, labels_array, train, test)
     source_sha256 = sha256_of(source)
-    out = Path(out) if out is not None else wm811k_path()
     write_atomic(  # a failed or interrupted write leaves neither a partial file nor a .tmp
         out,
         lambda fh: np.savez_compressed(
@@ -606,15 +498,16 @@ class WM811K:
 
 
 def load_wm811k(path: str | Path | None = None) -> WM811K:
-    """Read the converted file (no pickle) and verify its checksum.
+    """Read the converted file (no pickle) and verify its checksum and labels.
 
     Args:
         path: The ``.npz``; default :func:`wm811k_path`.
 
     Raises:
         DatasetMissingError: when the file is missing, not a converted file
-            (:func:`check_wm811k`), or its arrays do not match the stored checksum (a damaged
-            file: convert again).
+            (:func:`check_wm811k`), its arrays do not match the stored checksum (a damaged
+            file: convert again), or its classes or labels are not :data:`WAFER_CLASSES` and
+            indices into them (:func:`~orthobench.tasks.datasets.wm811k_checks.check_labels`).
     """
     resolved = check_wm811k(path)
     try:
@@ -629,6 +522,7 @@ def load_wm811k(path: str | Path | None = None) -> WM811K:
             f"{resolved} is damaged: its arrays hash to {actual}, not the stored {data.sha256}; "
             f"run `{CONVERT_COMMAND}` again."
         )
+    check_labels(resolved, data.classes, data.labels)
     return data
 
 
@@ -684,8 +578,7 @@ def convert_wm811k(source: Path, out: Path | None, seed: int, test_fraction: flo
     labelled maps, resized to 48x48, with a stratified train/test split. An existing output file
     is replaced.
     """
-    _lswmd_source(source)  # before the warning: a missing or empty file is not unpickled
-    _check_split(test_fraction, seed)
+    _checked_inputs(source, out, seed, test_fraction)  # before the warning: nothing unpickled
     click.echo(
         f"warning: {source} is a pickle, and unpickling runs code from it; convert only a copy "
         "of LSWMD.pkl from a source you trust.",

@@ -176,3 +176,21 @@ def test_status_lists_every_dataset(tmp_path):
     assert rows["cifar10"].path == tmp_path / "cifar10"
     write_mnist(tmp_path / "mnist", gz=False)  # present, but not as the catalogued .gz files
     assert {r.name: r for r in store.status(tmp_path)}["mnist"].checksum == "unverified"
+
+
+def test_a_path_with_a_tilde_is_expanded(tmp_path, monkeypatch):
+    """``~`` in a task's ``path`` was taken literally: the copy was "missing"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_mnist(tmp_path / "copy")
+    assert store.locate("mnist", "~/copy") == tmp_path / "copy"
+
+
+def test_a_data_directory_that_is_a_file_is_one_line(tmp_path, monkeypatch):
+    """It listed every dataset as missing, and `fetch` then failed with only "Not a directory"."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setenv(store.DATA_DIR_ENV, str(afile))
+    for call in (store.status, lambda: store.fetch("mnist"), lambda: store.locate("mnist")):
+        with pytest.raises(OrthobenchError, match=f"data directory {afile} is a file") as err:
+            call()
+        assert "\n" not in str(err.value) and store.DATA_DIR_ENV in str(err.value)

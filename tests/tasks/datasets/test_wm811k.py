@@ -25,6 +25,8 @@ from orthobench.tasks.datasets.wm811k import (
     CONVERT_COMMAND,
     IMAGENET_MEAN,
     IMAGENET_STD,
+    _content_sha256,
+    check_wm811k,
     convert_lswmd,
     convert_wm811k,
     load_wm811k,
@@ -335,3 +337,59 @@ def test_split_errors_show_plain_class_counts_by_name():
     """scikit-learn named the class with too few maps by its index ("[7]" for Scratch)."""
     with pytest.raises(OrthobenchError, match=r"class counts \{'Center': 1, 'Donut': 3\}"):
         split_indices(np.array([0, 1, 1, 1]), 0.5)
+
+
+def test_a_directory_path_is_named_as_a_directory(converted, tmp_path):
+    """A directory was "does not exist", and the suggested `--out DIR` failed as a directory."""
+    with pytest.raises(DatasetMissingError) as err:
+        require_wm811k(converted[1].path.parent)
+    assert str(err.value) == (
+        f"{converted[1].path.parent} is a directory, not the converted WM811K .npz: use "
+        f"{converted[1].path}."
+    )
+    with pytest.raises(DatasetMissingError) as err:
+        require_wm811k(tmp_path)
+    assert "is a directory" in str(err.value)
+    assert f"{CONVERT_COMMAND} --out {tmp_path / 'wm811k.npz'}`" in str(err.value)
+
+
+def test_a_path_with_a_tilde_is_expanded(converted, monkeypatch):
+    monkeypatch.setenv("HOME", str(converted[1].path.parent))
+    assert check_wm811k(f"~/{converted[1].path.name}") == converted[1].path
+
+
+def _rewritten(converted, out, **changes):
+    with np.load(converted[1].path, allow_pickle=False) as npz:
+        arrays = {**dict(npz), **changes}
+    np.savez(out, **arrays)
+    return out
+
+
+def test_classes_and_labels_out_of_range_are_refused_in_one_line(converted, tmp_path):
+    """The checksum covers neither: such files loaded, then miscounted macro F1 or failed every
+    evaluation with a torch error."""
+    few = _rewritten(converted, tmp_path / "few.npz", classes=np.asarray(WAFER_CLASSES[:5]))
+    with pytest.raises(DatasetMissingError, match=r"few\.npz is not a converted .*its classes"):
+        load_wm811k(few)
+    data = load_wm811k(converted[1].path)
+    labels = data.labels.copy()
+    labels[0] = len(WAFER_CLASSES)
+    checksum = _content_sha256(data.maps, labels, data.train_index, data.test_index)
+    high = _rewritten(converted, tmp_path / "high.npz", labels=labels, sha256=np.str_(checksum))
+    with pytest.raises(DatasetMissingError) as err:
+        load_wm811k(high)
+    assert f"{high} is not a converted" in str(err.value) and "span [0, 9]" in str(err.value)
+    assert CONVERT_COMMAND in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_output_under_a_file_is_refused_before_the_warning(converted, tmp_path):
+    """Creating its folder failed after the unpickling with only "afile: File exists"."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OrthobenchWarning)
+        with pytest.raises(OrthobenchError, match=f"{afile} is a file, not a directory"):
+            convert_lswmd(converted[0], afile / "x.npz")
+    result = CliRunner().invoke(convert_wm811k, [str(converted[0]), "--out", str(afile / "x")])
+    assert "is a file, not a directory" in str(result.exception)
+    assert "unpickling runs code" not in result.output

@@ -1,0 +1,200 @@
+"""Checks of the converted WM811K file: where it is, its format from the array headers alone, its
+labels once read, and where a conversion may write it.
+
+Each refusal is one line naming the file and what to do; :mod:`orthobench.tasks.datasets.wm811k`
+converts and reads the file and re-exports these names.
+"""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from orthobench.exceptions import DatasetMissingError, OrthobenchError
+from orthobench.tasks.datasets.store import data_dir
+from orthobench.tasks.datasets.synthetic_wafers import WAFER_CLASSES
+
+__all__ = [
+    "CONVERTED_NAME",
+    "CONVERT_COMMAND",
+    "MAP_SIZE",
+    "check_labels",
+    "check_output",
+    "check_wm811k",
+    "require_wm811k",
+    "wm811k_path",
+]
+
+#: Side length of the converted maps (the paper's appendix).
+MAP_SIZE = 48
+#: The command that creates the converted file (named by every missing-dataset error).
+CONVERT_COMMAND = "orthobench data convert-wm811k PATH/LSWMD.pkl"
+#: Path of the converted file relative to the data directory.
+CONVERTED_NAME = Path("wm811k") / "wm811k.npz"
+_DOWNLOAD = "download LSWMD.pkl (http://mirlab.org/dataset/public/)"
+#: The arrays the reader reads: name -> (dtype kinds, shape; None for any length).
+_ARRAYS: dict[str, tuple[str, tuple[int | None, ...]]] = {
+    "maps": ("u", (None, MAP_SIZE, MAP_SIZE)),
+    "labels": ("iu", (None,)),
+    "classes": ("U", (None,)),
+    "train_index": ("iu", (None,)),
+    "test_index": ("iu", (None,)),
+    "seed": ("iu", ()),
+    "sha256": ("U", ()),
+    "source_sha256": ("U", ()),
+    "source_rows": ("iu", ()),
+    "imagenet_mean": ("f", (3,)),
+    "imagenet_std": ("f", (3,)),
+    "format_version": ("iu", ()),
+}
+_KIND_NAMES = {"u": "unsigned integer", "i": "integer", "U": "string", "f": "float"}
+_NPY_HEADER_READERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+
+
+def wm811k_path(directory: str | Path | None = None) -> Path:
+    """Where the converted file lives: ``<data directory>/wm811k/wm811k.npz``.
+
+    Args:
+        directory: The data directory; default :func:`orthobench.tasks.datasets.store.data_dir`
+            (``ORTHOBENCH_DATA_DIR``, else ``data/``).
+    """
+    return Path(directory if directory is not None else data_dir()) / CONVERTED_NAME
+
+
+def require_wm811k(path: str | Path | None = None) -> Path:
+    """The converted file's path, after a cheap presence check (no read).
+
+    Args:
+        path: An explicit ``.npz`` path (``~`` expanded); default :func:`wm811k_path`.
+
+    Raises:
+        DatasetMissingError: when the file is not there, or ``path`` is a directory (naming the
+            converted file inside it, if it holds one); the message names the command that
+            creates it.
+    """
+    resolved = Path(path).expanduser() if path is not None else wm811k_path()
+    if resolved.is_dir():
+        inside = (resolved / CONVERTED_NAME.name, resolved / CONVERTED_NAME)
+        found = next((f for f in inside if f.is_file()), None)
+        fix = (
+            f"use {found}"
+            if found is not None
+            else f"{_DOWNLOAD} and run `{CONVERT_COMMAND} --out {inside[0]}`"
+        )
+        raise DatasetMissingError(
+            f"{resolved} is a directory, not the converted WM811K .npz: {fix}."
+        )
+    if not resolved.is_file():
+        # An explicit path is where the conversion must write: the command's default is not it.
+        out = "" if path is None else f" --out {resolved}"
+        raise DatasetMissingError(
+            f"WM811K is not converted: {resolved} does not exist; {_DOWNLOAD} and run "
+            f"`{CONVERT_COMMAND}{out}`."
+        )
+    return resolved
+
+
+def _not_converted(path: Path, problem: str) -> DatasetMissingError:
+    return DatasetMissingError(
+        f"{path} is not a converted WM811K file: {problem}; run `{CONVERT_COMMAND}` and use its "
+        "output."
+    )
+
+
+def _npy_header(archive: zipfile.ZipFile, member: str) -> tuple[np.dtype, tuple[int, ...]]:
+    """The dtype and shape of an ``.npy`` member of a zip, from its header alone."""
+    with archive.open(member) as fh:
+        version = np.lib.format.read_magic(fh)
+        if version not in _NPY_HEADER_READERS:
+            raise ValueError(f"{member} has .npy format version {version}")
+        shape, _, dtype = _NPY_HEADER_READERS[version](fh)
+    return dtype, shape
+
+
+def check_wm811k(path: str | Path | None = None) -> Path:
+    """The converted file's path, after checking its format from the array headers alone.
+
+    Cheap (no array is read), so a task can refuse a bad file before any evaluation: it must be
+    an ``.npz`` (a zip of ``.npy`` files) holding every array the reader reads, each of the kind
+    and shape the converter writes, and none holding Python objects (which only pickle reads,
+    and unpickling runs code from the file). The contents are verified against the stored
+    checksum, and the labels by :func:`check_labels`, when
+    :func:`~orthobench.tasks.datasets.wm811k.load_wm811k` reads them.
+
+    Args:
+        path: An explicit ``.npz`` path; default :func:`wm811k_path`.
+
+    Raises:
+        DatasetMissingError: naming the file and what is wrong with it (or that it is missing),
+            and the command that creates it.
+    """
+    resolved = require_wm811k(path)
+    try:
+        with zipfile.ZipFile(resolved) as archive:
+            headers = {
+                member.removesuffix(".npy"): _npy_header(archive, member)
+                for member in archive.namelist()
+                if member.removesuffix(".npy") in _ARRAYS
+            }
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise _not_converted(resolved, f"not a readable .npz ({err})") from None
+    missing = [name for name in _ARRAYS if name not in headers]
+    if missing:
+        raise _not_converted(resolved, f"it lacks the array(s) {', '.join(missing)}")
+    for name, (kinds, shape) in _ARRAYS.items():
+        dtype, actual = headers[name]
+        if dtype.hasobject:
+            raise _not_converted(
+                resolved, f"array {name!r} holds Python objects, which only pickle can read"
+            )
+        fits = len(actual) == len(shape) and all(
+            want is None or want == got for want, got in zip(shape, actual, strict=True)
+        )
+        if dtype.kind not in kinds or not fits:
+            wanted = " x ".join("N" if n is None else str(n) for n in shape) or "scalar"
+            raise _not_converted(
+                resolved,
+                f"array {name!r} must be {_KIND_NAMES[kinds[0]]} of shape ({wanted}), but got "
+                f"{dtype} of shape {actual}",
+            )
+    n_maps, n_labels = headers["maps"][1][0], headers["labels"][1][0]
+    if n_maps != n_labels:
+        raise _not_converted(resolved, f"it holds {n_maps} maps but {n_labels} labels")
+    return resolved
+
+
+def check_labels(path: Path, classes: tuple[str, ...], labels: np.ndarray) -> None:
+    """Refuse a file whose ``classes`` are not :data:`WAFER_CLASSES` or whose ``labels`` are not
+    indices into them: the stored checksum covers neither the class names nor the label range,
+    and either one miscounts macro F1 or fails every evaluation in torch.
+
+    Raises:
+        DatasetMissingError: naming ``path``, the bad classes or label range, and the command
+            that converts the file again.
+    """
+    if classes != WAFER_CLASSES:
+        raise _not_converted(path, f"its classes {list(classes)} are not {list(WAFER_CLASSES)}")
+    if labels.size and not 0 <= labels.min() <= labels.max() < len(WAFER_CLASSES):
+        raise _not_converted(
+            path,
+            f"its labels span [{labels.min()}, {labels.max()}], but its {len(classes)} classes "
+            f"take indices 0 to {len(classes) - 1}",
+        )
+
+
+def check_output(out: Path) -> None:
+    """Refuse an output path under a file, before any work: creating its folders would fail with
+    only ``File exists``.
+
+    Raises:
+        OrthobenchError: naming ``out`` and the file in its way.
+    """
+    blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise OrthobenchError(f"cannot write {out}: {blocker} is a file, not a directory.")
