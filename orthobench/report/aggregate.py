@@ -14,8 +14,8 @@ r"""Views across tasks: normalized score against Sobol, mean rank, ECDF of runti
   targets between the median best-so-far value at the end of the initial design and the best
   final value of any run, log-spaced when both are positive (regrets), else evenly; the curve of
   an optimizer is the share of (task, seed, target) triples whose target its best-so-far value
-  has reached (``<=``) by each evaluation; the seed of a failed cell that stored nothing reaches
-  none of its targets.
+  has reached (``<=``) by each evaluation, up to its own last evaluation; the seed of a failed
+  cell that stored nothing reaches none of its targets.
 
 The mean rank and the ECDF count a failed cell that stored nothing
 (:meth:`orthobench.report.data.ResultSet.crashed`) as a seed without a final value: leaving it
@@ -106,8 +106,11 @@ def ecdf(
 
     ``trace`` is :func:`~.tables.traces`; ``n_targets`` targets per task (:func:`targets`).
     ``crashed`` (:meth:`~orthobench.report.data.ResultSet.crashed`): failed cells that stored no
-    rows, whose triples on a task with targets are never reached. Returns columns ``run_set``,
-    ``optimizer``, ``evaluation``, ``reached`` (a share in [0, 1]), ``triples``.
+    rows, whose triples on a task with targets are never reached. Each curve stops at its own
+    last evaluation (the most of its trimmed traces), as COCO's runtime distributions stop at a
+    method's budget; one whose every cell failed has none, and stays at 0 up to its run set's
+    last. Returns columns ``run_set``, ``optimizer``, ``evaluation``, ``reached`` (a share in
+    [0, 1]), ``triples``.
     """
     if crashed is None:
         crashed = pd.DataFrame(columns=["run_set", "task", "optimizer"])
@@ -129,10 +132,12 @@ def ecdf(
     if not hits:
         return pd.DataFrame(columns=["run_set", "optimizer", "evaluation", "reached", "triples"])
     hits_frame = pd.DataFrame(hits, columns=["run_set", "optimizer", "first"])
-    horizon = int(trace["evaluation"].max())
+    horizons = trace.groupby(["run_set", "optimizer"])["evaluation"].max()
+    run_set_horizons = trace.groupby("run_set")["evaluation"].max()
     rows = []
     for (run_set, optimizer), group in hits_frame.groupby(["run_set", "optimizer"], sort=True):
         first = group["first"].to_numpy(dtype=float)
+        horizon = int(horizons.get((run_set, optimizer), run_set_horizons[run_set]))
         for evaluation in range(1, horizon + 1):
             rows.append(
                 (run_set, optimizer, evaluation, float(np.mean(first <= evaluation)), first.size)

@@ -9,24 +9,63 @@ two-sided Wilcoxon signed-rank test of the per-seed differences new - base over 
 sets (a cell of one seed starts from the same initial design in both), Holm-corrected over the
 optimizers of a task, and a one-line verdict, whose direction is that of the test's statistic and
 whose medians are over the paired seeds.
+
+A cell that failed and stored nothing (:meth:`orthobench.report.data.ResultSet.crashed`, per
+directory: :func:`crashed_cells`) is a seed without a final value on its side, as in the final
+table. Every verdict names the failed cells of each side, and one cell that failed in the new set
+but not in the baseline (of a method the baseline ran) makes the verdict ``worse: N cells failed
+in the new set``, followed by the verdict on the other cells: a method that crashes on its hard
+seeds is never "better", "identical" or "only in the baseline" on the ones it finished.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from orthobench.report import stats
+from orthobench.report.data import ResultSet
 from orthobench.report.tables import final_values
 
 CELL = ["suite", "task", "optimizer", "seed"]
 PAIR = ["suite", "task", "optimizer"]
 
 
-def _finals(runs: pd.DataFrame) -> pd.DataFrame:
-    suites = runs[["source", "task", "optimizer", "seed", "suite"]].drop_duplicates()
-    finals = final_values(runs.assign(run_set=runs["source"])).rename(columns={"run_set": "source"})
-    return finals.merge(suites, on=["source", "task", "optimizer", "seed"])
+#: The columns that make a side of the comparison: each directory's cells of each suite apart.
+SIDE = ["source", "suite"]
+
+
+def _keyed(frame: pd.DataFrame, sides: pd.MultiIndex) -> pd.DataFrame:
+    """``frame`` with ``run_set`` the number of its :data:`SIDE` among ``sides``."""
+    return frame.assign(run_set=sides.get_indexer(pd.MultiIndex.from_frame(frame[SIDE])))
+
+
+def _unkeyed(frame: pd.DataFrame, sides: pd.MultiIndex) -> pd.DataFrame:
+    """``frame`` (:func:`_keyed`) with the :data:`SIDE` columns in place of ``run_set``."""
+    named = sides[frame["run_set"].to_numpy(dtype=int)].to_frame(index=False)
+    return pd.concat([named, frame.drop(columns="run_set").reset_index(drop=True)], axis=1)
+
+
+def crashed_cells(results: ResultSet) -> pd.DataFrame:
+    """The failed cells that stored no rows, per directory: ``source`` and :data:`CELL`.
+
+    :meth:`~orthobench.report.data.ResultSet.crashed` with every directory and suite its own run
+    set, so a failed cell counts on its own side and a seed stored on the other side does not
+    hide it.
+    """
+    sides = pd.MultiIndex.from_frame(results.runs[SIDE]).unique()
+    crashed = replace(results, runs=_keyed(results.runs, sides)).crashed()
+    return _unkeyed(crashed, sides)[["source", *CELL]]
+
+
+def _finals(runs: pd.DataFrame, crashed: pd.DataFrame | None) -> pd.DataFrame:
+    """:func:`~orthobench.report.tables.final_values` per ``source`` and :data:`CELL`, a crashed
+    cell with no final value and 0 evaluations."""
+    sides = pd.MultiIndex.from_frame(runs[SIDE]).unique()
+    lost = None if crashed is None else _keyed(crashed, sides)
+    return _unkeyed(final_values(_keyed(runs, sides), lost), sides)
 
 
 def _same_y(base: pd.DataFrame, new: pd.DataFrame) -> tuple[bool, float]:
@@ -41,16 +80,19 @@ def _same_y(base: pd.DataFrame, new: pd.DataFrame) -> tuple[bool, float]:
     return bool(np.all(diff == 0.0)), largest
 
 
-def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
+def compare_cells(
+    runs: pd.DataFrame, baseline: str, crashed: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Cell by cell: ``source`` (the compared set), :data:`CELL`, ``metric``, ``in_base``,
-    ``in_new`` (the cell is stored on that side), ``base``, ``new`` (final values, NaN without
-    one), ``delta`` (new - base), ``identical`` (every y equal), ``max_abs_dy``,
-    ``evaluations_base``, ``evaluations_new`` (a cell stored on both sides: its evaluations on
-    each; NaN otherwise).
+    ``in_new`` (the cell is stored on that side), ``failed_base``, ``failed_new`` (the cell
+    failed and stored nothing there: a row of ``crashed``, :func:`crashed_cells`), ``base``,
+    ``new`` (final values, NaN without one), ``delta`` (new - base), ``identical`` (every y
+    equal), ``max_abs_dy``, ``evaluations_base``, ``evaluations_new`` (a cell stored on both
+    sides: its evaluations on each; NaN otherwise).
 
     Cells of only one side are listed with NaN on the other side.
     """
-    finals = _finals(runs)
+    finals = _finals(runs, crashed)
     base = finals[finals["source"] == baseline]
     rows = []
     for source, new in finals[finals["source"] != baseline].groupby("source", sort=False):
@@ -59,7 +101,7 @@ def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
             key = dict(zip(CELL, (r.suite, r.task, r.optimizer, r.seed), strict=True))
             identical, max_dy = False, float("nan")
             evaluations = [np.nan, np.nan]
-            if pd.notna(r.source_base) and pd.notna(r.source_new):
+            if r.evaluations_base > 0 and r.evaluations_new > 0:
                 selected = [
                     runs[
                         (runs["source"] == side)
@@ -77,8 +119,10 @@ def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                     "source": source,
                     **key,
                     "metric": r.metric_new if pd.notna(r.metric_new) else r.metric_base,
-                    "in_base": pd.notna(r.source_base),
-                    "in_new": pd.notna(r.source_new),
+                    "in_base": r.evaluations_base > 0,
+                    "in_new": r.evaluations_new > 0,
+                    "failed_base": r.evaluations_base == 0,
+                    "failed_new": r.evaluations_new == 0,
                     "base": r.final_base,
                     "new": r.final_new,
                     "delta": r.final_new - r.final_base,
@@ -88,27 +132,58 @@ def compare_cells(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                     "evaluations_new": evaluations[1],
                 }
             )
-    columns = ["source", *CELL, "metric", "in_base", "in_new", "base", "new", "delta",
-               "identical", "max_abs_dy", "evaluations_base", "evaluations_new"]  # fmt: skip
+    columns = ["source", *CELL, "metric", "in_base", "in_new", "failed_base", "failed_new",
+               "base", "new", "delta", "identical", "max_abs_dy", "evaluations_base",
+               "evaluations_new"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+def _cells(n: int) -> str:
+    """``"1 cell"``, ``"3 cells"``."""
+    return f"{n} cell{'' if n == 1 else 's'}"
 
 
 def _only(row: pd.Series) -> str:
     """The cells stored on one side only, as a clause (empty without any)."""
     parts = [
-        f"{n} cells only in the {side}"
-        for n, side in ((row["cells_base"] - row["common"], "baseline"),
-                        (row["cells_new"] - row["common"], "new set"))
+        f"{_cells(n)} only in the {side}"
+        for n, side in ((row["only_base"], "baseline"), (row["only_new"], "new set"))
         if n
-    ]  # fmt: skip
+    ]
     return "; " + ", ".join(parts) if parts else ""
 
 
+def _failed(row: pd.Series) -> str:
+    """The cells that failed and stored nothing on each side, as a clause (empty without any)."""
+    return ", ".join(
+        f"{_cells(n)} failed in the {side}"
+        for n, side in ((row["failed_new"], "new set"), (row["failed_base"], "baseline"))
+        if n
+    )
+
+
 def _verdict(row: pd.Series) -> str:
-    if row["cells_new"] == 0:
-        return f"only in the baseline ({row['seeds_base']} seeds)"
-    if row["cells_base"] == 0:
+    """The verdict on the stored cells, led by the new set's failures (:func:`compare_pairs`)."""
+    failed = _failed(row)
+    if row["new_failures"] and (row["cells_base"] or row["failed_base"]):
+        lead = f"worse: {_cells(row['new_failures'])} failed in the new set"
+        if row["failed_base"]:
+            lead += f" that did not fail in the baseline ({failed})"
+        if not row["cells_new"]:
+            return f"{lead} (baseline: {row['seeds_base']} seeds)"
+        return f"{lead}; the other cells: {_stored_verdict(row)}"
+    verdict = _stored_verdict(row)
+    return f"{verdict}; {failed}" if failed else verdict
+
+
+def _stored_verdict(row: pd.Series) -> str:
+    if not (row["cells_base"] or row["failed_base"]):
         return f"new: not in the baseline ({row['seeds_new']} seeds)"
+    if not (row["cells_new"] or row["failed_new"]):
+        return f"only in the baseline ({row['seeds_base']} seeds)"
+    if not (row["cells_base"] and row["cells_new"]):
+        stored = ((row["cells_base"], "baseline"), (row["cells_new"], "new set"))
+        return f"no cell stored in the {' or the '.join(side for n, side in stored if not n)}"
     if row["identical"]:
         return f"identical: every y of the {row['common']} common cells is the same"
     if row["common_identical"]:
@@ -177,17 +252,25 @@ def _evaluation_counts(cells: pd.DataFrame) -> str:
     )
 
 
-def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
+def compare_pairs(
+    runs: pd.DataFrame, baseline: str, crashed: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Per compared set and :data:`PAIR`: seeds, medians, the paired test, and a ``verdict``.
 
     The test pairs the cells present in both sets (the same suite, task, optimizer and seed) and
     applies :func:`orthobench.report.stats.signed_rank_test` to their differences new - base; the
     verdict says better or worse by :func:`orthobench.report.stats.signed_rank_direction` (the
     side of the test's statistic) and gives the medians over the paired seeds where the two sets'
-    seeds with a final value differ.
+    seeds with a final value differ. ``crashed`` (:func:`crashed_cells`): cells that failed and
+    stored nothing, seeds without a final value. The verdict names them, and a cell that failed
+    in the new set but not in the baseline (of a method the baseline ran) makes it ``worse: N
+    cells failed in the new set``, followed by the verdict on the other cells.
 
     Columns: ``source``, :data:`PAIR`, ``metric``, ``cells_base``, ``cells_new`` (cells stored),
-    ``seeds_base``, ``seeds_new`` (finite final values), ``common`` (cells stored in both),
+    ``failed_base``, ``failed_new`` (cells that failed and stored nothing), ``new_failures``
+    (cells failed in the new set and not in the baseline), ``only_base``, ``only_new`` (cells
+    stored on that side and neither stored nor failed on the other), ``seeds_base``,
+    ``seeds_new`` (finite final values), ``common`` (cells stored in both),
     ``median_base``, ``median_new`` (over each side's finite final values), ``pairs`` (cells with
     a finite final value in both), ``differing`` (pairs whose final values differ: the test
     drops equal ones), ``paired_median_base``, ``paired_median_new`` (over the pairs),
@@ -201,7 +284,7 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
     some seeds maybe on one side only), ``max_abs_dy``, ``unequal_evaluations`` (common cells
     whose evaluations differ between the sides), ``evaluations`` (theirs, as text), ``verdict``.
     """
-    cells = compare_cells(runs, baseline)
+    cells = compare_cells(runs, baseline, crashed)
     rows = []
     for (source, *pair), group in cells.groupby(["source", *PAIR], sort=True):
         base = group["base"].to_numpy(dtype=float)
@@ -222,6 +305,15 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
                 "metric": group["metric"].iloc[0],
                 "cells_base": int(group["in_base"].sum()),
                 "cells_new": int(group["in_new"].sum()),
+                "failed_base": int(group["failed_base"].sum()),
+                "failed_new": int(group["failed_new"].sum()),
+                "new_failures": int((group["failed_new"] & ~group["failed_base"]).sum()),
+                "only_base": int(
+                    (group["in_base"] & ~group["in_new"] & ~group["failed_new"]).sum()
+                ),
+                "only_new": int(
+                    (group["in_new"] & ~group["in_base"] & ~group["failed_base"]).sum()
+                ),
                 "seeds_base": int(np.isfinite(base).sum()),
                 "seeds_new": int(np.isfinite(new).sum()),
                 "common": common,
@@ -245,7 +337,8 @@ def compare_pairs(runs: pd.DataFrame, baseline: str) -> pd.DataFrame:
             }
         )
     columns = [
-        "source", *PAIR, "metric", "cells_base", "cells_new", "seeds_base", "seeds_new", "common",
+        "source", *PAIR, "metric", "cells_base", "cells_new", "failed_base", "failed_new",
+        "new_failures", "only_base", "only_new", "seeds_base", "seeds_new", "common",
         "median_base", "median_new", "pairs", "differing", "paired_median_base",
         "paired_median_new", "median_delta", "direction", "p_min", "testable", "p_value",
         "p_holm", "identical", "common_identical", "max_abs_dy", "unequal_evaluations",

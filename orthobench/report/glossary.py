@@ -93,7 +93,8 @@ GLOSSARY: dict[str, str] = {
         "stored nothing: see the failed cells), smaller first, then "
         "by the mean final value, lower first. The mean is over the seeds with a final value, "
         "so without the first key the seeds an optimizer failed on would not count against it; "
-        "one with no final value on any seed ranks last (and counts so in the mean rank)."
+        "one with no final value on any seed ranks last (and counts so in the mean rank). On a "
+        "task where no optimizer has a final value none is ranked ('-')."
     ),
     "Wilcoxon signed-rank, Holm": (
         "Every optimizer of a seed starts from the same initial design, so two optimizers (or a "
@@ -136,13 +137,18 @@ GLOSSARY: dict[str, str] = {
         "(which covers the median with probability at least 0.969). Seeds where Sobol's regret "
         "is 0, and seeds without a final value (a failed cell's included), are left out."
     ),
-    "mean rank": "The rank of the final table on each task (see rank), averaged over tasks.",
+    "mean rank": (
+        "The rank of the final table on each task (see rank), averaged over the tasks (the "
+        "tasks column); a task where no optimizer has a final value ranks none and is left out "
+        "for every optimizer."
+    ),
     "ECDF of evaluations to target": (
         f"COCO-style runtime distribution: per task, {N_TARGETS} targets from the median "
         "best-so-far value at the end of the initial design down to the best final value of any "
         "run (log-spaced for regrets, else evenly). The curve is the share of (task, seed, "
         "target) triples whose target the optimizer's best-so-far value has reached by each "
-        "evaluation; a seed whose cell failed and stored nothing reaches none of its targets."
+        "evaluation, up to the optimizer's own last evaluation; a seed whose cell failed and "
+        "stored nothing reaches none of its targets."
     ),
     "fit / acquisition / evaluation seconds": (
         "Seconds per BO step spent fitting the surrogate (Hessians included), building and "

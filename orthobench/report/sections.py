@@ -16,9 +16,10 @@ import pandas as pd
 
 from orthobench.formatting import ci
 from orthobench.probe.tables import ranking_table, summary_table
-from orthobench.report import aggregate, compare, diagnostics, figures, tables
+from orthobench.report import aggregate, diagnostics, figures, tables
 from orthobench.report.batch_sections import step_curves_section, step_time_section
 from orthobench.report.blocks import Figure, Section, Table, mean_interval_text, series
+from orthobench.report.comparison_sections import comparison_section
 from orthobench.report.data import ResultSet, is_asynchronous
 from orthobench.report.feasibility_sections import feasibility_section
 from orthobench.report.stats import sig
@@ -165,7 +166,8 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
     )
     rows, bold = [], set()
     for i, r in enumerate(final.itertuples()):
-        pairs = _pairs(r.pairs, differing.get((r.run_set, r.task, r.optimizer), 0))
+        differ = differing.get((r.run_set, r.task, r.optimizer), 0)
+        pairs = _pairs(r.pairs, differ)
         if r.optimizer == reference:
             test = "reference"
         elif r.pairs == 0:
@@ -173,6 +175,9 @@ def final_section(results: ResultSet, reference: str | None) -> Section | None:
             # Pairs are seeds with a final value on both sides: the seeds may be shared, and one
             # side have no value on any of them (never feasible, every evaluation failed).
             test = "- (no seed with a value in both)" if shared else f"- ({reference} not run here)"
+        elif not differ:
+            # Nothing to test, however many pairs: not "too few seeds".
+            test = f"equal final values on the {r.pairs} paired seed{'' if r.pairs == 1 else 's'}"
         elif not r.testable:
             test = f"too few seeds for a test ({pairs}, min p {sig(r.p_min)})"
         else:
@@ -559,78 +564,6 @@ def probe_section(results: ResultSet) -> Section | None:
          "CI over states", "worst state", "undefined states", "median point ratio",
          "top-1 agreement", "flip rate", "regret (probe)", "probe ranking"),
     )  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------
-# Comparison
-
-
-def _comparison_p(r) -> str:
-    """The Holm p-value of a row of :func:`~orthobench.report.compare.compare_pairs`, or why
-    there is none."""
-    if r.testable:
-        return sig(r.p_holm)
-    if r.unequal_evaluations:
-        return "not compared (other evaluations)"
-    if r.pairs and not r.differing:
-        return f"no difference ({r.pairs} pair{'' if r.pairs == 1 else 's'} equal)"
-    return "too few seeds for a test" if r.pairs else "-"
-
-
-def _unmatched(runs: pd.DataFrame, cells: pd.DataFrame, baseline: str) -> str:
-    """A sentence per compared directory that shares no cell with the baseline, naming both
-    sides' suites (cells of another suite never match), or empty."""
-    common = cells[cells["in_base"] & cells["in_new"]].groupby("source").size()
-    suites = runs.groupby("source")["suite"].unique()
-    return "".join(
-        f" {source} shares no cell with the baseline (its suites: "
-        f"{', '.join(sorted(suites[source]))}; the baseline's: "
-        f"{', '.join(sorted(suites[baseline]))})."
-        for source in dict.fromkeys(cells["source"])
-        if common.get(source, 0) == 0
-    )
-
-
-def comparison_section(results: ResultSet, baseline: str) -> Section | None:
-    runs = results.runs
-    if runs.empty or runs["source"].nunique() < 2:
-        return None
-    pairs = compare.compare_pairs(runs, baseline)
-    cells = compare.compare_cells(runs, baseline)
-    verdicts = Table(
-        "comparison",
-        ["compared", "suite", "task", "optimizer", "seeds (base, new)", "median base",
-         "median new", "paired seeds", "Holm p", "verdict"],
-        [
-            [r.source, r.suite, r.task, r.optimizer, f"{r.seeds_base}, {r.seeds_new}",
-             sig(r.median_base), sig(r.median_new), str(r.pairs),
-             _comparison_p(r), r.verdict]
-            for r in pairs.itertuples()
-        ],
-        pairs,
-    )  # fmt: skip
-    by_cell = Table(
-        "comparison-cells",
-        ["compared", "suite", "task", "optimizer", "seed", "metric", "base final", "new final",
-         "new - base", "identical y", "max |dy|"],
-        [
-            [r.source, r.suite, r.task, r.optimizer, str(r.seed), r.metric, sig(r.base),
-             sig(r.new), sig(r.delta), "yes" if r.identical else "no", sig(r.max_abs_dy)]
-            for r in cells.itertuples()
-        ],
-        cells,
-    )  # fmt: skip
-    return Section(
-        "comparison",
-        f"Comparison with the baseline {baseline}",
-        "Cells matched by suite, task, optimizer and seed. The verdict tests whether the final "
-        "values moved, on the seeds present in both (Wilcoxon signed-rank of new - base, "
-        "two-sided, Holm-corrected over the task's optimizers; pairs of equal final values "
-        "carry no sign and are dropped, and fewer than 6 pairs that differ are too few for a "
-        "test)." + _unmatched(runs, cells, baseline),
-        [verdicts, by_cell],
-        ("final value", "Wilcoxon signed-rank, Holm", "identical y"),
-    )
 
 
 def glossary_section(sections: Sequence[Section]) -> Section | None:

@@ -204,9 +204,10 @@ def final_table(
     value: never feasible on a constrained task, every evaluation failed, or the cell failed
     and stored nothing), ``rank`` (within
     the run set and task, 1 = best: by the share of seeds without a final value, then by the
-    mean, :func:`_rank`), ``best``, ``pairs`` (seeds with a finite final value here and in
-    ``reference``; 0 for the reference itself), ``p_min`` (the smallest p-value the exact test
-    can give with these pairs, ``2 / 2^pairs`` without zero differences; NaN for the reference),
+    mean, :func:`_rank`; NaN on a task where no key has a final value), ``best``, ``pairs``
+    (seeds with a finite final value here and in ``reference``; 0 for the reference itself),
+    ``p_min`` (the smallest p-value the exact test can give with these pairs, ``2 / 2^pairs``
+    without zero differences; NaN for the reference),
     ``testable`` (``p_min < 0.05``: False means too few seeds for a test), ``p_value`` (two-sided
     Wilcoxon signed-rank; NaN for the reference and where not ``testable``), ``p_holm`` (Holm
     over the task's testable comparisons), ``significant`` (``p_holm < 0.05``), ``evaluations``
@@ -278,7 +279,9 @@ def _rank(table: pd.DataFrame) -> pd.Series:
     a smaller share of seeds without a final value first (a failed cell that stored nothing is
     such a seed), then a lower mean. A key without a final value on any seed (share 1) ranks
     after every key with one, tied with the others that have none: left unranked, it dropped out
-    of the mean rank over tasks, so failing a task made a method look better.
+    of the mean rank over tasks, so failing a task made a method look better. A task where no key
+    has a final value ranks none (NaN): it tells no method from another, and a rank 1 shared there
+    would pull every method's mean rank towards 1, so it is left out of the mean rank for all.
 
     The mean is over the seeds with a final value only, so ranking by it alone would put a
     method that found a feasible point on one seed of five ahead of one that found one on
@@ -288,6 +291,8 @@ def _rank(table: pd.DataFrame) -> pd.Series:
     for _, group in table.groupby(["run_set", "task"], sort=False):
         share = (group["no_final"] / (group["no_final"] + group["seeds"])).to_numpy(dtype=float)
         mean = group["mean"].to_numpy(dtype=float)
+        if (share == 1.0).all():
+            continue
         ahead = (share[None, :] < share[:, None]) | (
             (share[None, :] == share[:, None]) & (mean[None, :] < mean[:, None])
         )  # ahead[i, j]: j ranks before i

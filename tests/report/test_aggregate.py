@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from orthobench.report.aggregate import ecdf, mean_ranks, normalized_scores, targets
+from orthobench.report.figures import ecdf_svg, palette
 
 FINALS = pd.DataFrame(
     [
@@ -112,3 +113,26 @@ def test_a_score_that_rounds_to_zero_prints_without_a_minus_sign(tmp_path) -> No
     assert [row[-1] for row in table.rows if row[2] == "bo"] == ["0.0", "0.0"]
     (heatmap,) = [b for b in section.blocks if getattr(b, "svg", "").count("score (%)")]
     assert ">-0.0<" not in heatmap.svg and ">0.0<" in heatmap.svg
+
+
+def test_each_ecdf_curve_stops_at_its_own_last_evaluation() -> None:
+    """Reported: every curve was carried flat to the largest evaluation of the report. ``a`` ran
+    3 evaluations, ``b`` 5 and ``gone`` failed on every cell (no evaluation: its run set's 5)."""
+    trace = pd.DataFrame(
+        {
+            "run_set": "s",
+            "task": "t",
+            "optimizer": ["a"] * 3 + ["b"] * 5,
+            "seed": 0,
+            "evaluation": [1, 2, 3, 1, 2, 3, 4, 5],
+            "n_init": 1,
+            "value": [8.0, 2.0, 1.0, 8.0, 8.0, 4.0, 2.0, 1.0],
+        }
+    )
+    crashed = pd.DataFrame({"run_set": ["s"], "task": ["t"], "optimizer": ["gone"], "seed": [0]})
+    table = ecdf(trace, n_targets=3, crashed=crashed)
+    assert table.groupby("optimizer")["evaluation"].max().to_dict() == {"a": 3, "b": 5, "gone": 5}
+    assert table.groupby("optimizer")["evaluation"].min().to_dict() == {"a": 1, "b": 1, "gone": 1}
+    # The figure draws curves of different lengths.
+    labels = ["a", "b", "gone"]
+    assert "<svg" in ecdf_svg(table.assign(series=table["optimizer"]), palette(labels))

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from orthobench.report.compare import compare_cells, compare_pairs
-from orthobench.report.sections import _comparison_p
+from orthobench.report.comparison_sections import _comparison_p
 
 SEEDS = range(7)
 

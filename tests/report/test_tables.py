@@ -287,11 +287,25 @@ def test_a_method_without_any_final_value_ranks_last_and_counts_in_the_mean_rank
     finals = {"a": dict.fromkeys(range(3), NAN), "b": dict.fromkeys(range(3), 0.5)}
     table = final_table(_final_runs(finals), reference="b").set_index("optimizer")
     assert table["rank"].to_dict() == {"a": 2, "b": 1}
-    both_failed = {"a": dict.fromkeys(range(3), NAN), "c": dict.fromkeys(range(3), NAN)}
-    tied = final_table(_final_runs(both_failed), reference="c").set_index("optimizer")
-    assert tied["rank"].to_dict() == {"a": 1, "c": 1}  # no final value on either: a tie
     ranks = mean_ranks(table.reset_index()).set_index("optimizer")
     assert ranks.loc["a", "tasks"] == 1 and ranks.loc["a", "mean_rank"] == 2.0
+
+
+def test_a_task_where_no_method_has_a_final_value_ranks_none() -> None:
+    """The reported bug: there every method got rank 1, in bold, and that 1 went into its mean
+    rank. Task ``t`` ranks ``b`` first; on ``failed`` neither has a value: no rank, no bold, and
+    the mean rank is over ``t`` alone for both."""
+    from orthobench.report.aggregate import mean_ranks
+
+    finals = {"a": dict.fromkeys(range(3), 1.0), "b": dict.fromkeys(range(3), 0.5)}
+    ranked = _final_runs(finals)
+    failed = _final_runs({o: dict.fromkeys(range(3), NAN) for o in finals}).assign(task="failed")
+    table = final_table(pd.concat([ranked, failed], ignore_index=True), reference="b")
+    none = table[table["task"] == "failed"]
+    assert none["rank"].isna().all() and not none["best"].any()
+    ranks = mean_ranks(table).set_index("optimizer")
+    assert ranks["tasks"].to_dict() == {"a": 1, "b": 1}
+    assert ranks["mean_rank"].to_dict() == {"a": 2.0, "b": 1.0}
 
 
 def test_a_reference_without_a_value_on_shared_seeds_is_not_called_unshared() -> None:
@@ -307,3 +321,17 @@ def test_a_reference_without_a_value_on_shared_seeds_is_not_called_unshared() ->
     (table,) = final_section(ResultSet(runs, empty, empty, files), "ref").tables
     row = next(r for r in table.rows if r[1] == "a")
     assert row[7] == "- (no seed with a value in both)"
+
+
+def test_all_equal_pairs_are_equal_final_values_not_too_few_seeds() -> None:
+    """The reported wording: 6 pairs of equal final values read "too few seeds for a test (6
+    pairs, 0 differ, min p 1)"; nothing differs, however many seeds."""
+    from orthobench.report.data import ResultSet
+    from orthobench.report.sections import final_section
+
+    runs = _final_runs({"ref": REFERENCE, "same": REFERENCE}).assign(source="d")
+    files = pd.DataFrame(columns=["kind", "task", "run_set", "n_init", "budget"])
+    empty = pd.DataFrame()
+    (table,) = final_section(ResultSet(runs, empty, empty, files), "ref").tables
+    row = next(r for r in table.rows if r[1] == "same")
+    assert row[7] == "equal final values on the 7 paired seeds"
