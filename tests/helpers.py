@@ -140,13 +140,23 @@ def process_running(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def forget_module(name: str, monkeypatch: Any) -> None:
+    """Take ``name`` out of ``sys.modules`` for this test, and after it whatever the test
+    imported under that name: a module of that name another test imported from its own folder
+    is not found, and a suite refuses one imported from elsewhere than beside it.
+
+    (``monkeypatch.delitem`` of a missing key records nothing, so the test's own import would
+    outlive it; ``setitem`` records the entry as it was, which the undo puts back.)
+    """
+    monkeypatch.setitem(sys.modules, name, ModuleType(name))
+    del sys.modules[name]
+
+
 def install_plugin(root: Path, module: str, source: str, monkeypatch: Any) -> None:
     """Write ``source`` as ``root/<module>.py`` and make it importable here and in child
     processes (spawned workers, a CLI subprocess): ``root`` on ``sys.path`` and ``PYTHONPATH``."""
     root.mkdir(parents=True, exist_ok=True)
     (root / f"{module}.py").write_text(source)
-    # A module of that name another test imported (from its own folder) must not be found, and
-    # this one is forgotten after the test (monkeypatch restores its absence).
-    monkeypatch.delitem(sys.modules, module, raising=False)
+    forget_module(module, monkeypatch)
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", str(root))

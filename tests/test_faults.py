@@ -31,6 +31,7 @@ from orthobench.results import ResultStore, load_runs
 from orthobench.space import SearchSpace
 from orthobench.suite import Cell, ComponentSpec, load_suite
 from orthobench.tasks.base import Evaluation, Task
+from tests.helpers import forget_module
 
 # ---------------------------------------------------------------------------------------------
 # Tasks named by import path from this module (inline runs only: pool workers would import it).
@@ -576,8 +577,7 @@ def test_a_task_calling_os_exit_inline_is_reported_as_never_finished_by_the_next
 ) -> None:
     (tmp_path / "exiter.py").write_text(EXITER_SOURCE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    # This case's own module: a suite refuses one of that name imported from another folder.
-    monkeypatch.delitem(sys.modules, "exiter", raising=False)
+    forget_module("exiter", monkeypatch)
     marker = tmp_path / "exit-now"
     marker.touch()
     suite = tmp_path / "exits.yaml"
@@ -688,8 +688,7 @@ def run_spawners(
     """Run one ``Spawner`` cell per entry of ``thens``, each on a worker of its own; return the
     summary and the PIDs of the ``sleep``s they started."""
     (tmp_path / "spawner.py").write_text(SPAWNER_SOURCE)
-    # Each test writes its own `spawner.py`: the one another test imported must not be found.
-    monkeypatch.delitem(sys.modules, "spawner", raising=False)
+    forget_module("spawner", monkeypatch)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     log = tmp_path / "children.log"

@@ -24,6 +24,7 @@ from orthobench.suite import (
     Suite,
     load_suite,
 )
+from tests.helpers import forget_module
 
 PROBE = "name: x\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobol]\nprobe:\n  tasks: [levy16]\n"
 
@@ -671,7 +672,7 @@ def test_a_default_whose_text_holds_a_memory_address_keeps_the_cell_hash(tmp_pat
 
     (tmp_path / "sentinelplugin.py").write_text(SENTINEL_PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "sentinelplugin", raising=False)
+    forget_module("sentinelplugin", monkeypatch)
     optimizer = ComponentSpec(name="sentinelplugin:Sentinel", label="s")
     cell = Cell(suite="s", task=HARTMANN, optimizer=optimizer, seed=0, n_init=2, budget=1)
     first = (cell.resolved_config(), cell.config_hash)
