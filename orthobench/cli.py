@@ -540,11 +540,13 @@ def probe(suite_file: str, **options: Any) -> None:
     bad suite or setting, 130 on Ctrl-C. With no state of the suite stored (every one failed), no
     report is written.
     """
+    frame, summary, store = _probe_suite(*_probe_section(suite_file), **options, report=True)
+    # Imported once the probe ran (seconds of plotting and statistics imports): a directory in
+    # use is refused at once.
     from orthobench.probe.tables import format_summary
     from orthobench.report import build_report
     from orthobench.report.data import probe_row_keys
 
-    frame, summary, store = _probe_suite(*_probe_section(suite_file), **options, report=True)
     click.echo(format_summary(frame))
     if frame.empty:  # every state failed: a report of no rows would only raise "no results"
         click.echo(

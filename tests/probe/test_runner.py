@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import time
+import json
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -234,9 +236,13 @@ def test_a_probe_into_an_unwritable_directory_fails_before_probing(tmp_path, no_
         run_probe("t", SPEC, out, device=torch.device("cpu"))
 
 
-def test_a_second_probe_command_on_a_held_directory_exits_2_at_once(
-    tmp_path, write_suite, no_probing
+def test_a_second_probe_command_on_a_held_directory_exits_2_before_the_report_imports(
+    tmp_path, write_suite
 ):
+    """Refused before seconds of plotting and statistics imports: the report's modules were
+    imported ahead of the lock check, so a timed version of this test (< 2 s) failed on a loaded
+    machine when nothing before it had imported them. A fresh interpreter says what it
+    imported."""
     suite = write_suite(
         """
         name: t
@@ -247,12 +253,21 @@ def test_a_second_probe_command_on_a_held_directory_exits_2_at_once(
         """
     )
     out = tmp_path / "out"
+    code = (
+        "import json, sys\n"
+        "from click.testing import CliRunner\n"
+        "from orthobench.cli import cli\n"
+        f"result = CliRunner().invoke(cli, ['probe', {str(suite)!r}, '-o', {str(out)!r}, '-q'])\n"
+        "heavy = [m for m in ('orthobench.report', 'orthobench.probe.tables') if m in sys.modules]\n"
+        "print(json.dumps([result.exit_code, result.stderr.splitlines()[-1], heavy]))\n"
+    )
     with holding_the_lock(out) as holder:
-        start = time.perf_counter()
-        result = CliRunner().invoke(cli, ["probe", str(suite), "-o", str(out), "-q"])
-        seconds = time.perf_counter() - start
-    assert result.exit_code == 2 and seconds < 2.0
-    assert result.stderr.splitlines()[-1] == f"orthobench: error: {in_use_message(out, holder.pid)}"
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+        )
+    exit_code, last_line, imported = json.loads(done.stdout.splitlines()[-1])
+    assert exit_code == 2 and imported == []
+    assert last_line == f"orthobench: error: {in_use_message(out, holder.pid)}"
 
 
 NUMERICS = ProbeSpec(
