@@ -221,6 +221,22 @@ def _journaled(journal: EvaluationJournal) -> frozenset[tuple[int, float]]:
     )
 
 
+def _warn_foreign(foreign: dict[str, int]) -> None:
+    """Say which cells' journals hold evaluations of another configuration (``foreign``: their
+    counts by cell id, :meth:`EvaluationJournal.foreign`): a rerun after the suite changed
+    computes them again, which a user resuming hours of training would otherwise not know."""
+    cells = [cell_id for cell_id, n in foreign.items() if n]
+    if cells:
+        warnings.warn(
+            f"{len(cells)} cell(s) ({', '.join(cells[:3])}{', ...' if len(cells) > 3 else ''}) "
+            f"journaled {sum(foreign.values())} evaluation(s) with another configuration (the "
+            "suite or the task changed since): they are not reused; only evaluations of the "
+            "current configuration resume a cell.",
+            OrthobenchWarning,
+            stacklevel=5,
+        )
+
+
 def evaluation_workers(executor: Executor, cell: Cell) -> int:
     """How many evaluations of a BO step of ``cell`` run at once on ``executor``, each in a
     worker (:meth:`~orthobench.executors.Executor.evaluation_workers`); 1 for a task whose
@@ -353,9 +369,15 @@ def run_units(
             threads = max((job.threads for job in jobs), default=1)
             if jobs and processes * threads > _cores():
                 kind = jobs[0].unit.kind
+                # One cell: what compete are its evaluations' processes, or its threads.
+                rivals = (
+                    f"{kind}s"
+                    if len(jobs) > 1
+                    else f"{kind}'s {'evaluations' if processes > 1 else 'threads'}"
+                )
                 warnings.warn(
                     f"{processes} worker(s) x {threads} thread(s) per {kind} exceed the "
-                    f"{_cores()} cores: the {kind}s compete for them (slower, same values).",
+                    f"{_cores()} cores: the {rivals} compete for them (slower, same values).",
                     OrthobenchWarning,
                     stacklevel=3,
                 )
@@ -477,6 +499,8 @@ def run_suite(
                 restart.add(cell.id)
             elif shared:
                 journaled[cell.id] = _journaled(journal)
+        if shared and not force:
+            _warn_foreign({cell.id: journals[cell.id].foreign() for cell in todo})
         limit = evaluation_timeout
         if limit is not None and todo and not executor.enforces_evaluation_timeout:
             warnings.warn(

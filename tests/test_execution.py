@@ -217,6 +217,20 @@ def _quiet_run(
     )
 
 
+def test_the_cores_warning_of_one_cell_names_what_competes(faulty, tmp_path, monkeypatch):
+    """It said "the cells compete" of a run holding one cell (whose threads, or evaluation
+    processes at q > 1, were what competed)."""
+    suite = load_suite(faulty("none", seeds=1))
+    monkeypatch.setattr(execution, "_cores", lambda: 1)
+    with pytest.warns(OrthobenchWarning) as caught:
+        _quiet_run(suite, tmp_path, "inline", threads_per_cell=2)
+    (warning,) = [w for w in caught if "cores" in str(w.message)]
+    assert str(warning.message) == (
+        "1 worker(s) x 2 thread(s) per cell exceed the 1 cores: the cell's threads compete for "
+        "them (slower, same values)."
+    )
+
+
 @pytest.mark.parametrize("executor", EXECUTORS_POOLS_SLOW)
 def test_threads_per_cell_are_set_around_every_cell_restored_and_recorded(
     executor: str, faulty, tmp_path, monkeypatch

@@ -5,6 +5,7 @@ before (docs/design.md, "Thread counts")."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -144,6 +145,23 @@ def test_a_cell_resumed_at_the_same_thread_count_reuses_its_journal_silently(
     assert metadata["threads_per_cell"] == 2
     assert _run(suite, tmp_path / "clean", threads=2).count("ok") == 1
     pd.testing.assert_frame_equal(resumed, _stored(tmp_path / "clean")[0])
+
+
+def test_a_journal_of_another_configuration_is_said_to_be_computed_again(stopper, tmp_path):
+    """A rerun after the suite changed (here the budget) ignores the journaled evaluations, as
+    it must; it did so without a word, so a user resuming hours of training saw them rerun."""
+    suite, marker, log = stopper
+    _interrupted(suite, marker, log, tmp_path / "out", threads=1)
+    changed = dataclasses.replace(suite, budget=BUDGET - 1)
+    with pytest.warns(OrthobenchWarning) as caught:
+        assert _run(changed, tmp_path / "out", threads=1).count("ok") == 1
+    (warning,) = [w for w in caught if "another configuration" in str(w.message)]
+    assert str(warning.message).startswith(
+        f"1 cell(s) ({suite.cells()[0].id}) journaled {STOP_AT - 1} evaluation(s) with another "
+        "configuration"
+    )
+    assert warning.filename == __file__
+    assert len(log.read_text().split()) == N_INIT + BUDGET - 1  # every evaluation computed again
 
 
 def test_a_journal_that_does_not_record_its_thread_count_is_resumed_as_before(

@@ -360,6 +360,18 @@ class EvaluationJournal:
             evaluations[record.iteration] = (record, state)
         return [evaluations[i] for i in sorted(evaluations)]
 
+    def foreign(self) -> int:
+        """How many evaluations the journal holds of another configuration (the suite or the task
+        changed since they were journaled): :meth:`read` skips them, so they are never replayed."""
+        return len(
+            {
+                (str(entry.get("config_hash")), str(entry["record"].get("iteration")))
+                for entry in _read_lines(self.path)
+                if entry.get("config_hash") != self.config_hash
+                and isinstance(entry.get("record"), dict)
+            }
+        )
+
     def discard(self) -> None:
         """Remove the journal (its cell is stored whole)."""
         self.path.unlink(missing_ok=True)
