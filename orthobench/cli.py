@@ -384,21 +384,24 @@ def _left_out(entries: list[dict[str, Any]], suite_name: str, suite_ids: set[str
     the suite their last configuration names, as ``2 that suite S no longer has (a, b); 3 of
     suite T (c, d, e)``; "" when there are none.
 
-    A cell journaled without its configuration (one that only failed) is of no known suite."""
+    A cell journaled without its configuration (one that only failed) or a suite name is of no
+    known suite; ids and names print escaped (:func:`one_line`), never as control sequences."""
     suites: dict[str, str | None] = {}
     for entry in entries:
         cell_id = entry.get("cell_id")
         if cell_id is not None and cell_id not in suite_ids:
             config = entry.get("config")
             known = config.get("suite") if isinstance(config, dict) else None
-            suites[cell_id] = known or suites.get(cell_id)
+            suites[cell_id] = (known if isinstance(known, str) else None) or suites.get(cell_id)
     groups: dict[str, list[str]] = {}
     for cell_id, name in sorted(suites.items()):
         if name == suite_name:
             group = f"that suite {suite_name} no longer has"
         else:
-            group = f"of suite {name}" if name else f"that suite {suite_name} does not have"
-        groups.setdefault(group, []).append(cell_id)
+            group = (
+                f"of suite {one_line(name)}" if name else f"that suite {suite_name} does not have"
+            )
+        groups.setdefault(group, []).append(one_line(cell_id))
     return "; ".join(
         f"{len(ids)} {group} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
         for group, ids in groups.items()

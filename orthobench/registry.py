@@ -155,6 +155,21 @@ def _attribute(module: Any, attr: str, path: str) -> Any:
     return obj
 
 
+def _static_attribute(module_name: str, attr: str) -> Any:
+    """The object at ``module:attr`` where the module is imported already and each attribute is
+    a plain one, found without running code (:func:`inspect.getattr_static`: a package's lazy
+    ``__getattr__`` would import a submodule); None otherwise."""
+    if module_name not in sys.modules:
+        return None
+    obj = sys.modules[module_name]
+    for part in attr.split("."):
+        try:
+            obj = inspect.getattr_static(obj, part)
+        except AttributeError:
+            return None
+    return obj
+
+
 def _import_failure(module_name: str, path: str, err: BaseException) -> RegistryError:
     # describe_error: the module's own message may span lines (or fail to print).
     return RegistryError(
@@ -312,6 +327,32 @@ class Registry:
             annotations={k: _annotation_text(a) for k, a in annotations.items()},
             constraints={k: a for k, a in annotations.items() if is_constrained(a)},
         )
+
+    def imported(self, name: str) -> Callable[..., Any] | None:
+        """The factory ``name`` resolves to (:meth:`resolve`) where finding it imports no code
+        but the package's: a registered or built-in name, or an import path or entry point
+        whose module is imported already, its attributes walked without running code
+        (:func:`_static_attribute`). None for anything else, and for an object that is not a
+        factory of this kind: a report asks this of the names that results files store, and
+        imports no code that a crafted file names."""
+        if name in self._registered or name in self._builtins:
+            try:
+                return self._factory(name)
+            except RegistryError:  # a built-in whose optional dependency is missing
+                return None
+        if ":" in name:
+            module_name, _, attr = name.partition(":")
+        else:
+            found = (ep for ep in entry_points(group=self.group) if ep.name == name)
+            ep = next(found, None)
+            if ep is None or ep.attr is None:
+                return None
+            module_name, attr = ep.module, ep.attr
+        obj = _static_attribute(module_name, attr)
+        try:
+            return self._checked(name, obj)
+        except RegistryError:
+            return None
 
     def check_params(self, name: str, params: Mapping[str, Any]) -> Entry:
         """Resolve ``name`` and reject parameters its factory does not take, of the wrong type or

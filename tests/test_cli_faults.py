@@ -246,6 +246,21 @@ def test_the_left_out_cells_are_grouped_by_the_suite_their_last_configuration_na
     assert _left_out(entries[:1], "s", {"kept"}) == ""
 
 
+def test_the_left_out_cells_and_suites_of_a_crafted_journal_reach_the_terminal_escaped():
+    """Such an id cleared the screen and set the window title in `run`'s note."""
+    from orthobench.cli import _left_out
+
+    evil = "evil\x1b[2J\x1b]0;TITLE\x07\rFAKE: all good"
+    entries = [
+        {"cell_id": evil, "config": {"suite": "t\x1b[2J"}},
+        {"cell_id": "listed", "config": {"suite": ["t"]}},
+    ]
+    assert _left_out(entries, "s", set()) == (
+        "1 of suite t\\x1b[2J (evil\\x1b[2J\\x1b]0;TITLE\\x07\\rFAKE: all good); "
+        "1 that suite s does not have (listed)"
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # A Dask scheduler gone after its check
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +26,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from orthobench.config.names import PLUGIN_SEPARATOR
-from orthobench.exceptions import RegistryError
 from orthobench.registry import OPTIMIZERS
 from orthobench.results import ResultStore, stored_threads, unique_dirs
 from orthobench.suite import ID_SEPARATOR
@@ -37,18 +34,12 @@ from orthobench.work import CELL, ID_FIELDS, PROBE_STATE
 
 def _declared_surrogate(name: str | None) -> str | None:
     """The ``surrogate`` that the optimizer registered as ``name`` declares; None where it
-    declares none, ``name`` no longer resolves (a plugin not installed here) or is an import path
-    whose module is not imported already: a report imports no code that the results files it
-    reads name (a crafted footer's ``evilmod:X`` ran on ``orthobench report``)."""
-    if name is None:
-        return None
-    module, separator, _ = name.partition(PLUGIN_SEPARATOR)
-    if separator and module not in sys.modules:
-        return None
-    try:
-        factory = OPTIMIZERS.resolve(name).factory
-    except RegistryError:
-        return None
+    declares none, or ``name`` names no factory that is loaded already
+    (:meth:`~orthobench.registry.Registry.imported`: a plugin not installed here, or not imported
+    by this process): a report imports no code that the results files it reads name (a crafted
+    footer's ``evilmod:X`` ran on ``orthobench report``, and ``scipy:datasets.x`` imported a
+    submodule through scipy's lazy attributes)."""
+    factory = None if name is None else OPTIMIZERS.imported(name)
     return getattr(factory, "surrogate", None)
 
 
@@ -248,19 +239,27 @@ def _configuration_splits(files: list[dict]) -> set[str]:
     return set(configs[configs > 1].index.get_level_values("suite"))
 
 
+def _text(entry: dict, field: str) -> str | None:
+    """``entry[field]`` where it is a string, else None: a crafted or damaged journal line's list
+    or number would break the report's grouping and merges."""
+    value = entry.get(field)
+    return value if isinstance(value, str) else None
+
+
 def _failures(source: str, store: ResultStore) -> list[dict]:
-    """The cells and probe states of ``store`` whose last journal entry is a failure."""
+    """The cells and probe states of ``store`` whose last journal entry is a failure (the
+    journal skips a line whose id is not a string)."""
     rows = []
     for kind in (CELL, PROBE_STATE):
         id_field = ID_FIELDS[kind]
-        last = {e[id_field]: e for e in store.journal(kind).entries() if id_field in e}
+        last = {e[id_field]: e for e in store.journal(kind).entries()}
         rows += [
             {
                 "source": source,
                 "kind": kind,
                 "unit_id": unit_id,
-                "suite": e.get("suite"),
-                "error": (str(e.get("error") or "").strip().splitlines() or ["(no error text)"])[0],
+                "suite": _text(e, "suite"),
+                "error": ((_text(e, "error") or "").strip().splitlines() or ["(no error text)"])[0],
             }
             for unit_id, e in last.items()
             if e.get("status") == "failed"

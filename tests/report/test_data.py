@@ -65,6 +65,21 @@ def test_failed_cells_come_from_the_journal_with_the_first_line_of_their_error(t
     ]
 
 
+def test_a_failure_entry_whose_suite_or_error_is_not_text_reads_as_none(tmp_path):
+    """A crafted journal line's list or dict suite crashed the report (unhashable), a number
+    failed the merge of int and str suites: they read as no suite, as no error text."""
+    import json
+
+    write_cell(tmp_path, cell("s", "t", "sobol", 0, n_init=1, budget=1), [2.0, 1.0])
+    with (tmp_path / "runs.jsonl").open("a") as journal:
+        for seed, bad in enumerate((["s"], {"s": 1}, 5), start=1):
+            entry = {"cell_id": f"t__sobol__seed{seed}", "status": "failed"}
+            journal.write(json.dumps({**entry, "suite": bad, "error": bad}) + "\n")
+    results = load_results([tmp_path])
+    assert results.crashed()["seed"].tolist() == [1, 2, 3]  # by the one run set of the task
+    assert results.failures[["suite", "error"]].values.tolist() == [[None, "(no error text)"]] * 3
+
+
 def test_failed_probe_states_are_listed_and_alone_still_make_a_report(tmp_path):
     """The reported bug: a failed probe state appeared nowhere in a report (failures were read
     from the cells' journal only), and a directory of failed states alone had no report."""
@@ -124,6 +139,42 @@ def test_the_default_reference_is_what_the_registry_says_the_stored_optimizer_is
     assert results.default_reference() == "gone" and "report_gp_plugin" not in sys.modules
     importlib.import_module("report_gp_plugin")  # as `orthobench run` imports the suite's
     assert load_results([root]).default_reference() == "mine"
+
+
+LAZY_PACKAGE = """
+import importlib
+
+
+def __getattr__(name):
+    return importlib.import_module(f"{__name__}.{name}")
+"""
+
+
+def test_a_stored_name_imports_no_submodule_and_loads_no_entry_point_for_a_report(
+    tmp_path, monkeypatch
+):
+    """A footer's ``scipy:datasets.x`` imported scipy.datasets through scipy's lazy module
+    ``__getattr__``, and an entry point's name loaded its module: a report imports no code that
+    a results file names. Once the run imported the module, both names are GP optimizers."""
+    from importlib.metadata import EntryPoint
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "report_lazy_pkg").mkdir()
+    (tmp_path / "report_lazy_pkg" / "__init__.py").write_text(LAZY_PACKAGE)
+    (tmp_path / "report_lazy_pkg" / "gp.py").write_text(PLUGIN)
+    plugin = EntryPoint("ep-gp", "report_lazy_pkg.gp:MyGP", OPTIMIZERS.group)
+    monkeypatch.setattr("orthobench.registry.entry_points", lambda group: [plugin])
+    root = tmp_path / "results"
+    for optimizer in ("sobol", "lazy=report_lazy_pkg:gp.MyGP", "ep=ep-gp"):
+        write_cell(root, cell("s", "t", optimizer, 0, n_init=1, budget=1), [2.0, 1.0])
+    for module in ("report_lazy_pkg.gp", "report_lazy_pkg"):  # as a fresh process has them
+        monkeypatch.delitem(sys.modules, module)
+    importlib.import_module("report_lazy_pkg")
+    assert load_results([root]).default_reference() == "sobol"
+    assert "report_lazy_pkg.gp" not in sys.modules
+    gp = importlib.import_module("report_lazy_pkg.gp")  # as `orthobench run` imports the suite's
+    assert load_results([root]).default_reference() == "lazy"
+    assert OPTIMIZERS.imported("ep-gp") is gp.MyGP
 
 
 def test_the_built_in_optimizers_declare_their_surrogates():

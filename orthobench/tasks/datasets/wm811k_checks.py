@@ -7,6 +7,7 @@ converts and reads the file and re-exports these names.
 
 from __future__ import annotations
 
+import math
 import zipfile
 import zlib
 from pathlib import Path
@@ -50,6 +51,12 @@ _ARRAYS: dict[str, tuple[str, tuple[int | None, ...]]] = {
     "imagenet_std": ("f", (3,)),
     "format_version": ("iu", ()),
 }
+#: Labelled maps of the public ``LSWMD.pkl``: the maps a conversion keeps.
+_PUBLIC_MAPS = 172_950
+#: The most bytes the arrays read may announce together: twice what the public file's maps take
+#: with a label and a split index each (8 bytes apiece). The reader allocates what the headers
+#: announce, and a zip of zeros announcing gigabytes takes megabytes.
+_MAX_BYTES = 2 * _PUBLIC_MAPS * (MAP_SIZE * MAP_SIZE + 16)
 _KIND_NAMES = {"u": "unsigned integer", "i": "integer", "U": "string", "f": "float"}
 _NPY_HEADER_READERS = {
     (1, 0): np.lib.format.read_array_header_1_0,
@@ -107,12 +114,22 @@ def _not_converted(path: Path, problem: str) -> DatasetMissingError:
     )
 
 
-def _npy_header(archive: zipfile.ZipFile, member: str) -> tuple[np.dtype, tuple[int, ...]]:
+def _members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
+    """The member that ``np.load`` reads as each array of :data:`_ARRAYS` the zip holds: the one
+    named as the array, else ``<name>.npy`` (the last one of a repeated name)."""
+    names = set(archive.namelist())
+    found = {name: name if name in names else f"{name}.npy" for name in _ARRAYS}
+    return {name: archive.getinfo(member) for name, member in found.items() if member in names}
+
+
+def _npy_header(
+    archive: zipfile.ZipFile, member: zipfile.ZipInfo
+) -> tuple[np.dtype, tuple[int, ...]]:
     """The dtype and shape of an ``.npy`` member of a zip, from its header alone."""
     with archive.open(member) as fh:
         version = np.lib.format.read_magic(fh)
         if version not in _NPY_HEADER_READERS:
-            raise ValueError(f"{member} has .npy format version {version}")
+            raise ValueError(f"{member.filename} has .npy format version {version}")
         shape, _, dtype = _NPY_HEADER_READERS[version](fh)
     return dtype, shape
 
@@ -122,9 +139,11 @@ def check_wm811k(path: str | Path | None = None) -> Path:
 
     Cheap (no array is read), so a task can refuse a bad file before any evaluation: it must be
     an ``.npz`` (a zip of ``.npy`` files) holding every array the reader reads, each of the kind
-    and shape the converter writes, and none holding Python objects (which only pickle reads,
-    and unpickling runs code from the file). The contents are verified against the stored
-    checksum, and the labels by :func:`check_labels`, when
+    and shape the converter writes, none holding Python objects (which only pickle reads, and
+    unpickling runs code from the file), none announcing more bytes than its zip member holds,
+    and all together announcing at most twice what the public dataset takes (the reader
+    allocates what the headers announce before it reads a byte). The contents are verified
+    against the stored checksum, and the labels by :func:`check_labels`, when
     :func:`~orthobench.tasks.datasets.wm811k.load_wm811k` reads them.
 
     Args:
@@ -137,11 +156,8 @@ def check_wm811k(path: str | Path | None = None) -> Path:
     resolved = require_wm811k(path)
     try:
         with zipfile.ZipFile(resolved) as archive:
-            headers = {
-                member.removesuffix(".npy"): _npy_header(archive, member)
-                for member in archive.namelist()
-                if member.removesuffix(".npy") in _ARRAYS
-            }
+            members = _members(archive)
+            headers = {name: _npy_header(archive, member) for name, member in members.items()}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
         raise _not_converted(resolved, f"not a readable .npz ({err})") from None
     missing = [name for name in _ARRAYS if name not in headers]
@@ -166,6 +182,23 @@ def check_wm811k(path: str | Path | None = None) -> Path:
     n_maps, n_labels = headers["maps"][1][0], headers["labels"][1][0]
     if n_maps != n_labels:
         raise _not_converted(resolved, f"it holds {n_maps} maps but {n_labels} labels")
+    announced = {
+        name: dtype.itemsize * math.prod(shape) for name, (dtype, shape) in headers.items()
+    }
+    for name, size in announced.items():
+        if size > members[name].file_size:
+            raise _not_converted(
+                resolved,
+                f"array {name!r} announces {size:,} bytes, but its member holds "
+                f"{members[name].file_size:,}",
+            )
+    total = sum(announced.values())
+    if total > _MAX_BYTES:
+        raise _not_converted(
+            resolved,
+            f"its arrays announce {total:,} bytes ({n_maps:,} maps), more than the {_MAX_BYTES:,} "
+            f"of twice the {_PUBLIC_MAPS:,} labelled maps of the public file",
+        )
     return resolved
 
 

@@ -5,8 +5,11 @@ old-pandas pickles, and the one-line errors for a missing or damaged dataset."""
 from __future__ import annotations
 
 import hashlib
+import io
+import math
 import pickle
 import warnings
+import zipfile
 
 import numpy as np
 import pandas as pd
@@ -393,3 +396,39 @@ def test_an_output_under_a_file_is_refused_before_the_warning(converted, tmp_pat
     result = CliRunner().invoke(convert_wm811k, [str(converted[0]), "--out", str(afile / "x")])
     assert "is a file, not a directory" in str(result.exception)
     assert "unpickling runs code" not in result.output
+
+
+def _npy(array: np.ndarray, shape: tuple[int, ...]) -> bytes:
+    """``array``'s bytes behind an ``.npy`` header announcing ``shape``."""
+    header = {**np.lib.format.header_data_from_array_1_0(array), "shape": shape}
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue() + array.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("rows", "crafted_directory", "fragment"),
+    [
+        (1000, False, "array 'maps' announces 2,304,000 bytes, but its member holds 103,808"),
+        (10**6, True, "bytes (1,000,000 maps), more than the 802,488,000 of twice"),
+    ],
+)
+def test_a_file_announcing_more_than_it_holds_or_the_dataset_has_is_refused_from_its_headers(
+    converted, tmp_path, rows, crafted_directory, fragment
+):
+    """A 2 MB file whose maps announced a million rows passed the check, and the reader
+    allocated the 2.1 GiB its headers announced before reading them."""
+    with np.load(converted[1].path, allow_pickle=False) as npz:
+        arrays = dict(npz)
+    bomb = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(bomb, "w") as archive:
+        for name, array in arrays.items():
+            grown = name in ("maps", "labels")
+            shape = (rows, *array.shape[1:]) if grown else array.shape
+            archive.writestr(f"{name}.npy", _npy(array, shape))
+            if grown and crafted_directory:  # it says each member holds what its header announces
+                archive.getinfo(f"{name}.npy").file_size = 128 + array.itemsize * math.prod(shape)
+    with pytest.raises(DatasetMissingError) as err:
+        load_wm811k(bomb)
+    assert f"{bomb} is not a converted WM811K file: " in str(err.value)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
