@@ -18,7 +18,6 @@ import inspect
 import os
 import sys
 import traceback
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from orthobench.api import _make_executor, _refuse_changed, _refuse_report_paths, _results_dir
+from orthobench.cli_warnings import warnings_as_lines
 from orthobench.exceptions import (
     ConfigError,
     OrthobenchError,
-    OrthobenchWarning,
     SuiteError,
     one_line,
 )
@@ -235,32 +234,6 @@ def _workers_text(executor, scheduler: str | None, to_run: int, units: str) -> s
     return f"{executor.workers} worker(s)"
 
 
-@contextlib.contextmanager
-def _warnings_as_lines() -> Iterator[None]:
-    """While the block runs, print each distinct warning as one stderr line, ``orthobench:
-    warning: ...`` (Python would add the source location and line); another library's names its
-    category and where it was raised (BoTorch's failed-restart warning took 9 lines)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("default", OrthobenchWarning)
-        # Python's own once-per-location memory is reset by every `catch_warnings()` (each GP
-        # fit enters one): a probe printed the same point-set warning at every rebuild, 78 times.
-        shown: set[str] = set()
-
-        def as_line(
-            message: Warning | str, category: type[Warning], filename: str, lineno: int, *_: Any
-        ) -> None:
-            text = str(message)
-            if not issubclass(category, OrthobenchWarning):
-                where = f"{Path(filename).parent.name}/{Path(filename).name}:{lineno}"
-                text = f"{category.__name__} ({where}): {one_line(text)}"
-            if text not in shown:
-                shown.add(text)
-                click.echo(f"orthobench: warning: {text}", err=True)
-
-        warnings.showwarning = as_line
-        yield
-
-
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
 @_suite_options
@@ -285,7 +258,7 @@ def _warnings_as_lines() -> Iterator[None]:
 @_timeout_option("--cell-timeout", "cell", "cells", "the suite's timeout_s, else none")
 @click.option("--force", is_flag=True, help="Rerun cells that are already stored.")
 @_quiet_option
-@_warnings_as_lines()  # a damaged stored cell, a cell that never finished: one line each
+@warnings_as_lines()  # a damaged stored cell, a cell that never finished: one line each
 def run(
     suite_file: str,
     output: str | None,
@@ -363,7 +336,7 @@ def run(
     )
     suite_ids = {cell.id for cell in cells}
     try:
-        with _warnings_as_lines():
+        with warnings_as_lines():
             report = _write_report(prepared)
     except OrthobenchError:  # a full disk, say: the cells are stored whatever the report does
         click.echo(f"{done}; report: not written")
@@ -533,7 +506,7 @@ def _probe_suite(
 @cli.command()
 @click.argument("suite_file", type=click.Path(dir_okay=False))
 @_probe_options
-@_warnings_as_lines()  # a state computed at another thread count, one that never finished
+@warnings_as_lines()  # a state computed at another thread count, one that never finished
 def probe(suite_file: str, **options: Any) -> None:
     """Run the probe section of SUITE_FILE: acquisition variance, top-1 agreement, flip rate.
 
@@ -575,7 +548,7 @@ def probe(suite_file: str, **options: Any) -> None:
     help="Thresholds file [default: <suite stem>.thresholds.yaml beside the suite].",
 )
 @_probe_options
-@_warnings_as_lines()
+@warnings_as_lines()
 def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
     """Run the probe of SUITE_FILE and exit 1 when a threshold fails or a state could not be
     probed (the CI regression gate).
@@ -643,7 +616,7 @@ def report(
     from orthobench.report import build_report
     from orthobench.results import ResultStore
 
-    with _warnings_as_lines():
+    with warnings_as_lines():
         path = build_report(
             dirs,
             output or Path(dirs[0]) / "report.html",
@@ -657,9 +630,10 @@ def report(
             versions.setdefault(version, []).extend(cells)
     if len(versions) > 1:  # results of several code versions side by side: say which is which
         for version, cells in sorted(versions.items()):
-            shown = ", ".join(cells[:3]) + (", ..." if len(cells) > 3 else "")
+            shown = ", ".join(map(one_line, cells[:3])) + (", ..." if len(cells) > 3 else "")
             click.echo(
-                f"orthobench: note: {len(cells)} cell(s) computed by orthobench {version}: {shown}",
+                f"orthobench: note: {len(cells)} cell(s) computed by orthobench "
+                f"{one_line(version)}: {shown}",
                 err=True,
             )
     click.echo(str(path))

@@ -247,9 +247,9 @@ def test_another_librarys_warning_is_one_line_once(capsys):
     at every step."""
     import warnings
 
-    from orthobench.cli import _warnings_as_lines
+    from orthobench.cli_warnings import warnings_as_lines
 
-    with _warnings_as_lines():
+    with warnings_as_lines():
         for _ in range(3):
             warnings.warn_explicit(
                 "Optimization failed.\nTrying again.", RuntimeWarning, "/s/botorch/gen.py", 42
@@ -258,6 +258,21 @@ def test_another_librarys_warning_is_one_line_once(capsys):
         "orthobench: warning: RuntimeWarning (botorch/gen.py:42): "
         "Optimization failed.\\nTrying again.\n"
     )
+
+
+def test_an_orthobench_warning_prints_its_control_characters_escaped(capsys):
+    """A warning naming a crafted results file (``runs/x<ESC>]0;T<BEL>.parquet``) set the
+    terminal's title; a long one is not cut."""
+    import warnings
+
+    from orthobench.cli_warnings import warnings_as_lines
+    from orthobench.exceptions import OrthobenchWarning
+
+    name = "runs/x\x1b]0;T\x07.parquet" + "y" * 500
+    with warnings_as_lines():
+        warnings.warn(f"{name}: unreadable", OrthobenchWarning, stacklevel=1)
+    escaped = "runs/x\\x1b]0;T\\x07.parquet" + "y" * 500
+    assert capsys.readouterr().err == f"orthobench: warning: {escaped}: unreadable\n"
 
 
 def test_a_folder_of_failed_cells_alone_still_has_a_report(plugin, write_suite, tmp_path):

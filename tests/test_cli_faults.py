@@ -481,3 +481,22 @@ def test_ctrl_c_while_run_writes_its_report_exits_130_and_keeps_the_cells(
     assert "Aborted!" not in result.output
     assert result.stderr.splitlines()[-1] == INTERRUPTED
     assert len(list((out / "runs").glob("*.parquet"))) == 4
+
+
+def test_the_code_version_note_prints_a_crafted_version_escaped(tmp_path):
+    """The report's note on cells of several code versions printed the version from a file's
+    footer raw: a crafted one's escape sequences reached the terminal."""
+    from tests.test_loop import cell
+    from tests.test_results import _edit_metadata, run_record
+
+    store = ResultStore(tmp_path)
+    plain, crafted = (cell(seed=seed, n_init=1, budget=0) for seed in range(2))
+    store.write_cell(plain, [run_record()], {}, 0.1)
+    path = store.write_cell(crafted, [run_record()], {}, 0.1)
+    _edit_metadata(path, code_version="9\x1b]0;T\x07")
+    result = CliRunner().invoke(cli, ["report", str(tmp_path), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    assert (
+        f"orthobench: note: 1 cell(s) computed by orthobench 9\\x1b]0;T\\x07: {crafted.id}"
+        in result.stderr.splitlines()
+    )
