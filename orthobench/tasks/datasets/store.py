@@ -61,7 +61,7 @@ def data_dir(root: str | os.PathLike[str] | None = None) -> Path:
     return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
 
 
-def _dataset_dir(name: str, root: str | os.PathLike[str] | None) -> Path:
+def dataset_dir(name: str, root: str | os.PathLike[str] | None) -> Path:
     """``<data directory>/<name>``, refused when the data directory is a file (where every
     dataset would read as missing and ``fetch`` fail with only ``Not a directory``)."""
     directory = data_dir(root)
@@ -307,7 +307,7 @@ def locate(
                 f"installed (or lacks {dataset.bundled[1]}): run `{dataset.obtain}`."
             )
         return found
-    candidate = Path(path).expanduser() if path is not None else _dataset_dir(name, root)
+    candidate = Path(path).expanduser() if path is not None else dataset_dir(name, root)
     found = _FINDERS[name](candidate)
     if found is not None:
         return found
@@ -457,7 +457,7 @@ def fetch(
     if dataset.bundled is not None:
         log(f"{name} ships with the package {dataset.bundled[0]!r}; nothing to fetch.")
         return locate(name)
-    directory = _dataset_dir(name, root)
+    directory = dataset_dir(name, root)
     created = _make_directory(directory)
     try:
         for file in dataset.files:

@@ -230,7 +230,7 @@ def _checked_inputs(source: Path, out: str | Path | None, seed: int, test_fracti
     split settings :func:`split_indices` refuses, an output under a file."""
     _lswmd_source(source)
     _check_split(test_fraction, seed)
-    out = Path(out) if out is not None else wm811k_path()
+    out = Path(out).expanduser() if out is not None else wm811k_path()
     check_output(out)
     return out
 
@@ -365,7 +365,7 @@ def convert_lswmd(
             unknown class name, a map that is not 2-D or has values outside ``{0, 1, 2}``, or no
             labelled map at all.
     """
-    source = Path(source)
+    source = Path(source).expanduser()
     # Refuse what needs no unpickling first: the warning is for a file that will be unpickled.
     out = _checked_inputs(source, out, seed, test_fraction)
     warnings.warn(

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from orthobench.exceptions import DatasetMissingError, OrthobenchError
-from orthobench.tasks.datasets.store import data_dir
+from orthobench.tasks.datasets.store import dataset_dir
 from orthobench.tasks.datasets.synthetic_wafers import WAFER_CLASSES
 
 __all__ = [
@@ -70,8 +70,12 @@ def wm811k_path(directory: str | Path | None = None) -> Path:
     Args:
         directory: The data directory; default :func:`orthobench.tasks.datasets.store.data_dir`
             (``ORTHOBENCH_DATA_DIR``, else ``data/``).
+
+    Raises:
+        OrthobenchError: when the data directory is a file
+            (:func:`~orthobench.tasks.datasets.store.dataset_dir`).
     """
-    return Path(directory if directory is not None else data_dir()) / CONVERTED_NAME
+    return dataset_dir(CONVERTED_NAME.parent.name, directory) / CONVERTED_NAME.name
 
 
 def require_wm811k(path: str | Path | None = None) -> Path:

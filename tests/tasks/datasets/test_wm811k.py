@@ -361,6 +361,27 @@ def test_a_path_with_a_tilde_is_expanded(converted, monkeypatch):
     assert check_wm811k(f"~/{converted[1].path.name}") == converted[1].path
 
 
+def test_the_converters_paths_expand_a_tilde_as_the_tasks_do(converted, tmp_path, monkeypatch):
+    """``convert-wm811k --out=~/w.npz`` (no shell expands ``~`` after ``=``) wrote ``./~/w.npz``,
+    which a task's ``path: ~/w.npz`` then did not find."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    source = converted[0]
+    (tmp_path / source.name).symlink_to(source)
+    summary = _convert(f"~/{source.name}", "~/w.npz")
+    assert summary.path == tmp_path / "w.npz" == require_wm811k("~/w.npz")
+    assert not (tmp_path / "~").exists()
+
+
+def test_a_data_directory_that_is_a_file_is_named_for_the_default_path(tmp_path, monkeypatch):
+    """The converted file's default path read as missing under it, and the convert command it
+    advised failed: 'afile is a file'."""
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "afile"))
+    with pytest.raises(OrthobenchError, match=r"data directory .*afile is a file"):
+        require_wm811k()
+
+
 def _rewritten(converted, out, **changes):
     with np.load(converted[1].path, allow_pickle=False) as npz:
         arrays = {**dict(npz), **changes}
