@@ -20,14 +20,13 @@ seeds is never "better", "identical" or "only in the baseline" on the ones it fi
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 
 from orthobench.report import stats
-from orthobench.report.data import ResultSet
+from orthobench.report.data import ResultSet, cell_key
 from orthobench.report.tables import final_values
+from orthobench.work import CELL as CELL_KIND
 
 CELL = ["suite", "task", "optimizer", "seed"]
 PAIR = ["suite", "task", "optimizer"]
@@ -51,21 +50,42 @@ def _unkeyed(frame: pd.DataFrame, sides: pd.MultiIndex) -> pd.DataFrame:
 def crashed_cells(results: ResultSet) -> pd.DataFrame:
     """The failed cells that stored no rows, per directory: ``source`` and :data:`CELL`.
 
-    :meth:`~orthobench.report.data.ResultSet.crashed` with every directory and suite its own run
-    set, so a failed cell counts on its own side and a seed stored on the other side does not
-    hide it.
+    A failure entry records its cell's suite; one that does not (written before entries did)
+    takes its directory's one suite, else counts nowhere, as in
+    :meth:`~orthobench.report.data.ResultSet.crashed`. Unlike there, a cell counts on its own
+    side even where its directory stored no cell of its task (every cell of it failed), and a
+    seed stored on the other side does not hide it.
     """
-    sides = pd.MultiIndex.from_frame(results.runs[SIDE]).unique()
-    crashed = replace(results, runs=_keyed(results.runs, sides)).crashed()
-    return _unkeyed(crashed, sides)[["source", *CELL]]
+    failed = results.failures
+    failed = failed[failed["kind"] == CELL_KIND]
+    suites = results.runs.groupby("source")["suite"].unique()
+    rows = []
+    for source, suite, uid in zip(
+        failed["source"], failed["suite"], failed["unit_id"], strict=True
+    ):
+        key = cell_key(uid)
+        if not isinstance(suite, str):
+            known = suites.get(source, ())
+            suite = known[0] if len(known) == 1 else None
+        if key is not None and suite is not None:
+            rows.append((source, suite, *key))
+    crashed = pd.DataFrame(rows, columns=["source", *CELL]).drop_duplicates()
+    stored = results.runs[["source", *CELL]].drop_duplicates()
+    crashed = crashed.merge(stored, how="left", indicator=True)
+    return crashed[crashed["_merge"] == "left_only"][["source", *CELL]].reset_index(drop=True)
 
 
 def _finals(runs: pd.DataFrame, crashed: pd.DataFrame | None) -> pd.DataFrame:
-    """:func:`~orthobench.report.tables.final_values` per ``source`` and :data:`CELL`, a crashed
-    cell with no final value and 0 evaluations."""
+    """:func:`~orthobench.report.tables.final_values` per ``source`` and :data:`CELL`; a crashed
+    cell with no final value and 0 evaluations, its metric that of its suite's task on any
+    side (on neither: left out, as no final value can be compared)."""
     sides = pd.MultiIndex.from_frame(runs[SIDE]).unique()
-    lost = None if crashed is None else _keyed(crashed, sides)
-    return _unkeyed(final_values(_keyed(runs, sides), lost), sides)
+    finals = _unkeyed(final_values(_keyed(runs, sides)), sides)
+    if crashed is None or crashed.empty:
+        return finals
+    metrics = finals[["suite", "task", "metric"]].drop_duplicates(["suite", "task"])
+    lost = crashed.merge(metrics, on=["suite", "task"]).assign(final=np.nan, evaluations=0)
+    return pd.concat([finals, lost[finals.columns]], ignore_index=True)
 
 
 def _same_y(base: pd.DataFrame, new: pd.DataFrame) -> tuple[bool, float]:

@@ -44,9 +44,10 @@ def _final(value: float, failed: bool) -> str:
 
 def comparison_section(results: ResultSet, baseline: str) -> Section | None:
     runs = results.runs
-    if runs.empty or runs["source"].nunique() < 2:
-        return None
     crashed = compare.crashed_cells(results)
+    # A directory whose every cell failed stored no rows and is compared all the same.
+    if runs.empty or len({*runs["source"], *crashed["source"]}) < 2:
+        return None
     pairs = compare.compare_pairs(runs, baseline, crashed)
     cells = compare.compare_cells(runs, baseline, crashed)
     verdicts = Table(

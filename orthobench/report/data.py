@@ -119,7 +119,7 @@ class ResultSet:
             for source, suite, uid in zip(
                 cells["source"], cells["suite"], cells["unit_id"], strict=True
             )
-            if (key := _cell_key(uid)) is not None
+            if (key := cell_key(uid)) is not None
         ]
         parsed = pd.DataFrame(keys, columns=["source", "suite", *columns[1:]])
         run_sets = self.runs.drop_duplicates(["source", "suite", "task"])
@@ -311,7 +311,7 @@ _CELL_ID = re.compile(
 )
 
 
-def _cell_key(cell_id: str) -> tuple[str, str, int] | None:
+def cell_key(cell_id: str) -> tuple[str, str, int] | None:
     """The task label, method label (:func:`method_label`) and seed of a cell id; None for a
     text that is not one (a journal line written by hand)."""
     match = _CELL_ID.fullmatch(cell_id)

@@ -138,3 +138,24 @@ def test_a_failed_cell_counts_on_its_own_side_when_the_run_sets_are_pooled(tmp_p
     verdicts, cells = _section_rows(base, new)
     assert verdicts[0][-1].startswith("worse: 2 cells failed in the new set; "), verdicts
     assert [row[6:8] for row in cells] == [["2", "failed"], ["3", "failed"], ["-", "4"]]
+
+
+def test_a_task_whose_every_cell_failed_in_one_directory_counts_its_failures(tmp_path) -> None:
+    """A task whose cells all failed in the new set (a cell timeout) was 'only in the baseline',
+    and with the sides swapped 'new: not in the baseline': failed cells counted only beside
+    stored cells of their task."""
+    base, new = tmp_path / "base", tmp_path / "new"
+    for root in (base, new):
+        _store(root, range(2), range(0))
+    for seed in range(2):
+        spec = cell("s", "u", "o=sobol", seed, n_init=2, budget=2)
+        write_cell(base, spec, [9.0, 8.0, 7.0, 2.0])
+        ResultStore(new).record_failure(spec, "timed out", "", 0.1)
+    verdicts = comparison_section(load_results([base, new]), str(base)).tables[0].rows
+    assert {row[2]: row[-1] for row in verdicts}["u"] == (
+        "worse: 2 cells failed in the new set (baseline: 2 seeds)"
+    )
+    swapped = comparison_section(load_results([new, base]), str(new)).tables[0].rows
+    assert {row[2]: row[-1] for row in swapped}["u"] == (
+        "no cell stored in the baseline; 2 cells failed in the baseline"
+    )
