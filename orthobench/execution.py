@@ -65,7 +65,7 @@ from orthobench.executors import Executor, InlineExecutor, Job, JobResult
 from orthobench.executors._evaluations import make_evaluations, one_at_a_time
 from orthobench.loop import ProgressCallback, check_buildable, evaluates_in_parallel, run_cell
 from orthobench.progress import Progress
-from orthobench.results import BaseStore, EvaluationJournal, RunRecord, run_metadata
+from orthobench.results import BaseStore, EvaluationJournal, RunRecord, open_own, run_metadata
 from orthobench.suite import Cell, Suite
 from orthobench.warmup import warm_up
 from orthobench.work import CELL, ID_FIELDS, WorkUnit, warn_thread_counts
@@ -73,6 +73,9 @@ from orthobench.work import CELL, ID_FIELDS, WorkUnit, warn_thread_counts
 #: The file in a results directory that names the unit an inline run is running (removed when
 #: the unit ends, however it ends, unless its process ends with it: :meth:`Run.running`).
 RUNNING_MARKER = ".running"
+#: The largest :data:`RUNNING_MARKER` read, far above what a run writes (a unit's id, hash, PID
+#: and suite name): a larger one was not written by orthobench.
+_MARKER_BYTES = 1 << 16
 
 #: What a run's plan gives: the jobs to run and the units already stored.
 Plan = Callable[[], tuple[list[Job], list[WorkUnit]]]
@@ -272,19 +275,20 @@ class Run:
         The marker is removed when the block ends, by an exception or Ctrl-C too. A unit that
         ends the process itself (``os._exit`` skips ``finally`` and ``atexit``), a kill or a
         crash leaves it behind, and the next run reports that unit (:func:`_fail_unfinished`).
+        A symbolic link or a FIFO in its place is refused (:func:`~orthobench.results.open_own`).
         """
         unit = job.unit
         marker = self.store.root / RUNNING_MARKER  # absolute, as the store's root: a cell may chdir
-        marker.write_text(
-            json.dumps(
+        with open(marker, "w", opener=open_own) as fh:  # a link there: refused, not written through
+            json.dump(
                 {
                     ID_FIELDS[unit.kind]: unit.id,
                     "config_hash": unit.config_hash,
                     "pid": os.getpid(),
                     "suite": unit.suite,
-                }
+                },
+                fh,
             )
-        )
         try:
             yield
         finally:
@@ -404,13 +408,23 @@ def _fail_unfinished(store: BaseStore) -> None:
     :data:`RUNNING_MARKER`: that run's process ended inside the unit (a task calling
     ``os._exit``, a kill, a crash) without storing it or saying so, and may have exited 0. The
     unit is retried as any failed one; one stored after all (its process ended just after) is
-    left as it is.
+    left as it is. A marker that does not say which unit (damaged, or larger than
+    :data:`_MARKER_BYTES`) is removed with a warning.
+
+    Raises:
+        OrthobenchError: naming the marker when it is a symbolic link or not a regular file (a
+            FIFO would block the read): :func:`~orthobench.results.open_own`.
     """
     marker = store.root / RUNNING_MARKER
-    if not marker.exists():
+    try:  # a link, a FIFO or a device there: refused (open_own)
+        with open(marker, "rb", opener=open_own) as fh:
+            text = fh.read(_MARKER_BYTES + 1)  # a huge file is not read whole
+    except FileNotFoundError:
         return
     try:
-        entry = json.loads(marker.read_text())
+        if len(text) > _MARKER_BYTES:
+            raise ValueError(f"larger than {_MARKER_BYTES} bytes")
+        entry = json.loads(text)
         kind = next(kind for kind, key in ID_FIELDS.items() if key in entry)
         uid, config_hash, pid = entry[ID_FIELDS[kind]], entry["config_hash"], entry["pid"]
     # Torn (killed as it wrote), or damaged: JSON nested deeper than the stack is RecursionError.

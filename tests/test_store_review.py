@@ -337,8 +337,8 @@ def test_footer_metadata_too_deep_or_of_another_shape_makes_an_unreadable_file(
 
 def link_message(path: Path) -> str:
     return (
-        f"{path} is a symbolic link; a results folder's lock and journals are its own files: "
-        "replace the link with a copy of the file it points to."
+        f"{path} is a symbolic link; orthobench writes a results folder's own files only "
+        "inside it: remove the link or replace it with a copy of what it points to."
     )
 
 

@@ -67,8 +67,10 @@ def build_report(
             ``reference`` names no stored optimizer, ``baseline`` is not one of ``dirs``, is
             the only one, or it or every other directory holds no run cell (probe rows are not
             compared), ``out`` or one of its CSV paths exists and is not a regular file (a
-            device such as ``/dev/full``, a folder), or a file cannot be written (a full disk, a
-            read-only folder, a path too long): one line naming the path and the reason.
+            device such as ``/dev/full``, a folder), a CSV path or an ``out`` in one of
+            ``dirs`` is a symbolic link (an ``out`` elsewhere is written through one), or a file
+            cannot be written (a full disk, a read-only folder, a path too long): one line naming
+            the path and the reason.
     """
     dirs = unique_dirs(dirs)
     out = Path(os.path.abspath(out))
@@ -139,9 +141,19 @@ def build_report(
         for table in section.tables
     ]
     files.append((out, page))
+    # The HTML in one of `dirs` (its default path) and the CSVs, whose names no user gave, are the
+    # folders' own files: a link there (a crafted folder's) is refused, not written through.
+    # (Checked here, not by write_atomic(own=True): a crafted folder does not change meanwhile.)
+    in_dirs = out.parent.resolve() in {Path(d).resolve() for d in dirs}
+    own = {path for path, _ in files if path != out or in_dirs}
     try:
         # Checked for every file before any is written: `-o /dev/full` must write no CSV.
         for path, _ in files:
+            if path in own and path.is_symlink():
+                raise OrthobenchError(
+                    f"cannot write the report to {path}: it is a symbolic link, which a report "
+                    "does not write through; remove it or give another HTML file with -o."
+                )
             if os.path.lexists(path) and not path.is_file():
                 raise OrthobenchError(
                     f"cannot write the report to {path}: it exists and is not a regular file; "

@@ -4,7 +4,7 @@ Re-exports only; the layout of a results directory is documented on :class:`Resu
 """
 
 from orthobench.results._base import BaseStore
-from orthobench.results._io import os_error_text, write_atomic
+from orthobench.results._io import open_own, os_error_text, write_atomic
 from orthobench.results._journal import EvaluationJournal
 from orthobench.results._parquet import (
     load_probe,
@@ -37,6 +37,7 @@ __all__ = [
     "code_version",
     "load_probe",
     "load_runs",
+    "open_own",
     "os_error_text",
     "read_metadata",
     "run_metadata",

@@ -23,9 +23,15 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from orthobench.exceptions import OrthobenchWarning, one_line
+from orthobench.exceptions import OrthobenchWarning, ResultsError, one_line
 from orthobench.results._io import _naming, open_own
-from orthobench.results._parquet import _ARROW_ERRORS, parse_metadata, read_footer, read_table
+from orthobench.results._parquet import (
+    _ARROW_ERRORS,
+    _open_regular,
+    parse_metadata,
+    read_footer,
+    read_table,
+)
 from orthobench.results._records import (
     METADATA_KEY,
     SCHEMA_VERSION,
@@ -55,20 +61,41 @@ def _append_line(path: Path, entry: dict[str, Any]) -> str:
     return text
 
 
+#: The largest journal read, far above any that orthobench writes: a larger one (a huge sparse
+#: file put in a crafted folder) would fill the memory.
+_JOURNAL_BYTES = 4 << 30
+
+
 def _read_lines(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines file in order; a line that is not one (torn by a crash,
     bytes that are not UTF-8, JSON nested too deeply to decode or a value of another type after
-    a disk fault) is skipped."""
-    if not path.exists():
+    a disk fault) is skipped.
+
+    Raises:
+        ResultsError: naming ``path`` when it cannot be read, is not a regular file (a FIFO,
+            which would block, or a device such as ``/dev/zero``, a link is followed) or is
+            larger than :data:`_JOURNAL_BYTES`.
+    """
+    try:
+        fh = _open_regular(path)
+    except FileNotFoundError:
         return []
+    except OSError as err:
+        raise ResultsError(f"{path}: cannot read this journal ({err.strerror or err})") from None
     entries = []
-    for line in path.read_bytes().splitlines():
-        try:
-            entry = json.loads(line.decode())
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
+    with fh:
+        if (size := os.fstat(fh.fileno()).st_size) > _JOURNAL_BYTES:
+            raise ResultsError(
+                f"{path}: {size} bytes, more than the {_JOURNAL_BYTES} of any journal that "
+                "orthobench writes: remove it or move it away."
+            )
+        for line in fh:
+            try:
+                entry = json.loads(line.decode())
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                continue
+            if isinstance(entry, dict):
+                entries.append(entry)
     return entries
 
 

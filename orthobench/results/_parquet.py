@@ -37,8 +37,9 @@ from orthobench.results._records import (
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` so that readers never see a partial file (:func:`write_atomic`)."""
-    write_atomic(path, lambda fh: pq.write_table(table, fh))
+    """Write ``table`` to ``path``, a results folder's own file, so that readers never see a
+    partial file and a symbolic link in its place is refused (:func:`write_atomic`)."""
+    write_atomic(path, lambda fh: pq.write_table(table, fh), own=True)
 
 
 #: What reading a damaged Parquet file raises: ``ArrowInvalid`` for a truncated or foreign file,

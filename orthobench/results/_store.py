@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, ResultsError
 from orthobench.results._base import BaseStore
-from orthobench.results._io import open_own
+from orthobench.results._io import open_own, refuse_link
 from orthobench.results._journal import EvaluationJournal, Journal
 from orthobench.results._parquet import (
     read_files,
@@ -89,8 +89,8 @@ class ResultStore(BaseStore):
         """Hold the directory for this process while the block writes to it.
 
         Creates the directory, checks that it and what the store writes into (``runs/``,
-        ``probe/``, ``partial/``, the journals) are writable (and folders, where they exist),
-        and takes an exclusive ``flock`` on ``DIR/.lock``, which then holds this process's PID.
+        ``probe/``, ``partial/``, the journals) are writable (and folders, not symbolic links,
+        where they exist), and takes an exclusive ``flock`` on ``DIR/.lock``, which then holds this process's PID.
         The kernel releases the lock when the process ends, however it ends, so a killed run
         never leaves the directory locked.
 
@@ -107,8 +107,9 @@ class ResultStore(BaseStore):
         Raises:
             OrthobenchError: naming the directory when it cannot be created or written, or naming
                 the PID of the process that holds it (checked at once; nothing waits), or when
-                it was removed or replaced while the block ran; naming the lock or a journal
-                when it is a symbolic link (:func:`~orthobench.results._io.open_own`).
+                it was removed or replaced while the block ran; naming ``runs/``, ``probe/``,
+                ``partial/``, the lock or a journal when it is a symbolic link, or the lock or a
+                journal when it is not a regular file (:func:`~orthobench.results._io.open_own`).
         """
         target = self.root
         created = not self.root.exists()
@@ -121,6 +122,8 @@ class ResultStore(BaseStore):
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             for target in (self.root, self.runs_dir, self.probe_dir, self.root / "partial"):
+                if target != self.root:  # a link to a folder elsewhere: units written there
+                    refuse_link(target)
                 if target.is_dir():
                     tempfile.TemporaryFile(dir=target).close()
                 elif target.exists():  # a file in its place: every write under it would fail
