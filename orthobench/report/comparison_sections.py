@@ -23,11 +23,13 @@ def _comparison_p(r) -> str:
     return "too few seeds for a test" if r.pairs else "-"
 
 
-def _unmatched(runs: pd.DataFrame, cells: pd.DataFrame, baseline: str) -> str:
+def _unmatched(sides: pd.DataFrame, cells: pd.DataFrame, baseline: str) -> str:
     """A sentence per compared directory that shares no cell with the baseline, naming both
-    sides' suites (cells of another suite never match), or empty."""
-    common = cells[cells["in_base"] & cells["in_new"]].groupby("source").size()
-    suites = runs.groupby("source")["suite"].unique()
+    sides' suites (``sides``: the ``source`` and ``suite`` of stored and failed cells; cells of
+    another suite never match), or empty."""
+    ran = (cells["in_base"] | cells["failed_base"]) & (cells["in_new"] | cells["failed_new"])
+    common = cells[ran].groupby("source").size()
+    suites = sides.groupby("source")["suite"].unique()
     return "".join(
         f" {source} shares no cell with the baseline (its suites: "
         f"{', '.join(sorted(suites[source]))}; the baseline's: "
@@ -84,7 +86,8 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
         "test). A cell that failed and stored nothing is a seed without a final value on its "
         "side; every verdict names such cells, and one that failed in the new set but not in "
         "the baseline makes the verdict 'worse: N cells failed in the new set', followed by "
-        "the verdict on the other cells." + _unmatched(runs, cells, baseline),
+        "the verdict on the other cells."
+        + _unmatched(pd.concat([runs[compare.SIDE], crashed[compare.SIDE]]), cells, baseline),
         [verdicts, by_cell],
         ("final value", "Wilcoxon signed-rank, Holm", "identical y"),
     )

@@ -17,6 +17,7 @@ from orthobench.report.data import load_results
 from orthobench.report.glossary import GLOSSARY
 from orthobench.report.sections import Figure, Table, build_sections
 from orthobench.results import os_error_text, unique_dirs, write_atomic
+from orthobench.work import CELL
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("orthobench.report", "templates"),
@@ -94,7 +95,9 @@ def build_report(
                 f"--baseline {baseline!r} needs another directory to compare with, but the "
                 f"report reads only {dirs}."
             )
-        with_runs = set(results.runs["source"])
+        failed = results.failures
+        # A directory whose every cell failed holds run cells too: they are its failures.
+        with_runs = {*results.runs["source"], *failed.loc[failed["kind"] == CELL, "source"]}
         if baseline not in with_runs or len(with_runs) < 2:
             # The comparison is of run cells: probe rows have none, and a report that silently
             # left it out would read as "nothing to compare".

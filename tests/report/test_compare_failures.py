@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from orthobench.report import build_report
 from orthobench.report.compare import compare_pairs
 from orthobench.report.data import load_results
 from orthobench.report.sections import comparison_section
@@ -159,3 +160,16 @@ def test_a_task_whose_every_cell_failed_in_one_directory_counts_its_failures(tmp
     assert {row[2]: row[-1] for row in swapped}["u"] == (
         "no cell stored in the baseline; 2 cells failed in the baseline"
     )
+
+
+def test_a_directory_whose_every_cell_failed_is_compared(tmp_path) -> None:
+    """It was refused: '--baseline compares BO run cells, but no other directory does'."""
+    base, new = tmp_path / "base", tmp_path / "new"
+    _store(base, range(2), range(0))
+    _store(new, range(0), range(2))
+    out = build_report([base, new], tmp_path / "r.html", baseline=base)
+    verdicts = pd.read_csv(out.with_name("r.comparison.csv"))
+    assert verdicts["verdict"].tolist() == [
+        "worse: 2 cells failed in the new set (baseline: 2 seeds)"
+    ]
+    assert "shares no cell" not in out.read_text()
