@@ -233,8 +233,8 @@ def _warn_foreign(foreign: dict[str, int]) -> None:
         warnings.warn(
             f"{len(cells)} cell(s) ({', '.join(cells[:3])}{', ...' if len(cells) > 3 else ''}) "
             f"journaled {sum(foreign.values())} evaluation(s) with another configuration (the "
-            "suite or the task changed since): they are not reused; only evaluations of the "
-            "current configuration resume a cell.",
+            "suite or the task changed since) or another orthobench version: they are not "
+            "reused; only evaluations of the current configuration resume a cell.",
             OrthobenchWarning,
             stacklevel=5,
         )

@@ -17,6 +17,7 @@ from orthobench import execution
 from orthobench.exceptions import OrthobenchWarning
 from orthobench.executors import make_executor
 from orthobench.results import ResultStore, load_runs, read_metadata
+from orthobench.results._records import SCHEMA_VERSION
 from orthobench.suite import load_suite
 from tests.helpers import install_plugin
 
@@ -162,6 +163,20 @@ def test_a_journal_of_another_configuration_is_said_to_be_computed_again(stopper
     )
     assert warning.filename == __file__
     assert len(log.read_text().split()) == N_INIT + BUDGET - 1  # every evaluation computed again
+
+
+def test_a_journal_of_another_schema_is_said_to_be_computed_again(stopper, tmp_path):
+    """Lines another orthobench version wrote are skipped as those of another configuration are;
+    they too were computed again without a word."""
+    suite, marker, log = stopper
+    _interrupted(suite, marker, log, tmp_path / "out", threads=1)
+    path = ResultStore(tmp_path / "out").evaluation_journal(suite.cells()[0]).path
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    older = [{**entry, "schema_version": SCHEMA_VERSION - 1} for entry in entries]
+    path.write_text("".join(json.dumps(entry) + "\n" for entry in older))
+    with pytest.warns(OrthobenchWarning, match=f"journaled {STOP_AT - 1} evaluation"):
+        assert _run(suite, tmp_path / "out", threads=1).count("ok") == 1
+    assert len(log.read_text().split()) == N_INIT + BUDGET
 
 
 def test_a_journal_that_does_not_record_its_thread_count_is_resumed_as_before(

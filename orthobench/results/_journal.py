@@ -389,15 +389,20 @@ class EvaluationJournal:
 
     def foreign(self) -> int:
         """How many evaluations the journal holds of another configuration (the suite or the task
-        changed since they were journaled): :meth:`read` skips them, so they are never replayed."""
-        return len(
-            {
-                (str(entry.get("config_hash")), str(entry["record"].get("iteration")))
-                for entry in _read_lines(self.path)
-                if entry.get("config_hash") != self.config_hash
-                and isinstance(entry.get("record"), dict)
-            }
-        )
+        changed since they were journaled) or of another schema (another orthobench version
+        wrote them): :meth:`read` skips them, so they are never replayed."""
+        skipped = {
+            (
+                str(entry.get("schema_version")),
+                str(entry.get("config_hash")),
+                str(record.get("iteration")),
+            )
+            for entry in _read_lines(self.path)
+            if isinstance(record := entry.get("record"), dict)
+            and (entry.get("schema_version"), entry.get("config_hash"))
+            != (SCHEMA_VERSION, self.config_hash)
+        }
+        return len(skipped)
 
     def discard(self) -> None:
         """Remove the journal (its cell is stored whole)."""
