@@ -449,7 +449,11 @@ def main() -> None:
         return
     # The commit the figures come from (taken before the run: HEAD may move while it runs).
     commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parent,  # the checkout's, wherever the script is run from
     ).stdout.strip()
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")

@@ -61,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _timing import stored_machine_line
 
 from orthobench.probe.tables import defined_ratios, summary_table
 from orthobench.report import stats
@@ -398,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     stored = stored_results(args.results, args.size)
     if not stored:
         sys.exit(f"paper_tables: {args.results} holds no results of the {args.size} paper suites")
+    print(stored_machine_line(args.results))  # the values depend on the CPU too
     args.output.mkdir(parents=True, exist_ok=True)
     runtimes = []
     for experiment, results in stored.items():
