@@ -320,12 +320,14 @@ def _refuse_changed(store: ResultStore, units: Sequence[WorkUnit], out_dir: Path
 def _refuse_report_paths(root: Path) -> None:
     """Refuse, before any cell runs, a ``root / "report.html"`` or a report CSV beside it
     (``report.<table>.csv``, :func:`orthobench.report.html.csv_path`) that exists and is not a
-    regular file (a folder): the report written after the cells would fail on it."""
+    regular file (a folder) or is a symbolic link: the report written after the cells would fail
+    on it (it writes no file of a results folder through a link)."""
     for path in [root / "report.html", *sorted(root.glob("report.*.csv"))]:
-        if os.path.lexists(path) and not path.is_file():
+        if path.is_symlink() or (os.path.lexists(path) and not path.is_file()):
+            what = "is a symbolic link" if path.is_symlink() else "exists and is not a regular file"
             raise OrthobenchError(
-                f"cannot write the report to {path}: it exists and is not a regular file; "
-                "remove or rename it, then rerun (nothing has run)."
+                f"cannot write the report to {path}: it {what}; remove or rename it, then rerun "
+                "(nothing has run)."
             )
 
 

@@ -84,6 +84,22 @@ def test_a_folder_where_probe_writes_its_report_is_refused_before_any_state_runs
     assert [p.name for p in out.iterdir()] == ["report.html"]
 
 
+def test_a_link_where_run_writes_its_report_is_refused_before_any_cell_runs(write_suite, tmp_path):
+    """The report refuses to write through it, which came after every cell was computed."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere.csv"
+    out.mkdir()
+    elsewhere.write_text("keep")
+    (out / "report.summary.csv").symlink_to(elsewhere)
+    suite = write_suite("name: s\nbudget: 1\ntasks: [hartmann6]\noptimizers: [sobol]\n")
+    result = CliRunner().invoke(cli, ["run", str(suite), "-o", str(out), "-q"])
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"orthobench: error: cannot write the report to {out / 'report.summary.csv'}: it is a "
+        "symbolic link; remove or rename it, then rerun (nothing has run)."
+    ]
+    assert elsewhere.read_text() == "keep" and not (out / "runs").exists()
+
+
 def test_a_probe_section_its_tasks_cannot_be_probed_by_names_the_suite_file(write_suite, tmp_path):
     """A TPE estimator at q > 1 (refused when the states are made) read `probe.q: ...` without the
     file, as no other suite error does."""
