@@ -65,12 +65,17 @@ def test_a_link_in_place_of_a_report_file_in_the_folder_is_refused(tmp_path, vic
 
 
 def test_a_report_file_named_with_o_is_still_written_through_its_link(tmp_path, victim):
-    """``-o LINK`` names a file of the user's own, as ``convert-wm811k --out LINK`` does."""
+    """``-o LINK`` names a file of the user's own, as ``convert-wm811k --out LINK`` does; so are
+    the CSVs beside it, outside the folders the report reads (the first fix refused a linked
+    CSV there)."""
     store, _ = _two_stored_cells(tmp_path / "out")
-    link = tmp_path / "r.html"
+    link, csv_target = tmp_path / "r.html", tmp_path / "published.csv"
     link.symlink_to(victim)
+    csv_target.write_text("old\n")
+    (tmp_path / "r.summary.csv").symlink_to(csv_target)
     build_report([store.root], link)
     assert link.is_symlink() and victim.read_text().startswith("<!")
+    assert csv_target.read_text().startswith("kind,")
 
 
 def test_a_link_in_place_of_a_cell_file_is_refused(tmp_path, victim):

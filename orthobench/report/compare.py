@@ -51,21 +51,21 @@ def crashed_cells(results: ResultSet) -> pd.DataFrame:
     """The failed cells that stored no rows, per directory: ``source`` and :data:`CELL`.
 
     A failure entry records its cell's suite; one that does not (written before entries did)
-    takes its directory's one suite, else counts nowhere, as in
+    takes the one suite its directory stores its task in, else counts nowhere, as in
     :meth:`~orthobench.report.data.ResultSet.crashed`. Unlike there, a cell counts on its own
     side even where its directory stored no cell of its task (every cell of it failed), and a
     seed stored on the other side does not hide it.
     """
     failed = results.failures
     failed = failed[failed["kind"] == CELL_KIND]
-    suites = results.runs.groupby("source")["suite"].unique()
+    suites = results.runs.groupby(["source", "task"])["suite"].unique()
     rows = []
     for source, suite, uid in zip(
         failed["source"], failed["suite"], failed["unit_id"], strict=True
     ):
         key = cell_key(uid)
-        if not isinstance(suite, str):
-            known = suites.get(source, ())
+        if key is not None and not isinstance(suite, str):
+            known = suites.get((source, key[0]), ())
             suite = known[0] if len(known) == 1 else None
         if key is not None and suite is not None:
             rows.append((source, suite, *key))
@@ -78,13 +78,14 @@ def crashed_cells(results: ResultSet) -> pd.DataFrame:
 def _finals(runs: pd.DataFrame, crashed: pd.DataFrame | None) -> pd.DataFrame:
     """:func:`~orthobench.report.tables.final_values` per ``source`` and :data:`CELL`; a crashed
     cell with no final value and 0 evaluations, its metric that of its suite's task on any
-    side (on neither: left out, as no final value can be compared)."""
+    side (on neither: none, NaN)."""
     sides = pd.MultiIndex.from_frame(runs[SIDE]).unique()
     finals = _unkeyed(final_values(_keyed(runs, sides)), sides)
     if crashed is None or crashed.empty:
         return finals
     metrics = finals[["suite", "task", "metric"]].drop_duplicates(["suite", "task"])
-    lost = crashed.merge(metrics, on=["suite", "task"]).assign(final=np.nan, evaluations=0)
+    lost = crashed.merge(metrics, on=["suite", "task"], how="left")
+    lost = lost.assign(final=np.nan, evaluations=0)
     return pd.concat([finals, lost[finals.columns]], ignore_index=True)
 
 

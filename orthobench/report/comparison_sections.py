@@ -34,8 +34,8 @@ def _unmatched(sides: pd.DataFrame, cells: pd.DataFrame, baseline: str) -> str:
         f" {source} shares no cell with the baseline (its suites: "
         f"{', '.join(sorted(suites[source]))}; the baseline's: "
         f"{', '.join(sorted(suites[baseline]))})."
-        for source in dict.fromkeys(cells["source"])
-        if common.get(source, 0) == 0
+        for source in dict.fromkeys(sides["source"])
+        if source != baseline and common.get(source, 0) == 0
     )
 
 
@@ -69,7 +69,8 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
         ["compared", "suite", "task", "optimizer", "seed", "metric", "base final", "new final",
          "new - base", "identical y", "max |dy|"],
         [
-            [r.source, r.suite, r.task, r.optimizer, str(r.seed), r.metric,
+            [r.source, r.suite, r.task, r.optimizer, str(r.seed),
+             r.metric if isinstance(r.metric, str) else "-",  # a task no side stored a cell of
              _final(r.base, r.failed_base), _final(r.new, r.failed_new), sig(r.delta),
              "yes" if r.identical else "no", sig(r.max_abs_dy)]
             for r in cells.itertuples()

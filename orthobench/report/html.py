@@ -95,9 +95,10 @@ def build_report(
                 f"--baseline {baseline!r} needs another directory to compare with, but the "
                 f"report reads only {dirs}."
             )
-        failed = results.failures
-        # A directory whose every cell failed holds run cells too: they are its failures.
-        with_runs = {*results.runs["source"], *failed.loc[failed["kind"] == CELL, "source"]}
+        failed, stored = results.failures, set(results.runs["source"])
+        # A directory whose every cell failed holds run cells too (its failures), compared with
+        # one that stored some; with none stored anywhere there is no final value to compare.
+        with_runs = stored | set(failed.loc[failed["kind"] == CELL, "source"]) if stored else stored
         if baseline not in with_runs or len(with_runs) < 2:
             # The comparison is of run cells: probe rows have none, and a report that silently
             # left it out would read as "nothing to compare".
@@ -144,11 +145,11 @@ def build_report(
         for table in section.tables
     ]
     files.append((out, page))
-    # The HTML in one of `dirs` (its default path) and the CSVs, whose names no user gave, are the
-    # folders' own files: a link there (a crafted folder's) is refused, not written through.
+    # The HTML and the CSVs in one of `dirs` (the default path) are the folders' own files: a link
+    # there (a crafted folder's) is refused, not written through; elsewhere (-o) written through.
     # (Checked here, not by write_atomic(own=True): a crafted folder does not change meanwhile.)
-    in_dirs = out.parent.resolve() in {Path(d).resolve() for d in dirs}
-    own = {path for path, _ in files if path != out or in_dirs}
+    folders = {Path(d).resolve() for d in dirs}
+    own = {path for path, _ in files if path.parent.resolve() in folders}
     try:
         # Checked for every file before any is written: `-o /dev/full` must write no CSV.
         for path, _ in files:

@@ -5,10 +5,13 @@ cells')."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
+from orthobench.exceptions import OrthobenchError
 from orthobench.report import build_report
 from orthobench.report.compare import compare_pairs
 from orthobench.report.data import load_results
@@ -173,3 +176,48 @@ def test_a_directory_whose_every_cell_failed_is_compared(tmp_path) -> None:
         "worse: 2 cells failed in the new set (baseline: 2 seeds)"
     ]
     assert "shares no cell" not in out.read_text()
+
+
+def test_failures_on_a_task_the_baseline_lacks_are_named(tmp_path) -> None:
+    """They were dropped (no stored metric of that task on either side): the section was empty,
+    or listed only the other task, against a text saying every verdict names such cells."""
+    base, new = tmp_path / "base", tmp_path / "new"
+    _store(base, range(2), range(0))
+    _store(new, range(2), range(0))
+    for seed in range(2):
+        spec = cell("s", "u", "o=sobol", seed, n_init=2, budget=2)
+        ResultStore(new).record_failure(spec, "RuntimeError: crashed", "", 0.1)
+    verdicts, cells = comparison_section(load_results([base, new]), str(base)).tables
+    assert {row[2]: row[-1] for row in verdicts.rows}["u"] == (
+        "new: not in the baseline (0 seeds); 2 cells failed in the new set"
+    )
+    assert [row[5:8] for row in cells.rows if row[2] == "u"] == [["-", "-", "failed"]] * 2
+
+
+def test_a_failure_entry_without_its_suite_takes_the_suite_that_stores_its_task(tmp_path) -> None:
+    """Entries written before they recorded the suite counted nowhere in a folder of two suites:
+    a method failing on every seed was 'only in the baseline'."""
+    base, new = tmp_path / "base", tmp_path / "new"
+    for root in (base, new):
+        write_cell(root, cell("other", "v", "o=sobol", 0, 2, 2), [9.0, 8.0, 7.0, 6.0])
+        write_cell(root, cell("s", "t", "p=sobol", 0, 2, 2), [9.0, 8.0, 7.0, 6.0])
+    _store(base, range(2), range(0))
+    _store(new, range(0), range(2))
+    journal = new / "runs.jsonl"
+    entries = [json.loads(line) for line in journal.read_text().splitlines()]
+    for entry in entries:
+        entry.pop("suite", None)  # as entries were written before they recorded it
+    journal.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
+    verdicts = comparison_section(load_results([base, new]), str(base)).tables[0].rows
+    assert {(row[1], row[2], row[3]): row[-1] for row in verdicts}[("s", "t", "o")] == (
+        "worse: 2 cells failed in the new set (baseline: 2 seeds)"
+    )
+
+
+def test_a_report_of_directories_that_stored_no_cell_refuses_the_comparison(tmp_path) -> None:
+    """It wrote a report without a comparison section and said nothing."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    _store(first, range(0), range(2))
+    _store(second, range(0), range(2))
+    with pytest.raises(OrthobenchError, match="--baseline compares BO run cells"):
+        build_report([first, second], tmp_path / "r.html", baseline=first)
