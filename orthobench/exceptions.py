@@ -9,6 +9,7 @@ that is huge or holds line breaks still gives one short line.
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,17 +17,34 @@ from typing import Any
 MESSAGE_LIMIT = 400
 
 
+#: Unicode categories escaped by :func:`one_line`: controls (line breaks, escape sequences), line
+#: and paragraph separators, and lone surrogates (undecodable bytes of a file name).
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Zl", "Zp", "Cs"})
+#: The bidirectional controls, which reorder the text printed after them (a spoofed message).
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def _escaped(c: str) -> bool:
+    return unicodedata.category(c) in _ESCAPED_CATEGORIES or c in _BIDI_CONTROLS
+
+
 def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    r"""``text`` on one line of at most ``limit`` characters: line breaks and other unprintable
-    characters escaped as in a ``repr``, the middle cut to ``...`` when it is too long.
+    r"""``text`` on one line of at most ``limit`` characters: line breaks, other control
+    characters and bidirectional controls escaped as in a ``repr`` (a terminal would act on
+    them), the middle cut to ``...`` when it is too long. Other characters print as they are: a
+    no-break space or a zero-width non-joiner is part of a name.
 
     Example:
         >>> one_line("two\nlines")
         'two\\nlines'
+        >>> one_line("nota\u200cbene\x1b[2J")
+        'nota\u200cbene\\x1b[2J'
         >>> len(one_line("x" * 1000))
         400
     """
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = "".join(repr(c)[1:-1] if _escaped(c) else c for c in text)
     if len(text) <= limit:
         return text
     head = (limit - 3) // 2
