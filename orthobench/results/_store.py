@@ -90,8 +90,8 @@ class ResultStore(BaseStore):
 
         Creates the directory, checks that it and what the store writes into (``runs/``,
         ``probe/``, ``partial/``, the journals) are writable (and folders, not symbolic links,
-        where they exist), and takes an exclusive ``flock`` on ``DIR/.lock``, which then holds this process's PID.
-        The kernel releases the lock when the process ends, however it ends, so a killed run
+        where they exist), and takes an exclusive ``flock`` on ``DIR/.lock``, which then holds
+        this process's PID. The kernel releases the lock when the process ends, however it ends, so a killed run
         never leaves the directory locked.
 
         A directory this call created is removed again when the block raises before anything
