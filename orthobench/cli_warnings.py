@@ -28,8 +28,9 @@ def warnings_as_lines() -> Iterator[None]:
         def as_line(
             message: Warning | str, category: type[Warning], filename: str, lineno: int, *_: Any
         ) -> None:
-            text = one_line(str(message), sys.maxsize)  # a crafted file name's escapes too
-            if not issubclass(category, OrthobenchWarning):
+            if issubclass(category, OrthobenchWarning):
+                text = one_line(str(message), sys.maxsize)  # a crafted file name's escapes too
+            else:
                 where = f"{Path(filename).parent.name}/{Path(filename).name}:{lineno}"
                 text = f"{category.__name__} ({where}): {one_line(str(message))}"
             if text not in shown:

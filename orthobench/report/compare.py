@@ -10,12 +10,13 @@ sets (a cell of one seed starts from the same initial design in both), Holm-corr
 optimizers of a task, and a one-line verdict, whose direction is that of the test's statistic and
 whose medians are over the paired seeds.
 
-A cell that failed and stored nothing (:meth:`orthobench.report.data.ResultSet.crashed`, per
-directory: :func:`crashed_cells`) is a seed without a final value on its side, as in the final
-table. Every verdict names the failed cells of each side, and one cell that failed in the new set
-but not in the baseline (of a method the baseline ran) makes the verdict ``worse: N cells failed
-in the new set``, followed by the verdict on the other cells: a method that crashes on its hard
-seeds is never "better", "identical" or "only in the baseline" on the ones it finished.
+A cell that failed and stored nothing (per directory:
+:meth:`orthobench.report.data.ResultSet.failed_cells`) is a seed without a final value on its
+side, as in the final table. Every verdict names the failed cells of each side, and one cell
+that failed in the new set but not in the baseline (of a method the baseline ran) makes the
+verdict ``worse: N cells failed in the new set``, followed by the verdict on the other cells: a
+method that crashes on its hard seeds is never "better", "identical" or "only in the baseline"
+on the ones it finished.
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ import numpy as np
 import pandas as pd
 
 from orthobench.report import stats
-from orthobench.report.data import ResultSet, cell_key
 from orthobench.report.tables import final_values
-from orthobench.work import CELL as CELL_KIND
 
 CELL = ["suite", "task", "optimizer", "seed"]
 PAIR = ["suite", "task", "optimizer"]
@@ -45,34 +44,6 @@ def _unkeyed(frame: pd.DataFrame, sides: pd.MultiIndex) -> pd.DataFrame:
     """``frame`` (:func:`_keyed`) with the :data:`SIDE` columns in place of ``run_set``."""
     named = sides[frame["run_set"].to_numpy(dtype=int)].to_frame(index=False)
     return pd.concat([named, frame.drop(columns="run_set").reset_index(drop=True)], axis=1)
-
-
-def crashed_cells(results: ResultSet) -> pd.DataFrame:
-    """The failed cells that stored no rows, per directory: ``source`` and :data:`CELL`.
-
-    A failure entry records its cell's suite; one that does not (written before entries did)
-    takes the one suite its directory stores its task in, else counts nowhere, as in
-    :meth:`~orthobench.report.data.ResultSet.crashed`. Unlike there, a cell counts on its own
-    side even where its directory stored no cell of its task (every cell of it failed), and a
-    seed stored on the other side does not hide it.
-    """
-    failed = results.failures
-    failed = failed[failed["kind"] == CELL_KIND]
-    suites = results.runs.groupby(["source", "task"])["suite"].unique()
-    rows = []
-    for source, suite, uid in zip(
-        failed["source"], failed["suite"], failed["unit_id"], strict=True
-    ):
-        key = cell_key(uid)
-        if key is not None and not isinstance(suite, str):
-            known = suites.get((source, key[0]), ())
-            suite = known[0] if len(known) == 1 else None
-        if key is not None and suite is not None:
-            rows.append((source, suite, *key))
-    crashed = pd.DataFrame(rows, columns=["source", *CELL]).drop_duplicates()
-    stored = results.runs[["source", *CELL]].drop_duplicates()
-    crashed = crashed.merge(stored, how="left", indicator=True)
-    return crashed[crashed["_merge"] == "left_only"][["source", *CELL]].reset_index(drop=True)
 
 
 def _finals(runs: pd.DataFrame, crashed: pd.DataFrame | None) -> pd.DataFrame:
@@ -106,7 +77,8 @@ def compare_cells(
 ) -> pd.DataFrame:
     """Cell by cell: ``source`` (the compared set), :data:`CELL`, ``metric``, ``in_base``,
     ``in_new`` (the cell is stored on that side), ``failed_base``, ``failed_new`` (the cell
-    failed and stored nothing there: a row of ``crashed``, :func:`crashed_cells`), ``base``,
+    failed and stored nothing there: a row of ``crashed``,
+    :meth:`~orthobench.report.data.ResultSet.failed_cells`), ``base``,
     ``new`` (final values, NaN without one), ``delta`` (new - base), ``identical`` (every y
     equal), ``max_abs_dy``, ``evaluations_base``, ``evaluations_new`` (a cell stored on both
     sides: its evaluations on each; NaN otherwise).
@@ -282,7 +254,8 @@ def compare_pairs(
     applies :func:`orthobench.report.stats.signed_rank_test` to their differences new - base; the
     verdict says better or worse by :func:`orthobench.report.stats.signed_rank_direction` (the
     side of the test's statistic) and gives the medians over the paired seeds where the two sets'
-    seeds with a final value differ. ``crashed`` (:func:`crashed_cells`): cells that failed and
+    seeds with a final value differ. ``crashed``
+    (:meth:`~orthobench.report.data.ResultSet.failed_cells`): cells that failed and
     stored nothing, seeds without a final value. The verdict names them, and a cell that failed
     in the new set but not in the baseline (of a method the baseline ran) makes it ``worse: N
     cells failed in the new set``, followed by the verdict on the other cells.

@@ -46,7 +46,7 @@ def _final(value: float, failed: bool) -> str:
 
 def comparison_section(results: ResultSet, baseline: str) -> Section | None:
     runs = results.runs
-    crashed = compare.crashed_cells(results)
+    crashed = results.failed_cells()
     # A directory whose every cell failed stored no rows and is compared all the same.
     if runs.empty or len({*runs["source"], *crashed["source"]}) < 2:
         return None

@@ -98,41 +98,54 @@ class ResultSet:
         gp = (label for label in labels if _declared_surrogate(names.get(label)) == "gp")
         return next(gp, next(iter(labels), None))
 
+    def failed_cells(self) -> pd.DataFrame:
+        """The failed cells that stored no rows, per directory: ``source``, ``suite``, ``task``,
+        ``optimizer`` (the method label) and ``seed``.
+
+        A failure entry records its cell's suite; one that does not (written before entries did)
+        takes the one suite its directory stores its task in. One whose id is not a cell id, or
+        that finds no suite, stays in :attr:`failures` only; a cell its directory stored (rerun
+        after it failed) is not a failed one.
+        """
+        columns = ["source", "suite", "task", "optimizer", "seed"]
+        if self.failures.empty or self.runs.empty:
+            return pd.DataFrame(columns=columns)
+        failed = self.failures[self.failures["kind"] == CELL]
+        suites = self.runs.groupby(["source", "task"])["suite"].unique()
+        rows = []
+        for source, suite, uid in zip(
+            failed["source"], failed["suite"], failed["unit_id"], strict=True
+        ):
+            key = cell_key(uid)
+            if key is not None and not isinstance(suite, str):
+                known = suites.get((source, key[0]), ())
+                suite = known[0] if len(known) == 1 else None
+            if key is not None and suite is not None:
+                rows.append((source, suite, *key))
+        return _unstored(pd.DataFrame(rows, columns=columns), self.runs, columns)
+
     def crashed(self) -> pd.DataFrame:
         """The failed cells that stored no rows, as seeds without a final value: ``run_set``,
         ``task``, ``optimizer`` (the method label) and ``seed``, one row per seed.
 
-        A failed cell takes the run set of the stored cells of its directory, suite (as its
-        journal entry records it) and task; one whose entry records no suite (written before
-        entries did) takes the one run set its directory stores on its task. One whose id is not
-        a cell id, or that finds no such run set (none, or several without a suite to choose),
-        stays in :attr:`failures` only. A seed that some directory of the run set stored is not
-        a crashed one.
+        A failed cell (:meth:`failed_cells`) takes the run set of the stored cells of its
+        directory, suite and task; one that finds none stays in :attr:`failures` only. A seed
+        that some directory of the run set stored is not a crashed one.
         """
         columns = ["run_set", "task", "optimizer", "seed"]
-        failed = self.failures
-        if failed.empty or self.runs.empty:
-            return pd.DataFrame(columns=columns)
-        cells = failed[failed["kind"] == CELL]
-        keys = [
-            (source, suite, *key)
-            for source, suite, uid in zip(
-                cells["source"], cells["suite"], cells["unit_id"], strict=True
-            )
-            if (key := cell_key(uid)) is not None
-        ]
-        parsed = pd.DataFrame(keys, columns=["source", "suite", *columns[1:]])
-        run_sets = self.runs.drop_duplicates(["source", "suite", "task"])
         on = ["source", "suite", "task"]
-        named = parsed[parsed["suite"].notna()].merge(run_sets[[*on, "run_set"]], on=on)
-        only = run_sets.drop_duplicates(["source", "task"], keep=False)[[*on, "run_set"]]
-        unnamed = parsed[parsed["suite"].isna()].drop(columns="suite")
-        unnamed = unnamed.merge(only.drop(columns="suite"), on=["source", "task"])
-        crashed = pd.concat([named[columns], unnamed[columns]], ignore_index=True)
-        stored = self.runs[columns].drop_duplicates()
-        crashed = crashed.merge(stored, how="left", indicator=True)
-        crashed = crashed[crashed["_merge"] == "left_only"][columns]
-        return crashed.drop_duplicates().reset_index(drop=True)
+        failed = self.failed_cells()
+        if failed.empty:
+            return pd.DataFrame(columns=columns)
+        run_sets = self.runs.drop_duplicates(on)[[*on, "run_set"]]
+        return _unstored(failed.merge(run_sets, on=on), self.runs, columns)
+
+
+def _unstored(cells: pd.DataFrame, runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The ``columns`` of ``cells`` whose values no row of ``runs`` holds, each once."""
+    found = cells[columns].merge(runs[columns].drop_duplicates(), how="left", indicator=True)
+    unstored = found[found["_merge"] == "left_only"][columns]
+    return unstored.drop_duplicates().reset_index(drop=True)
 
 
 _FILE_COLUMNS = (

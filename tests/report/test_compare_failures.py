@@ -34,7 +34,7 @@ def _runs(source: str, finals: dict[int, float], optimizer: str = "o") -> pd.Dat
 
 def _crashed(source: str, seeds: range, optimizer: str = "o") -> pd.DataFrame:
     """Cells of ``optimizer`` that failed and stored nothing in ``source``, as
-    :func:`~orthobench.report.compare.crashed_cells` gives them."""
+    :meth:`~orthobench.report.data.ResultSet.failed_cells` gives them."""
     return pd.DataFrame(
         {"source": source, "suite": "s", "task": "t", "optimizer": optimizer, "seed": list(seeds)}
     )
