@@ -22,11 +22,13 @@ def step_curves_section(results: ResultSet, colors: figures.Palette) -> Section 
     runs = results.runs
     if runs.empty or not _has_batch_steps(runs):
         return None
-    views = {}
+    views, curves = {}, {}
     prefixed = runs["run_set"].nunique() > 1  # a run set may have no wall seconds
     for axis in ("batch", "wall_seconds"):
         trace = tables.traces(runs, axis)
+        curves[axis] = tables.curves(trace, axis)
         views[axis] = trace.assign(series=series(trace, prefixed))
+    lines = {axis: curve.assign(series=series(curve, prefixed)) for axis, curve in curves.items()}
     blocks: list[Figure | Table | str] = []
     for task in sorted(runs["task"].unique()):
         panels = {axis: view[view["task"] == task] for axis, view in views.items()}
@@ -44,7 +46,9 @@ def step_curves_section(results: ResultSet, colors: figures.Palette) -> Section 
         seeds = mean_interval_text(drawn[np.isfinite(drawn["value"].to_numpy(dtype=float))])
         blocks.append(
             Figure(
-                figures.step_curves_svg(panels, colors, task),
+                figures.step_curves_svg(
+                    panels, {a: d[d["task"] == task] for a, d in lines.items()}, colors, task
+                ),
                 f"{task}: best-so-far {shown}, {seeds}.",
             )
         )
@@ -54,7 +58,7 @@ def step_curves_section(results: ResultSet, colors: figures.Palette) -> Section 
                 name,
                 [],
                 [],
-                tables.curves(views[axis].drop(columns="series"), axis),
+                curves[axis],
                 caption=f"Curve values per {'BO step' if axis == 'batch' else 'wall second'} "
                 "(CSV only).",
             )

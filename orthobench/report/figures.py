@@ -166,41 +166,43 @@ def _curve_label(metric: str) -> str:
     return "best-so-far regret" if metric == "regret" else "best-so-far objective"
 
 
-def _mean_band(ax: plt.Axes, data: pd.DataFrame, x: str, colors: Palette, legend: bool) -> None:
-    """Mean of ``value`` over seeds against ``x``, one line per ``series``, with the t band of
-    :func:`~orthobench.report.stats.t_interval` within the metric's range."""
-    bounds = stats.metric_bounds(data["metric"].iloc[0])
-    sns.lineplot(
-        data=data,
-        x=x,
-        y="value",
-        hue="series",
-        palette=colors,
-        estimator="mean",
-        errorbar=functools.partial(stats.t_interval, bounds=bounds),
-        ax=ax,
-        legend=legend,
-    )
+def _mean_band(ax: plt.Axes, curve: pd.DataFrame, x: str, colors: Palette) -> None:
+    """Each ``series``' mean curve against ``x`` with its t band, as :func:`tables.curves`
+    computed them (``mean``, ``low``, ``high``; no band where ``low`` is NaN, as with one seed).
+
+    Drawn from the precomputed table rather than by ``sns.lineplot``, whose per-point callback
+    took most of a report's time on wall-seconds axes (a point per seed and evaluation).
+    """
+    for name, rows in curve.groupby("series", sort=False):
+        rows = rows.sort_values(x, kind="stable")
+        ax.plot(rows[x], rows["mean"], color=colors[name], label=name)
+        ax.fill_between(rows[x], rows["low"], rows["high"], color=colors[name], alpha=0.2, lw=0)
 
 
 #: The x label of each axis of :func:`step_curves_svg`.
 _STEP_AXES = {"batch": "BO steps (0: initial design)", "wall_seconds": "wall seconds of the cell"}
 
 
-def step_curves_svg(views: Mapping[str, pd.DataFrame], colors: Palette, title: str) -> str:
+def step_curves_svg(
+    views: Mapping[str, pd.DataFrame],
+    curves: Mapping[str, pd.DataFrame],
+    colors: Palette,
+    title: str,
+) -> str:
     """Best-so-far value per BO step and/or against wall seconds: mean and t band over seeds.
 
     ``views`` maps an axis (``batch``, ``wall_seconds``; a panel each, in the given order) to one
-    task's rows of :func:`orthobench.report.tables.traces` along it, with a ``series`` column
-    (the legend label).
+    task's rows of :func:`orthobench.report.tables.traces` along it, ``curves`` the same axes to
+    their :func:`orthobench.report.tables.curves`, each with a ``series`` column (the legend
+    label).
     """
     frames = list(views.values())
     with _style(f"{title}-steps"):
         fig, axes = plt.subplots(
             1, len(views), figsize=(4.5 * len(views), 3.2), sharey=True, squeeze=False
         )
-        for ax, (x, data) in zip(axes[0], views.items(), strict=True):
-            _mean_band(ax, data, x, colors, legend=ax is axes[0][-1])
+        for ax, x in zip(axes[0], views, strict=True):
+            _mean_band(ax, curves[x], x, colors)
             ax.set_xlabel(_STEP_AXES[x])
             if x == "batch":
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -212,27 +214,25 @@ def step_curves_svg(views: Mapping[str, pd.DataFrame], colors: Palette, title: s
         return _svg(fig)
 
 
-def task_curves_svg(trace: pd.DataFrame, colors: Palette, title: str) -> str:
+def task_curves_svg(trace: pd.DataFrame, curve: pd.DataFrame, colors: Palette, title: str) -> str:
     """Best-so-far value vs evaluations and vs cumulative seconds: mean and t band over seeds.
 
-    ``trace`` holds one task's rows of :func:`orthobench.report.tables.traces` with a
-    ``series`` column (the legend label). A dashed line marks the end of each initial design;
-    ``x`` marks the mean curve at evaluations where some seed's evaluation was an outlier.
+    ``trace`` holds one task's rows of :func:`orthobench.report.tables.traces`, ``curve`` their
+    :func:`orthobench.report.tables.curves`, each with a ``series`` column (the legend label). A
+    dashed line marks the end of each initial design; ``x`` marks the mean curve at evaluations
+    where some seed's evaluation was an outlier.
     """
-    metric = trace["metric"].iloc[0]
-    label = _curve_label(metric)
-    mean_seconds = trace.groupby(["series", "evaluation"])["seconds"].transform("mean")
-    data = trace.assign(mean_seconds=mean_seconds)
+    label = _curve_label(trace["metric"].iloc[0])
     with _style(title):
         fig, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.2), sharey=True)
         for ax, x, xlabel in (
             (left, "evaluation", "evaluations"),
-            (right, "mean_seconds", "cumulative seconds (mean over seeds)"),
+            (right, "seconds", "cumulative seconds (mean over seeds)"),
         ):
-            _mean_band(ax, data, x, colors, legend=ax is right)
+            _mean_band(ax, curve, x, colors)
             ax.set_xlabel(xlabel)
         left.xaxis.set_major_locator(MaxNLocator(integer=True))
-        for n_init in sorted(data["n_init"].unique()):
+        for n_init in sorted(trace["n_init"].unique()):
             left.axvline(n_init, color="0.4", lw=0.8, ls="--")
             left.annotate(
                 f"initial design ({n_init})",
@@ -244,24 +244,21 @@ def task_curves_svg(trace: pd.DataFrame, colors: Palette, title: str) -> str:
                 va="top",
                 color="0.3",
             )
-        outliers = data[data["is_outlier"]]
+        outliers = trace[trace["is_outlier"]]
         if not outliers.empty:
-            means = data.groupby(["series", "evaluation"])["value"].mean()
+            means = curve.set_index(["series", "evaluation"])["mean"]
             points = outliers[["series", "evaluation"]].drop_duplicates()
-            left.scatter(
+            marks = left.scatter(
                 points["evaluation"],
-                [
-                    means[(s, e)]
-                    for s, e in zip(points["series"], points["evaluation"], strict=True)
-                ],
+                means.reindex(pd.MultiIndex.from_frame(points)).to_numpy(),
                 marker="x",
                 s=18,
                 c=[colors[s] for s in points["series"]],
-                label="outlier evaluation",
                 zorder=3,
             )
-            left.legend(loc="upper right", fontsize="x-small", frameon=False)
-        if _needs_log(data["value"].to_numpy(dtype=float)):
+            left.legend([marks], ["outlier evaluation"], loc="upper right", fontsize="x-small",
+                        frameon=False)  # fmt: skip
+        if _needs_log(trace["value"].to_numpy(dtype=float)):
             left.set_yscale("log")
         left.set_ylabel(label)
         left.set_title(title, loc="left")

@@ -70,7 +70,10 @@ def curves_section(results: ResultSet, colors: figures.Palette) -> Section | Non
     if runs.empty:
         return None
     trace = tables.traces(runs)
-    trace = trace.assign(series=series(trace))
+    curve = tables.curves(trace)
+    prefixed = trace["run_set"].nunique() > 1
+    trace = trace.assign(series=series(trace, prefixed))
+    drawn = curve.assign(series=series(curve, prefixed))
     blocks: list[Figure | Table | str] = list(_budget_notes(results))
     for task, data in trace.groupby("task", sort=True):
         if not np.isfinite(data["value"].to_numpy(dtype=float)).any():
@@ -80,11 +83,10 @@ def curves_section(results: ResultSet, colors: figures.Palette) -> Section | Non
         shown = mean_interval_text(data[np.isfinite(data["value"].to_numpy(dtype=float))])
         blocks.append(
             Figure(
-                figures.task_curves_svg(data, colors, task),
+                figures.task_curves_svg(data, drawn[drawn["task"] == task], colors, task),
                 f"{task}: best-so-far {metric}, {shown}.",
             )
         )
-    curve = tables.curves(trace)
     blocks.append(
         Table(
             "curves",

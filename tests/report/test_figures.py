@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 
+import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
+import pytest
 
 from orthobench.probe.tables import summary_table
+from orthobench.report import figures, tables
 from orthobench.report.figures import RATIO_LIMITS, probe_ratio_svg, ratio_vs_s_svg
 
 
@@ -40,3 +44,36 @@ def test_a_heavy_tailed_state_does_not_stretch_the_ratio_axes():
         values = _tick_values(svg)
         assert 1.39e4 in values  # the off-scale label
         assert max(v for v in values if v != 1.39e4) <= RATIO_LIMITS[1]
+
+
+def test_the_mean_curves_and_bands_are_those_of_the_curves_table():
+    """Each series' line is the CSV's mean in axis order and its band spans [low, high]; a point
+    of one seed (seed 1 of ``b`` stops after evaluation 2) has no band."""
+    trace = pd.DataFrame(
+        {"run_set": "s", "task": "t", "optimizer": ["a"] * 6 + ["b"] * 5, "metric": "regret",
+         "seed": [0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1], "evaluation": [3, 1, 2, 3, 1, 2, 1, 2, 3, 1, 2],
+         "value": [0.5, 2.0, 1.0, 0.7, 3.0, 1.5, 4.0, 2.0, 1.0, 5.0, 3.0], "seconds": 1.0}
+    )  # fmt: skip
+    curve = tables.curves(trace).assign(series=lambda c: c["optimizer"])
+    colors = figures.palette(["a", "b"])
+    fig, ax = plt.subplots()
+    try:
+        figures._mean_band(ax, curve, "evaluation", colors)
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert list(lines) == ["a", "b"]
+        for name, line in lines.items():
+            rows = curve[curve["series"] == name].sort_values("evaluation")
+            np.testing.assert_array_equal(line.get_xdata(), rows["evaluation"])
+            np.testing.assert_allclose(line.get_ydata(), rows["mean"])
+            assert line.get_color() == colors[name]
+        bands = {}
+        for name, band in zip(lines, ax.collections, strict=True):
+            ys = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+            bands[name] = (ys.min(), ys.max())
+        a = curve[curve["series"] == "a"]
+        assert bands["a"] == pytest.approx((a["low"].min(), a["high"].max()))
+        b = curve[(curve["series"] == "b") & (curve["evaluation"] < 3)]
+        assert bands["b"] == pytest.approx((b["low"].min(), b["high"].max()))
+        assert curve.loc[curve["series"] == "b", "low"].isna().sum() == 1  # evaluation 3
+    finally:
+        plt.close(fig)
