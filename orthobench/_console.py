@@ -15,6 +15,6 @@ def main() -> None:
         from orthobench.cli import main as command_line
     except KeyboardInterrupt:
         sys.stderr.write("orthobench: interrupted while starting; nothing was run.\n")
-        # orthobench.cli.EXIT_INTERRUPTED, which did not finish importing.
+        # orthobench.cli_signals.EXIT_INTERRUPTED: orthobench did not finish importing.
         raise SystemExit(130) from None
     command_line()

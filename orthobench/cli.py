@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from orthobench.api import _make_executor, _refuse_changed, _refuse_report_paths, _results_dir
+from orthobench.cli_signals import sigterm_as_ctrl_c, stop_exit_code, stopped_by
 from orthobench.cli_warnings import warnings_as_lines
 from orthobench.exceptions import (
     ConfigError,
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from orthobench.probe.states import ProbeUnit
 
 EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 #: Seconds ``run --scheduler`` waits for the Dask scheduler to answer, unless told otherwise: a
 #: scheduler that is not there is reported in seconds, not after Dask's 30.
 SCHEDULER_TIMEOUT_S = 5.0
@@ -110,7 +110,7 @@ class _Group(click.Group):
     cells. A closed stdout or stderr pipe is no error (:class:`_ClosedPipeTolerant`)."""
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201
-        with _closed_pipes_tolerated():
+        with _closed_pipes_tolerated(), sigterm_as_ctrl_c():
             return self._invoke(ctx)
 
     def _invoke(self, ctx: click.Context):  # noqa: ANN202
@@ -118,11 +118,11 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             click.echo(
-                "orthobench: interrupted; what is stored stays stored: rerun the same command "
-                "to resume.",
+                f"orthobench: {stopped_by()}; what is stored stays stored: rerun the same "
+                "command to resume.",
                 err=True,
             )
-            ctx.exit(EXIT_INTERRUPTED)
+            ctx.exit(stop_exit_code())
         except (OrthobenchError, OSError) as err:
             # OSError: the runner's own file I/O (a full disk, a path too long), which no
             # command has a better message for; a cell's I/O errors fail only that cell.
@@ -277,8 +277,8 @@ def run(
 
     Exit code 0 when every cell is stored, 1 when a cell failed (the others are stored), 2 for a
     bad suite or setting, a scheduler that does not answer, or a file the runner cannot write
-    (one line naming it), 130 on Ctrl-C (a rerun resumes: stored cells and the evaluations of
-    unfinished cells are kept). The report shows the suite's cells only; ``orthobench report
+    (one line naming it), 130 on Ctrl-C and 143 on SIGTERM (a rerun resumes: stored cells and
+    the evaluations of unfinished cells are kept). The report shows the suite's cells only; ``orthobench report
     DIR`` shows every cell stored in DIR.
     """
     from orthobench.api import _execute, _prepare_run, _write_report
@@ -325,11 +325,12 @@ def run(
     except RunInterrupted as stop:
         done = stop.summary
         click.echo(
-            f"orthobench: interrupted: {done.count('ok') + done.count('skipped')} of {n_cells} "
-            f"cells stored ({done.count('ok')} by this run); rerun the same command to resume.",
+            f"orthobench: {stopped_by()}: {done.count('ok') + done.count('skipped')} of "
+            f"{n_cells} cells stored ({done.count('ok')} by this run); rerun the same command to "
+            "resume.",
             err=True,
         )
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(stop_exit_code())
     done = (
         f"{summary.count('ok')} run, {summary.count('skipped')} already stored, "
         f"{summary.count('failed')} failed in {summary.seconds:.1f} s; results: {store.runs_dir}"
@@ -489,12 +490,12 @@ def _probe_suite(
     except RunInterrupted as stop:
         done = stop.summary
         click.echo(
-            f"orthobench: interrupted: {done.count('ok') + done.count('skipped')} of "
+            f"orthobench: {stopped_by()}: {done.count('ok') + done.count('skipped')} of "
             f"{len(units)} probe states stored ({done.count('ok')} by this run); rerun the same "
             "command to resume.",
             err=True,
         )
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(stop_exit_code())
     click.echo(
         f"probe {suite.name}: {summary.count('ok')} probed, {summary.count('skipped')} already "
         f"stored, {summary.count('failed')} failed in {summary.seconds:.1f} s",
@@ -513,7 +514,7 @@ def probe(suite_file: str, **options: Any) -> None:
     Probe states run as cells do: on any executor, each stored as it finishes, a rerun computing
     only what is missing (a stored state's rows are kept when estimators or budgets are added).
     Exit code 0 when every state is stored, 1 when a state failed (the others are stored), 2 for a
-    bad suite or setting, 130 on Ctrl-C. With no state of the suite stored (every one failed), no
+    bad suite or setting, 130 on Ctrl-C, 143 on SIGTERM. With no state of the suite stored (every one failed), no
     report is written.
     """
     frame, summary, store = _probe_suite(*_probe_section(suite_file), **options, report=True)
@@ -554,7 +555,7 @@ def check(suite_file: str, thresholds: str | None, **options: Any) -> None:
     probed (the CI regression gate).
 
     Exit code 0 when every rule holds on every state, 1 when one fails or a state failed, 2 for a
-    bad suite, thresholds file or setting, 130 on Ctrl-C. A reader that closes the output early
+    bad suite, thresholds file or setting, 130 on Ctrl-C, 143 on SIGTERM. A reader that closes the output early
     (``| head``) does not change it.
     """
     from orthobench.check import check_rules_match, evaluate, format_results, load_thresholds
