@@ -26,7 +26,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    LogFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+)
 
 from orthobench.report import stats, tables  # noqa: E402
 
@@ -109,6 +115,21 @@ def unique_in_page(svg: str, seen: collections.Counter[str]) -> str:
 def _needs_log(values: np.ndarray) -> bool:
     values = values[np.isfinite(values)]
     return values.size > 0 and values.min() > 0 and values.max() / values.min() > LOG_RANGE
+
+
+class _PlainLogFormatter(LogFormatter):
+    """Matplotlib's choice of the log ticks to label, each label a plain number (``0.6``, ``1``,
+    ``1e+04``): its default labels are mathtext (``$\\mathdefault{10^{0}}$``), which a report's
+    figures print as text (:func:`_style`)."""
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        return f"{x:g}"
+
+
+def _log_y(ax: plt.Axes) -> None:
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_PlainLogFormatter())
+    ax.yaxis.set_minor_formatter(_PlainLogFormatter())
 
 
 #: The most estimators whose interval bands :func:`ratio_vs_s_svg` draws.
@@ -207,7 +228,7 @@ def step_curves_svg(
             if x == "batch":
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if _needs_log(np.concatenate([f["value"].to_numpy(dtype=float) for f in frames])):
-            axes[0][0].set_yscale("log")
+            _log_y(axes[0][0])
         axes[0][0].set_ylabel(_curve_label(frames[0]["metric"].iloc[0]))
         axes[0][0].set_title(title, loc="left")
         _legend_outside(axes[0][-1])
@@ -259,7 +280,7 @@ def task_curves_svg(trace: pd.DataFrame, curve: pd.DataFrame, colors: Palette, t
             left.legend([marks], ["outlier evaluation"], loc="upper right", fontsize="x-small",
                         frameon=False)  # fmt: skip
         if _needs_log(trace["value"].to_numpy(dtype=float)):
-            left.set_yscale("log")
+            _log_y(left)
         left.set_ylabel(label)
         left.set_title(title, loc="left")
         _legend_outside(right)
@@ -354,6 +375,9 @@ def runtime_svg(runs: pd.DataFrame, colors: Palette) -> str:
             if ax.get_legend() is not None:
                 ax.get_legend().remove()
         order = [s for s in long["series"].unique() if s in handles]
+        seconds = long["seconds"].to_numpy(dtype=float)
+        if _needs_log(seconds[seconds > 0]):  # sobol's 1e-4 s beside a fit's 1 s; 0: no bar
+            _log_y(axes[0][0])
         axes[0][0].set_ylabel("seconds per BO step")
         _legend_outside(axes[0][-1], handles={s: handles[s] for s in order})
         return _svg(fig)

@@ -77,3 +77,18 @@ def test_the_mean_curves_and_bands_are_those_of_the_curves_table():
         assert curve.loc[curve["series"] == "b", "low"].isna().sum() == 1  # evaluation 3
     finally:
         plt.close(fig)
+
+
+def test_log_axes_label_their_ticks_as_plain_numbers():
+    """A best-so-far curve spanning decades is drawn on a log axis; its tick labels were
+    matplotlib's mathtext (``$\\mathdefault{10^{0}}$``), printed as such since figures parse no
+    mathtext."""
+    trace = pd.DataFrame(
+        {"run_set": "s", "task": "t", "optimizer": "a", "metric": "regret", "seed": [0, 0, 1, 1],
+         "evaluation": [1, 2, 1, 2], "value": [10.0, 0.5, 8.0, 0.02], "seconds": 1.0,
+         "n_init": 1, "is_outlier": False, "series": "a"}
+    )  # fmt: skip
+    curve = tables.curves(trace).assign(series="a")
+    svg = figures.task_curves_svg(trace, curve, figures.palette(["a"]), "t")
+    assert "mathdefault" not in svg and "$" not in svg
+    assert {1.0, 10.0} <= set(_tick_values(svg))

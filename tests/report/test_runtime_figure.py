@@ -148,3 +148,16 @@ def test_the_runtime_legend_lists_the_series_of_every_panel_once(
         to_rgb(p.get_facecolor()) for ax in fig.axes for p in ax.patches if p.get_width() > 0
     }
     assert bar_colors == set(swatch.values())  # every bar's colour is listed, and only those
+
+
+def test_seconds_spanning_decades_are_drawn_on_a_log_axis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1e-4 s acquisition beside a 3 s fit was a bar too thin to see on a linear axis; steps
+    with a 0 s part (a design without a fit) have no bar there and do not prevent the log axis."""
+    runs = _q4_runs(one_row_step=False)
+    runs["acq_seconds"] = runs["fit_seconds"] * 1e-4
+    drawn: list[plt.Figure] = []
+    svg = figures._svg
+    monkeypatch.setattr(figures, "_svg", lambda fig: drawn.append(fig) or svg(fig))
+    text = figures.runtime_svg(runs, figures.palette(["orthobo (q=4)"]))
+    assert drawn[0].axes[0].get_yscale() == "log"
+    assert "mathdefault" not in text
