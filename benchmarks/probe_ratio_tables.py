@@ -12,7 +12,9 @@ compared with its state's naive baseline (``mc``; ``mc-tpe`` on TPE states).
    the two-sided Wilcoxon signed-rank p-value of the log ratios against 0 over the states,
    Holm-adjusted over the functions of each (q, estimator, S) (the states are seed-paired: every
    estimator of a state is rebuilt on that state); rows ``all functions`` pool the states of
-   every function (not adjusted).
+   every function (not adjusted). A state whose ratio is undefined (values and reference all 0)
+   or, for the MSE ratio, whose reference is too far from converged
+   (:func:`~orthobench.probe.tables.unconverged_reference`) is counted and left out.
 2. Equal accuracy: per q, for each estimator and S, the MSE over the MSE of the paper's estimator
    (``orth``) at the largest S on the same state, worst (largest) and median over all states of
    every function, and the smallest S whose worst ratio is at most 1 (no worse than ``orth`` at the
@@ -31,6 +33,7 @@ import pandas as pd
 from _timing import stored_machine_line
 from scipy import stats
 
+from orthobench.probe.tables import unconverged_reference
 from orthobench.report.stats import holm
 from orthobench.results import load_probe
 
@@ -54,7 +57,9 @@ def with_log_variance_ratio(rows: pd.DataFrame) -> pd.DataFrame:
 
 def against_mc(rows: pd.DataFrame) -> pd.DataFrame:
     """Table 1: one row per (task, kernel, q, estimator, S) of the estimators other than the
-    baselines; ``all functions`` pools the tasks of one kernel."""
+    baselines; ``all functions`` pools the tasks of one kernel. Rows with an ``unconverged``
+    column (the MSE ratio: :func:`~orthobench.probe.tables.unconverged_reference`) leave the
+    states it marks out, counted."""
     out = []
     others = rows[~rows["estimator"].isin(BASELINES)]
     pooled = others.assign(task="all functions")
@@ -64,13 +69,15 @@ def against_mc(rows: pd.DataFrame) -> pd.DataFrame:
         ratio = group["mse_ratio"].to_numpy(dtype=float)
         # Undefined on a state whose values and reference are all 0 (constrained EI underflows
         # where every probe is infeasible): counted, left out of the statistics.
-        defined = ratio[np.isfinite(ratio)]
+        finite = np.isfinite(ratio)
+        unconverged = finite & np.asarray(group.get("unconverged", False), dtype=bool)
+        defined = ratio[finite & ~unconverged]
         log = np.log(defined)
         p = stats.wilcoxon(log).pvalue if log.size >= 5 and np.any(log != 0) else np.nan
         out.append(
             {"task": task, "kernel": kernel, "q": q, "estimator": est, "S": s,
-             "states": defined.size,
-             "undefined": ratio.size - defined.size, "median": np.median(defined),
+             "states": defined.size, "undefined": int((~finite).sum()),
+             "unconverged": int(unconverged.sum()), "median": np.median(defined),
              "min": defined.min(), "max": defined.max(), "below_1": int((defined < 1).sum()),
              "p": p}
         )  # fmt: skip
@@ -85,13 +92,17 @@ def against_mc(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def equal_accuracy(rows: pd.DataFrame) -> pd.DataFrame:
-    """Table 2: per (q, estimator, S), MSE over ``orth``'s at the largest S on the same state."""
+    """Table 2: per (q, estimator, S), MSE over ``orth``'s at the largest S on the same state;
+    states an ``unconverged`` column marks are left out (their MSEs are against the reference)."""
     largest = rows["mc_samples"].max()
     paper = rows[(rows["estimator"] == PAPER) & (rows["mc_samples"] == largest)]
     # States without the paper's estimator (TPE states) have nothing to compare with.
     merged = rows.merge(paper[[*STATE, "mse"]].rename(columns={"mse": "paper_mse"}), on=STATE)
     merged["ratio"] = merged["mse"] / merged["paper_mse"]
-    merged = merged[np.isfinite(merged["ratio"])]  # states whose values are all 0 (see above)
+    # States whose values are all 0 (see above) or whose reference is not converged: the MSEs
+    # are against it.
+    unconverged = np.asarray(merged.get("unconverged", False), dtype=bool)
+    merged = merged[np.isfinite(merged["ratio"]) & ~unconverged]
     table = (
         merged.groupby(["q", "estimator", "mc_samples"])["ratio"]
         .agg(worst="max", median="median", states="size")
@@ -121,23 +132,26 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"probe_ratio_tables: {args.dir} holds no probe results")
     print(stored_machine_line(args.dir))
     rows["q"] = rows["q"].fillna(1).astype(int)
+    unconverged = unconverged_reference(rows)
     if args.log:
         table, metric = against_mc(with_log_variance_ratio(rows)), "log-scale variance ratio"
     elif args.variance:
         table, metric = against_mc(rows.assign(mse_ratio=rows["var_ratio"])), "variance ratio"
     else:
-        table, metric = against_mc(rows), "MSE ratio"
+        table, metric = against_mc(rows.assign(unconverged=unconverged)), "MSE ratio"
     print(
-        f"task | kernel | q | estimator | S | states (undefined) | {metric} vs mc: median "
+        f"task | kernel | q | estimator | S | states (undefined, unconverged reference) | {metric} "
+        "vs mc: median "
         "[min, max] | below 1 | signed-rank p (Holm over functions)"
     )
     for r in table.itertuples():
         print(
-            f"{r.task} | {r.kernel} | {r.q} | {r.estimator} | {r.S} | {r.states} ({r.undefined}) "
+            f"{r.task} | {r.kernel} | {r.q} | {r.estimator} | {r.S} | {r.states} ({r.undefined}, "
+            f"{r.unconverged}) "
             f"| {r.median:.2f} [{r.min:.2f}, {r.max:.2f}] | {r.below_1} | {r.p:.3g} "
             f"({r.p_holm:.3g})"
         )
-    equal, largest = equal_accuracy(rows)
+    equal, largest = equal_accuracy(rows.assign(unconverged=unconverged))
     print(f"\nq | estimator | S | states | MSE / MSE of {PAPER} at S={largest}: worst | median")
     for r in equal.itertuples():
         print(f"{r.q} | {r.estimator} | {r.S} | {r.states} | {r.worst:.2f} | {r.median:.2f}")

@@ -27,7 +27,11 @@ fails, and so does a rule that matches no row once the probe ran (a state failed
 rebuild-CI bound (``*_low``, ``*_high``) is undefined where its ratio is and compared as stored
 otherwise, as the report shows it: a bound beyond 1e12 is a CI that reaches a resample whose
 variance is ~0, still a bound. The table prints such a value, and a difference without its
-baseline's row, as ``undefined`` and says why.
+baseline's row, as ``undefined`` and says why. So does an MSE ratio (``mse_ratio``, its bounds,
+``median_point_mse_ratio``) on a state whose reference is too far from converged for it to
+compare estimators (:func:`~orthobench.probe.tables.unconverged_reference`): the rule cannot be
+evaluated there, and fails, as on an undefined ratio, rather than pass or fail on the reference's
+error; a larger ``probe.reference_samples`` is the fix.
 
 Everything the file alone can tell is a one-line error when it is read, before the probe runs
 (minutes of it in CI): a file that is not UTF-8 or not YAML, a duplicate key (the last would win
@@ -53,7 +57,15 @@ from orthobench.config.names import KERNELS
 from orthobench.config.schema import float_text_hint
 from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import OrthobenchError
-from orthobench.probe.tables import MAX_RATIO, POINT_RATIOS, RATIOS, defined_ratios
+from orthobench.probe.tables import (
+    MAX_RATIO,
+    MAX_REFERENCE_ERROR,
+    POINT_RATIOS,
+    RATIOS,
+    REFERENCE_RATIOS,
+    defined_ratios,
+    unconverged_reference,
+)
 from orthobench.results import PROBE_SCHEMA
 
 if TYPE_CHECKING:
@@ -290,7 +302,8 @@ def _float(value: object) -> float:
 
 def _number(row: object, metric: str) -> tuple[float, str]:
     """The value of ``metric`` on ``row`` that a rule compares, and why it is NaN though a number
-    is stored ("" otherwise): a ratio that is undefined, or the CI bound of one (the rule fails).
+    is stored ("" otherwise): a ratio that is undefined, an MSE ratio whose state's reference is
+    not converged (``row.reference_unconverged``), or the CI bound of one (the rule fails).
     A bound of a row without its ratio's column is compared as stored."""
     number = _float(getattr(row, metric))
     ratio = _RATIO_OF.get(metric)
@@ -298,6 +311,11 @@ def _number(row: object, metric: str) -> tuple[float, str]:
         return number, ""
     # The ratio first: an undefined ratio's bounds are stored as NaN, which says nothing why.
     stored = _float(getattr(row, ratio))
+    if ratio.startswith(REFERENCE_RATIOS) and row.reference_unconverged:
+        return math.nan, (
+            f"{ratio} not evaluable: the state's reference is not converged (squared error > "
+            f"{MAX_REFERENCE_ERROR:g} of its mean square)"
+        )
     if math.isnan(defined_ratios([stored])[0]):
         bounds = f"[{1 / MAX_RATIO:g}, {MAX_RATIO:g}]"
         return math.nan, f"{ratio} {stored:.4g} is undefined: not in {bounds}"
@@ -324,6 +342,7 @@ def evaluate(frame: pd.DataFrame, thresholds: list[Threshold]) -> list[CheckResu
     the probe that makes the frame runs.
     """
     results = []
+    frame = frame.assign(reference_unconverged=unconverged_reference(frame))
     if "q" in frame:  # batch probes: a row's baseline is at its q (rows stored before: q = 1)
         frame = frame.assign(q=frame["q"].fillna(1).astype(int))
     for rule in thresholds:

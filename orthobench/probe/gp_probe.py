@@ -118,6 +118,23 @@ def inner_base_samples(
     return draw_inner_base_samples(draws, state.q, seed, inner=count, dtype=dtype).to(device)
 
 
+def reference_rse(log: torch.Tensor) -> torch.Tensor:
+    r"""Relative standard error of a reference, the mean of the per-draw values ``e = exp(log)``
+    (``S x N -> N``): :math:`\sqrt{(\overline{e^2} / \bar e^2 - 1) / S}`, the iid standard error
+    of the mean over the mean, computed from logsumexps (the values underflow where log EI <
+    -745). NaN at a probe whose values are all 0.
+
+    The reference's draws are scrambled Sobol' points, whose mean errs less than ``S`` iid draws'
+    on a smooth integrand, so this is an upper estimate there; on a rare event (a few draws
+    carry the mass, or none of them) the points do not help, and the estimate is about right
+    or, with no draw in the mass, too small.
+    """
+    n = log.shape[0]
+    log_m1 = torch.logsumexp(log, dim=0) - math.log(n)
+    log_m2 = torch.logsumexp(2 * log, dim=0) - math.log(n)
+    return (torch.expm1(log_m2 - 2 * log_m1).clamp(min=0) / n).sqrt()
+
+
 def log_values(
     gp: ThetaSampledGP,
     X: torch.Tensor,
@@ -370,7 +387,9 @@ def gp_values(
         plugin estimator), the same references' logs (what rankings compare: the references
         underflow to 0 where log EI < -745) and the fit and Laplace
         diagnostics (``cholesky_jitter``: theta samples, reference and rebuilds, whose Cholesky
-        factor needed jitter). Theta
+        factor needed jitter) with ``reference_rse``, the references' relative standard errors
+        ``{"theta": N, "map": N}`` (:func:`reference_rse`; ``map`` at ``q = 1`` only, where it is
+        analytic, 0; none for a plugin's). Theta
         estimators' entries also hold ``"seconds_per_call"`` (:func:`seconds_per_call`).
     """
     with torch_seed(derive_seed(state.seed, "probe-fit", state.id)):
@@ -414,6 +433,7 @@ def gp_values(
         log_chunks.append(log_values(gp, X, base, constraint_gps))
     log_ref = torch.cat(log_chunks)
     reference = {"theta": torch.logsumexp(log_ref, dim=0) - math.log(log_ref.shape[0])}
+    rse = {"theta": reference_rse(log_ref)}
     # qLogEI's target: EI at the MAP hyperparameters (at q > 1 qLogEI on many Sobol' function
     # samples). BoTorch returns it in original outcome units; the theta estimators work on the
     # model's standardized scale, so qLogEI values are divided by the outcome std to be comparable.
@@ -422,6 +442,7 @@ def gp_values(
         with torch.no_grad():
             if state.q == 1:
                 reference["map"] = LogExpectedImprovement(model, best_f=(-y).max())(X) - log_std
+                rse["map"] = torch.zeros_like(reference["map"])  # analytic: exact
             else:
                 sampler = SobolQMCNormalSampler(
                     torch.Size([spec.reference_samples]),
@@ -520,5 +541,6 @@ def gp_values(
         "fit_fallback": fit_info["fallback"],
         "cholesky_jitter": jittered,
         **{f"laplace_{k}": v for k, v in laplace.info().items()},
+        "reference_rse": {k: v.cpu().numpy() for k, v in rse.items()},
     }
     return out, refs, log_refs, info

@@ -74,6 +74,18 @@ def mse(values: np.ndarray, reference: np.ndarray) -> float:
     return float(np.mean((values - reference[None, :]) ** 2))
 
 
+def reference_error_share(rse: np.ndarray, reference: np.ndarray) -> float:
+    r"""The reference's squared error over its mean square, from its relative standard errors
+    ``rse`` (``N``, :func:`orthobench.probe.gp_probe.reference_rse`):
+    :math:`\sum_j (\mathrm{rse}_j\, \mathrm{ref}_j)^2 / \sum_j \mathrm{ref}_j^2`, over the points
+    whose ``rse`` is known (NaN: the reference underflows there). The denominator is the MSE of
+    the estimate 0; about ``1 / k`` where ``k`` equal draws carry the reference. NaN where every
+    reference value is 0."""
+    rse, reference = np.asarray(rse, dtype=float), np.asarray(reference, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(np.nansum((rse * reference) ** 2) / np.sum(reference**2))
+
+
 def top1_agreement(values: np.ndarray, reference: np.ndarray) -> float:
     """Share of rebuilds whose argmax probe is a best probe of the reference (any of its tied
     best: the reference cannot tell them apart)."""

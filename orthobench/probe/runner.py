@@ -106,6 +106,9 @@ def _summaries(
     """
     rows = []
     base_key = "tpe" if "tpe" in refs else "theta"
+    # Per-point arrays, kept out of the rows' diagnostics JSON (the rows have a column for them).
+    rses = info.get("reference_rse", {})
+    diagnostics = json.dumps({k: v for k, v in info.items() if k != "reference_rse"}, default=str)
     for (name, s), v in values.items():
         if name == "qlogei":
             key = "map"
@@ -174,10 +177,11 @@ def _summaries(
                 cholesky_jitter=info.get("cholesky_jitter"),
                 laplace_floored=info.get("laplace_eig_floored"),
                 laplace_min_eigenvalue=info.get("laplace_min_eigenvalue"),
-                info=json.dumps(info, default=str),
+                info=diagnostics,
                 seconds_per_call=v.get("seconds_per_call"),
                 threads=torch.get_num_threads(),
                 q=state.q,
+                reference_rse=rses[key].tolist() if key in rses else [],
             )
         )
     return rows

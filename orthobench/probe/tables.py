@@ -23,6 +23,7 @@ from scipy import stats
 
 from orthobench.config.names import DEFAULT_THETA_ESTIMATOR
 from orthobench.formatting import ci
+from orthobench.probe.metrics import reference_error_share
 
 #: Confidence level of the intervals over states (the median's interval reaches it from 6 states).
 LEVEL = 0.95
@@ -47,6 +48,11 @@ TIME_BASELINE = DEFAULT_THETA_ESTIMATOR
 #: Largest median over states of the excess bias share (:func:`_with_bias_share`) for an estimator
 #: to count as unbiased in :func:`default_rule_table`.
 NEGLIGIBLE_BIAS_SHARE = 0.05
+#: Largest squared error of a state's reference over its mean square for its MSE ratios to count
+#: (:func:`unconverged_reference`; why 0.1: docs/design.md, "The probe's reference and its error").
+MAX_REFERENCE_ERROR = 0.1
+#: The ratio columns (by prefix, bounds included) that compare MSEs against the reference.
+REFERENCE_RATIOS = ("mse_ratio", "median_point_mse_ratio")
 
 
 class Interval(NamedTuple):
@@ -76,6 +82,37 @@ def defined_ratios(ratios: Sequence[float] | np.ndarray) -> np.ndarray:
     ratios = np.asarray(ratios, dtype=float)
     with np.errstate(invalid="ignore"):
         return np.where((ratios >= 1.0 / MAX_RATIO) & (ratios <= MAX_RATIO), ratios, np.nan)
+
+
+def unconverged_reference(frame: pd.DataFrame) -> np.ndarray:
+    """Per row of ``frame``, whether its state's reference is too far from converged for the
+    state's MSE ratios to compare estimators (``n`` rows -> ``n`` bools): some row of the state
+    (:data:`STATE` within a suite, task, kernel and ``q``) has a :func:`reference_error_share`
+    above :data:`MAX_REFERENCE_ERROR`; not where ``reference_rse`` is unknown (absent, empty)."""
+    if "reference_rse" not in frame:
+        return np.zeros(len(frame), dtype=bool)
+    share = [
+        reference_error_share(rse, ref) if rse is not None and len(rse) else np.nan
+        for rse, ref in zip(frame["reference_rse"], frame["reference"], strict=True)
+    ]
+    frame, batch = with_batch(frame)
+    keys = [frame[k] for k in ["suite", "task", "kernel", *batch, *STATE] if k in frame]
+    flagged = pd.Series(np.nan_to_num(share) > MAX_REFERENCE_ERROR, index=frame.index)
+    return flagged.groupby(keys, sort=False).transform("any").to_numpy()
+
+
+def _without_unconverged(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its :data:`REFERENCE_RATIOS` NaN on the states of
+    :func:`unconverged_reference`, marked in a ``reference_unconverged`` column."""
+    flagged = unconverged_reference(frame)
+    frame = frame.assign(reference_unconverged=flagged)
+    frame.loc[flagged, [c for c in frame if c.startswith(REFERENCE_RATIOS)]] = np.nan
+    return frame
+
+
+def _unconverged(group: pd.DataFrame, column: str) -> int:
+    """The states of ``group`` whose ``column`` ratio :func:`_without_unconverged` left out."""
+    return int(group["reference_unconverged"].sum()) if column.startswith(REFERENCE_RATIOS) else 0
 
 
 def _smallest_defined(group: pd.DataFrame, column: str, by: str | None = None) -> pd.Series | None:
@@ -191,6 +228,7 @@ def _ratio(group: pd.DataFrame, column: str, with_iteration: bool) -> dict[str, 
     """Median, worst state and geometric mean over the defined states of one ratio column."""
     values = group[column].to_numpy(dtype=float)
     defined = ~np.isnan(defined_ratios(values))
+    unconverged = _unconverged(group, column)
     median = median_interval(values)
     gmean = geometric_mean_interval(values)
     out: dict[str, float | str] = {
@@ -205,7 +243,8 @@ def _ratio(group: pd.DataFrame, column: str, with_iteration: bool) -> dict[str, 
         f"{column}_worst_low": np.nan,
         f"{column}_worst_high": np.nan,
         f"{column}_worst_state": "",
-        f"{column}_undefined": int(np.sum(~defined)),
+        f"{column}_undefined": int(np.sum(~defined)) - unconverged,
+        f"{column}_unconverged": unconverged,
     }
     rebuild_ci = f"{column}_low" in group
     if len(values) == 1 and defined[0] and rebuild_ci:
@@ -246,11 +285,12 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
 
     A *state* is one BO state of the probe (a ``seed`` and ``state_iteration`` of a task and
     kernel). Each ratio's statistics are over the states where it is defined
-    (:func:`defined_ratios`); ``states`` counts all states and ``*_undefined`` the undefined
-    ones, so a dropped state always shows. With one state there is no interval over states: the
-    median and geometric mean keep that state's rebuild CI (if its ratio is defined), and
-    ``ci_over`` says which interval a row shows. With several states of which fewer than two are
-    defined, the intervals are NaN.
+    (:func:`defined_ratios`) and, for MSE ratios, whose reference converged
+    (:func:`unconverged_reference`); ``states`` counts all states, ``*_undefined`` the undefined
+    ones and ``*_unconverged`` the others left out, so a dropped state always shows. With one
+    state there is no interval over states: the median and geometric mean keep that state's
+    rebuild CI (if its ratio is defined), and ``ci_over`` says which interval a row shows. With
+    several states of which fewer than two are defined, the intervals are NaN.
 
     Args:
         frame: :class:`~orthobench.results.ProbeRecord` rows (one per state and S); a report
@@ -268,9 +308,10 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
         ``*_worst_state`` (``seed N``, plus ``it K`` when several iterations are probed) and
         ``*_worst_low``/``*_worst_high`` (its rebuild CI), the geometric mean (the bare column
         name) with ``*_low``/``*_high`` (95% Student-t interval over states,
-        :func:`geometric_mean_interval`), and ``*_undefined`` (the states whose ratio is
-        undefined); the geometric mean of each :data:`POINT_RATIOS` column with its
-        ``*_undefined``; the mean of each :data:`MEANS`
+        :func:`geometric_mean_interval`), ``*_undefined`` (the states whose ratio is
+        undefined) and ``*_unconverged`` (the states left out for their reference, 0 for a
+        variance ratio); the geometric mean of each :data:`POINT_RATIOS` column with its
+        ``*_undefined`` and ``*_unconverged``; the mean of each :data:`MEANS`
         column (``bias_share`` is ``bias_sq / mse`` per state: about ``1 / rebuilds`` for an
         unbiased estimator with an exact reference) and ``bias_share_max`` over states,
         ``excess_bias_share_max`` (:func:`_with_bias_share`) over states; with
@@ -296,7 +337,7 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
     keys = _group_keys(batch)
     if frame.empty:
         return pd.DataFrame(columns=[*keys, "states"])
-    frame = _with_bias_share(frame)
+    frame = _without_unconverged(_with_bias_share(frame))
     if "state_iteration" not in frame:
         frame = frame.assign(state_iteration=0)
     with_iteration = _with_iteration(frame)
@@ -314,7 +355,9 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
             elif column in POINT_RATIOS:
                 values = group[column].to_numpy(dtype=float)
                 row[column] = geometric_mean_interval(values).center
-                row[f"{column}_undefined"] = int(np.isnan(defined_ratios(values)).sum())
+                unconverged = row[f"{column}_unconverged"] = _unconverged(group, column)
+                undefined = int(np.isnan(defined_ratios(values)).sum())
+                row[f"{column}_undefined"] = undefined - unconverged
             else:
                 row[column] = float(group[column].astype(float).mean())
         if "bias_share" in present:
@@ -416,7 +459,8 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
     and ``worst_mse_ratio_low`` (the smallest lower bound of it), ``worst_point_mse_ratio``,
     ``max_bias_share`` and ``max_excess_bias_share`` (over states), ``states`` (fewest per cell),
     ``undefined_states`` (states over all cells whose MSE ratio is undefined, left out of the
-    above; :func:`defined_ratios`), ``n_evaluations`` (range), and where the rows have a cost:
+    above; :func:`defined_ratios`), ``unconverged_states`` (those left out for their reference,
+    :func:`unconverged_reference`), ``n_evaluations`` (range), and where the rows have a cost:
     ``seconds_per_call`` (median over cells), ``cost_vs_mc`` (median over states of the call's
     cost over naive MC's, by :func:`median_interval` as every median of ratios here) and
     ``time_mse_ratio_median`` / ``time_mse_ratio_worst`` (median and smallest over states of the equal-time MSE ratio against
@@ -444,6 +488,7 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
             "n_evaluations": f"{group['n_evaluations'].min()}-{group['n_evaluations'].max()}",
             "states": int(group["states"].min()),
             "undefined_states": int(group["mse_ratio_undefined"].sum()),
+            "unconverged_states": int(group["mse_ratio_unconverged"].sum()),
             "worst_state_mse_ratio": worst_state["mse_ratio_worst"],
             "worst_state": f"{worst_state['cell']} {worst_state['mse_ratio_worst_state']}",
             "worst_state_high": worst_state["mse_ratio_worst_high"],
@@ -487,7 +532,8 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
     budgets.
 
     Per estimator, over every (task, kernel, S, state) whose MSE ratio is defined
-    (:func:`defined_ratios`, as in :func:`summary_table`; ``undefined_states`` counts the others,
+    and whose reference converged (:func:`defined_ratios`, :func:`unconverged_reference`, as in
+    :func:`summary_table`; ``undefined_states`` and ``unconverged_states`` count the others,
     ``states`` all): ``worst_state_mse_ratio`` (the smallest
     MSE ratio vs naive iid MC at equal EI evaluations) and ``worst_state`` (where),
     ``min_upper_bound`` (the smallest upper rebuild-CI bound over states: below 1 means
@@ -502,6 +548,7 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
     frame, batch = with_batch(_with_bias_share(frame))
     if frame.empty:
         return pd.DataFrame(columns=["suite", *batch, "estimator"])
+    frame = _without_unconverged(frame)
     if "state_iteration" not in frame:
         frame = frame.assign(state_iteration=0)
     with_iteration = _with_iteration(frame)
@@ -524,13 +571,16 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
         min_upper = np.nan if upper is None else float(upper["mse_ratio_high"])
         share = group["excess_bias_share" if "excess_bias_share" in group else "bias_share"]
         bias = float(share.median())
+        unconverged = _unconverged(group, "mse_ratio")
         rows.append(
             {
                 "suite": suite,
                 **({BATCH: key[1]} if batch else {}),
                 "estimator": name,
                 "states": len(group),
-                "undefined_states": int(np.isnan(defined_ratios(group["mse_ratio"])).sum()),
+                "undefined_states": int(np.isnan(defined_ratios(group["mse_ratio"])).sum())
+                - unconverged,
+                "unconverged_states": unconverged,
                 "worst_state_mse_ratio": worst_ratio,
                 "worst_state": "" if worst is None else where(worst),
                 "min_upper_bound": min_upper,
@@ -555,7 +605,8 @@ def format_summary(frame: pd.DataFrame) -> str:
 
     ``n_ev``: EI evaluations behind one estimate (ratios are against naive MC at that count);
     ``undef``: states whose MSE ratio is undefined, left out of its statistics
-    (:func:`defined_ratios`);
+    (:func:`defined_ratios`); ``unref``: states left out of them for a reference too far from
+    converged (:func:`unconverged_reference`);
     ``CI``: over ``states`` or ``rebuilds``; ``median``: median over states [order-statistic
     interval over states] and ``level``, that interval's exact coverage (0.75 with 3 states);
     ``worst state``: the smallest state's ratio [its rebuild CI] and which state;
@@ -576,7 +627,7 @@ def format_summary(frame: pd.DataFrame) -> str:
     q_head = f"{'q':>3} " if show_q else ""
     lines = [
         f"{'task':<14} {'kernel':<13} {q_head}{'S':>4} {'estimator':<18} {'n_ev':>4} {'states':>6} "
-        f"{'undef':>5} {'CI':<8} {'MSE ratio median [CI]':>28} {'level':>5} "
+        f"{'undef':>5} {'unref':>5} {'CI':<8} {'MSE ratio median [CI]':>28} {'level':>5} "
         f"{'worst state [rebuild CI]':>26} "
         f"{'(state)':<9} {'gmean':>7} {'var ratio median':>16} {'var worst':>9} "
         f"{'bias/MSE':>8} {'excess':>6} {'top-1':>6} {'flip':>6}"
@@ -585,7 +636,8 @@ def format_summary(frame: pd.DataFrame) -> str:
     for r in table.itertuples():
         lines.append(
             f"{r.task:<14} {r.kernel:<13} {q_of(r)}{r.mc_samples:>4} {r.estimator:<18} "
-            f"{r.n_evaluations:>4} {r.states:>6} {r.mse_ratio_undefined:>5} {r.ci_over:<8} "
+            f"{r.n_evaluations:>4} {r.states:>6} {r.mse_ratio_undefined:>5} "
+            f"{r.mse_ratio_unconverged:>5} {r.ci_over:<8} "
             f"{ci(r.mse_ratio_median, r.mse_ratio_median_low, r.mse_ratio_median_high):>28} "
             f"{r.mse_ratio_median_level:>5.3g} "
             f"{ci(r.mse_ratio_worst, r.mse_ratio_worst_low, r.mse_ratio_worst_high):>26} "
@@ -607,7 +659,8 @@ def format_summary(frame: pd.DataFrame) -> str:
             if timed
             else ""
         ),  # fmt: skip
-        f"{q_head}{'S':>4} {'estimator':<18} {'n_ev':>8} {'states':>6} {'undef':>5} {'worst state':>11} "
+        f"{q_head}{'S':>4} {'estimator':<18} {'n_ev':>8} {'states':>6} {'undef':>5} {'unref':>5} "
+        f"{'worst state':>11} "
         f"{'(high)':>7} "
         f"{'where':<36} {'median':>7} {'worst median':>12} {'max excess bias':>15}"
         + (f" {'ms/call':>8} {'x mc':>5} {'time median':>11} {'time worst':>10}" if timed else ""),
@@ -615,7 +668,7 @@ def format_summary(frame: pd.DataFrame) -> str:
     for r in ranking.itertuples():
         lines.append(
             f"{q_of(r)}{r.mc_samples:>4} {r.estimator:<18} {r.n_evaluations:>8} {r.states:>6} "
-            f"{r.undefined_states:>5} "
+            f"{r.undefined_states:>5} {r.unconverged_states:>5} "
             f"{r.worst_state_mse_ratio:>11.3g} {r.worst_state_high:>7.3g} {r.worst_state:<36} "
             f"{r.median_mse_ratio:>7.3g} {r.worst_median_mse_ratio:>12.3g} "
             f"{r.max_excess_bias_share:>15.3g}"

@@ -146,6 +146,11 @@ class ProbeRecord:
             ``seconds_per_call`` depend on it).
         q: The probe's batch size: each probe point is a batch of ``q`` points (qEI values at
             ``q > 1``); files stored before it was recorded read NaN (``q = 1``).
+        reference_rse: ``n_probes`` relative standard errors of ``reference``, estimated from
+            its draws (:func:`orthobench.probe.gp_probe.reference_rse`; 0 for an analytic
+            reference, NaN at a probe whose reference underflows to 0); empty where no estimate
+            exists (TPE, plugin and ``q > 1`` qLogEI references); files stored before it was
+            recorded read None.
     """
 
     suite: str
@@ -186,6 +191,7 @@ class ProbeRecord:
     seconds_per_call: float | None = None
     threads: int | None = None
     q: int = 1
+    reference_rse: list[float] = dataclasses.field(default_factory=list)
 
 
 _ARROW_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
