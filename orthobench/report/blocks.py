@@ -1,5 +1,6 @@
 """The blocks of a report section: :class:`Figure`, :class:`Table` and the :class:`Section` that
-holds them, and the legend label of a run's series."""
+holds them, the name of every table a report can write (:data:`TABLE_NAMES`), and the legend
+label of a run's series."""
 
 from __future__ import annotations
 
@@ -8,6 +9,16 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from orthobench.report.glossary import GLOSSARY
+
+#: The name of every :class:`Table` a report can write (``<report stem>.<name>.csv``; each
+#: column in docs/report-tables.md): a report removes the CSVs of those it did not write this time,
+#: an earlier report's of the same name, and never another file.
+TABLE_NAMES = frozenset({
+    "summary", "git-shas", "failed-cells", "comparison", "comparison-cells", "curves",
+    "step-curves", "wall-curves", "final-values", "feasibility", "normalized-scores",
+    "mean-ranks", "ecdf", "runtime", "step-time", "orthobo-diagnostics", "probe-summary",
+    "probe-ranking",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -21,7 +32,8 @@ class Table:
     """A rendered table and the frame behind it (its CSV).
 
     Args:
-        name: File-name-safe id: the CSV is ``<report stem>.<name>.csv``.
+        name: File-name-safe id, one of :data:`TABLE_NAMES`: the CSV is
+            ``<report stem>.<name>.csv``.
         header: Column titles.
         rows: Cells as text; ``bold`` holds (row, column) pairs shown in bold.
         data: The numbers behind the table, written as CSV unformatted.
@@ -33,6 +45,11 @@ class Table:
     data: pd.DataFrame
     bold: frozenset[tuple[int, int]] = frozenset()
     caption: str = ""
+
+    def __post_init__(self) -> None:
+        # A name missing there would leave an earlier report's CSV of it beside a new report.
+        if self.name not in TABLE_NAMES:
+            raise ValueError(f"Table name {self.name!r} is not in blocks.TABLE_NAMES.")
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,8 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
         return None
     pairs = compare.compare_pairs(runs, baseline, crashed)
     cells = compare.compare_cells(runs, baseline, crashed)
+    # A cell stored on one side only has no y to compare: neither identical nor not (empty).
+    cells = cells.assign(identical=cells["identical"].where(cells["in_base"] & cells["in_new"]))
     verdicts = Table(
         "comparison",
         ["compared", "suite", "task", "optimizer", "seeds (base, new)", "median base",
@@ -72,7 +74,8 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
             [r.source, r.suite, r.task, r.optimizer, str(r.seed),
              r.metric if isinstance(r.metric, str) else "-",  # a task no side stored a cell of
              _final(r.base, r.failed_base), _final(r.new, r.failed_new), sig(r.delta),
-             "yes" if r.identical else "no", sig(r.max_abs_dy)]
+             "-" if pd.isna(r.identical) else "yes" if r.identical else "no",
+             sig(r.max_abs_dy)]
             for r in cells.itertuples()
         ],
         cells,
@@ -90,5 +93,12 @@ def comparison_section(results: ResultSet, baseline: str) -> Section | None:
         "the verdict on the other cells."
         + _unmatched(pd.concat([runs[compare.SIDE], crashed[compare.SIDE]]), cells, baseline),
         [verdicts, by_cell],
-        ("final value", "Wilcoxon signed-rank, Holm", "identical y"),
+        (
+            "final value",
+            "Wilcoxon signed-rank, Holm",
+            "verdict",
+            "new - base",
+            "identical y",
+            "max |dy|",
+        ),
     )

@@ -55,6 +55,13 @@ GLOSSARY: dict[str, str] = {
         "finished: an evaluation counts at step k once it and every evaluation stored before "
         "it were asked by step k."
     ),
+    "BO steps": (
+        "The BO steps behind a row (the initial design is none). 'BO steps (all seeds)' in "
+        "'Runtime per BO step': the steps of all the row's seeds together (steps times seeds), "
+        "those its means and standard deviations are over. 'BO steps' in 'Wall time per BO "
+        "step': the steps of the row's seed with the most. In the OrthoBO diagnostics: the "
+        "steps of the row's seed that recorded OrthoBO diagnostics."
+    ),
     "feasible share": (
         "On a constrained task, the share of a cell's evaluations (initial design included) "
         "that are feasible: they gave a value (status ok: a finite y and finite constraint "
@@ -166,6 +173,15 @@ GLOSSARY: dict[str, str] = {
     "indefinite Hessian": (
         "BO steps whose raw Laplace Hessian had an eigenvalue <= 0: a recorded fallback."
     ),
+    "jittered draws": (
+        "Theta draws whose GP covariance needed Cholesky jitter to factor, summed over the "
+        "ensemble members and BO steps of the row's seed; a step with any records a fallback."
+    ),
+    "min raw eigenvalue": (
+        "The smallest eigenvalue of the raw Laplace Hessian (before the eigenvalue floor) over "
+        "every ensemble member and BO step of the row's seed; <= 0: some step's Hessian was "
+        "indefinite. '-' where none was stored finite."
+    ),
     "ensemble entropy": (
         "Shannon entropy −Σ π log π (nats) of the ensemble weights after the step; log M for "
         "equal weights over M kernels, 0 for a single model."
@@ -246,8 +262,29 @@ GLOSSARY: dict[str, str] = {
         "(a state where every pair ties has none); mean over the states that have one."
     ),
     "regret (probe)": "Best-so-far regret of the probe state's history, mean over states.",
+    "verdict": (
+        "Per compared set, task and optimizer, one line: 'identical' (every y of the common "
+        "cells the same), 'better' or 'worse' (the signed-rank test over the paired seeds, "
+        "Holm p < 0.05, read in the direction of its statistic: better is lower), 'no detected "
+        "change', 'equal final values', 'too few seeds for a test', 'not compared' (common "
+        "cells ran another number of evaluations), 'new: not in the baseline', 'only in the "
+        "baseline' or 'no finite final value' on a side. Cells that failed in the new set and "
+        "not in the baseline lead it with 'worse: N cells failed in the new set', then the "
+        "verdict on the other cells."
+    ),
+    "new - base": (
+        "A cell's final value in the compared set minus its final value in the baseline (lower "
+        "is better: negative means the new set ended lower); '-' where a side has none."
+    ),
     "identical y": (
         "Every observed y of the cell is the same in both result sets (same length, NaN equal to "
-        "NaN). Runs are deterministic for a given library version and thread count."
+        "NaN). Runs are deterministic for a given library version and thread count. '-' (empty "
+        "in the CSV's identical column) where the cell is not stored in both sets: only in one, "
+        "or failed and stored nothing in one."
+    ),
+    "max |dy|": (
+        "The largest |y new - y base| over a cell's evaluations in stored order (0 where both "
+        "failed; 0 for identical y); '-' where the cell is not stored in both sets, ran another "
+        "number of evaluations in each, or no evaluation compares (each failed on one side)."
     ),
 }

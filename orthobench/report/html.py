@@ -1,5 +1,6 @@
 """Self-contained HTML report (inline SVG, inline CSS, no external requests) through jinja2,
-with every table also written as CSV beside it, each file atomically."""
+with every table also written as CSV beside it, each file atomically, and the CSVs an earlier
+report of the same name wrote for other tables removed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import jinja2
 
 from orthobench.exceptions import OrthobenchError
 from orthobench.report import figures
+from orthobench.report.blocks import TABLE_NAMES
 from orthobench.report.data import load_results
 from orthobench.report.glossary import GLOSSARY
 from orthobench.report.sections import Figure, Table, build_sections
@@ -26,9 +28,17 @@ _ENV = jinja2.Environment(
 )
 
 
-def csv_path(out: Path, table: Table) -> Path:
-    """Where a table's CSV goes: ``<report stem>.<table name>.csv`` beside the report."""
-    return out.with_name(f"{out.stem}.{table.name}.csv")
+def csv_path(out: Path, name: str) -> Path:
+    """Where the CSV of table ``name`` goes: ``<report stem>.<name>.csv`` beside the report."""
+    return out.with_name(f"{out.stem}.{name}.csv")
+
+
+def _stale_csvs(out: Path, written: Collection[Path]) -> list[Path]:
+    """The CSVs beside ``out`` of every table (:data:`~orthobench.report.blocks.TABLE_NAMES`)
+    but those at ``written`` that exist as a regular file or a symbolic link: an earlier report's
+    of the same name."""
+    paths = (csv_path(out, name) for name in sorted(TABLE_NAMES))
+    return [p for p in paths if p not in written and (p.is_symlink() or p.is_file())]
 
 
 def build_report(
@@ -45,7 +55,10 @@ def build_report(
 
     Every file is written atomically (:func:`~orthobench.results.write_atomic`): a failure leaves
     each file whole or as it was, never cut short. The CSVs are written first, so the HTML never
-    links a CSV that is not there.
+    links a CSV that is not there. Then the CSVs of the tables this report does not have, left by
+    an earlier report of the same name, are removed (:data:`~orthobench.report.blocks.TABLE_NAMES`;
+    a symbolic link among them is removed itself, never its target): they would pass for this
+    report's. No other file beside the report is touched.
 
     Args:
         dirs: Results directories (``DIR/runs``, ``DIR/probe``, ``DIR/runs.jsonl``); one given
@@ -135,12 +148,12 @@ def build_report(
         sources=dirs,
         sections=sections,
         glossary=GLOSSARY,
-        csv_name=lambda table: csv_path(out, table).name,
+        csv_name=lambda table: csv_path(out, table.name).name,
         is_figure=lambda block: isinstance(block, Figure),
         is_table=lambda block: isinstance(block, Table),
     )
     files = [
-        (csv_path(out, table), table.data.to_csv(index=False))
+        (csv_path(out, table.name), table.data.to_csv(index=False))
         for section in sections
         for table in section.tables
     ]
@@ -163,8 +176,11 @@ def build_report(
                     f"cannot write the report to {path}: it exists and is not a regular file; "
                     "give the path of an HTML file with -o."
                 )
+        stale = _stale_csvs(out, {path for path, _ in files})
         for path, text in files:
             write_atomic(path, lambda fh, text=text: fh.write(text.encode()))
+        for path in stale:
+            path.unlink(missing_ok=True)  # a link goes, never its target: nothing else changes
     except OSError as err:
         raise OrthobenchError(f"cannot write the report {out}: {os_error_text(err)}.") from err
     return out

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
+
 import pandas as pd
 import pytest
 
 from orthobench.report.compare import compare_cells, compare_pairs
-from orthobench.report.comparison_sections import _comparison_p
+from orthobench.report.comparison_sections import _comparison_p, comparison_section
+from orthobench.report.data import load_results
+
+from .conftest import cell, write_cell
 
 SEEDS = range(7)
 
@@ -141,3 +146,17 @@ def test_cells_that_ran_another_number_of_evaluations_are_not_compared(runs):
     assert noisy["p_holm"] == noisy["p_value"]  # the only testable optimizer left
     (row,) = pairs[pairs["optimizer"] == "moved"].itertuples()
     assert _comparison_p(row) == "not compared (other evaluations)"  # not "too few seeds"
+
+
+def test_a_cell_stored_on_one_side_only_is_neither_identical_nor_not(tmp_path):
+    """The cells table said 'identical y: no' (and its CSV identical False) for a cell only in
+    the baseline, as if its y had changed: it has none to compare, so '-' and an empty field."""
+    base, new = tmp_path / "base", tmp_path / "new"
+    for seed in range(2):
+        write_cell(base, cell("s", "t", "sobol", seed, 2, 2), [3.0, 2.0, 1.0, 0.5])
+    write_cell(new, cell("s", "t", "sobol", 0, 2, 2), [3.0, 2.0, 1.0, 0.5])
+    _, cells = comparison_section(load_results([base, new]), str(base)).tables
+    column = cells.header.index("identical y")
+    assert [(row[4], row[column]) for row in cells.rows] == [("0", "yes"), ("1", "-")]
+    stored = pd.read_csv(io.StringIO(cells.data.to_csv(index=False)))
+    assert stored["identical"].tolist()[0] and stored["identical"].isna().tolist() == [False, True]
