@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from orthobench.probe.tables import MAX_RATIO
+from orthobench.probe.tables import MAX_RATIO, MAX_REFERENCE_ERROR
 from orthobench.report.aggregate import N_TARGETS
 
 _MAX_EXPONENT = round(math.log10(MAX_RATIO))
@@ -236,6 +236,14 @@ GLOSSARY: dict[str, str] = {
         "counts those of the variance ratio, left out of its geometric mean and worst state; "
         "'undefined states (MSE ratio)' those of the MSE ratio, left out of its median, worst "
         "state and geometric mean. A state can be undefined for one ratio and not the other."
+    ),
+    "unconverged reference states": (
+        "The states left out of the MSE ratios (median, worst state, geometric mean) because "
+        "their reference is not converged: its estimated squared error exceeds "
+        f"{MAX_REFERENCE_ERROR:g} of its mean square (a rare event, as an EI that a few of the "
+        "reference's draws carry), so an MSE against it would score agreement with the "
+        "reference's own error. Variance ratios do not read the reference and keep these "
+        'states (docs/design.md, "The probe\'s reference and its error").'
     ),
     "probe ranking": (
         "One row per budget S and estimator over every (task, kernel) of a run set. 'worst state "

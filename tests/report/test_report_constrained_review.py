@@ -114,3 +114,25 @@ def test_glossary_feasibility_counts_only_evaluations_with_a_value(tmp_path):
     assert (row.feasible_median, row.first_median) == (0.25, 3)  # the invalid first one is not
     for term in ("feasible share", "first feasible evaluation"):
         assert "status ok: a finite y and finite constraint values" in GLOSSARY[term], term
+
+
+def test_probe_tables_count_the_states_whose_reference_is_not_converged(tmp_path):
+    """A state whose reference one draw carries is left out of the MSE ratios; the summary
+    showed only the undefined states, so it dropped out without a count."""
+    for seed in range(3):
+        write_probe_state(tmp_path, "p", seed, {("mc", 8): 1.0, ("orth", 8): 2.0})
+    results = load_results([tmp_path])
+    probe = results.probe
+    rough = probe["seed"] == 2  # relative error 1 at both probe points: the reference is noise
+    probe = probe.assign(
+        reference=[[1.0, 2.0]] * len(probe),
+        reference_rse=[[1.0, 1.0] if r else [1e-3, 1e-3] for r in rough],
+    )
+    section = probe_section(dataclasses.replace(results, probe=probe))
+    summary = next(t for t in section.tables if t.name == "probe-summary")
+    assert _column(summary, "states") == ["3", "3"]
+    assert _column(summary, "unconverged reference states") == ["1", "1"]
+    assert _column(summary, "undefined states (MSE ratio)") == ["0", "0"]
+    ranking = next(t for t in section.tables if t.name == "probe-ranking")
+    assert _column(ranking, "unconverged reference states") == ["1", "1"]
+    assert "unconverged reference states" in section.terms
