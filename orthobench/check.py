@@ -44,6 +44,7 @@ pass the gate silently.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,7 @@ import pandas as pd
 import pyarrow as pa
 import yaml
 
-from orthobench.config.names import KERNELS
+from orthobench.config.names import KERNELS, parse_estimator
 from orthobench.config.schema import float_text_hint
 from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import OrthobenchError
@@ -283,9 +284,20 @@ def check_rules_match(rules: list[Threshold], units: list[ProbeUnit], path: str 
             )
 
 
+@functools.cache
+def _canonical(estimator: str) -> str:
+    """The one name of ``estimator`` (``orth@iid`` is ``orth``), as a suite refuses both in one
+    probe; a name that does not parse stays as written (it matches only itself)."""
+    try:
+        return parse_estimator(estimator).name
+    except OrthobenchError:
+        return estimator
+
+
 def _matching(frame: pd.DataFrame, rule: Threshold) -> pd.DataFrame:
-    """The rows of ``frame`` a rule applies to: its estimator and filters."""
-    rows = frame[frame["estimator"] == rule.estimator]
+    """The rows of ``frame`` a rule applies to: its estimator, by its one name (a rule's ``orth``
+    selects a suite's ``orth@iid``), and filters."""
+    rows = frame[frame["estimator"].map(_canonical) == _canonical(rule.estimator)]
     for column in ("mc_samples", "kernel", "task"):
         if getattr(rule, column) is not None:
             rows = rows[rows[column] == getattr(rule, column)]

@@ -90,6 +90,15 @@ def _states(values: dict[tuple[str, int], float], metric: str = "mse_ratio_low")
     )  # fmt: skip
 
 
+@pytest.mark.parametrize(("rule", "row"), [("orth", "orth@iid"), ("orth@iid", "orth")])
+def test_a_rule_selects_an_estimator_by_its_one_name(rule, row):
+    """A suite's ``orth@iid`` and a rule's ``orth`` are one estimator (a suite refuses both in one
+    probe); the rule matched no row, refused as a rule the probe cannot match."""
+    frame = _states({(row, 0): 2.0}, metric="var_ratio")
+    results = evaluate(frame, [Threshold(estimator=rule, metric="var_ratio", min=1.0)])
+    assert [(r.value, r.passed) for r in results] == [(2.0, True)]
+
+
 def test_a_rule_holds_on_every_state_not_on_an_aggregate():
     """Two states of one cell: 3.0 and 0.8. Their mean (1.9) or median would pass ``min: 1``; the
     gate checks each state and fails on seed 1, naming it."""
