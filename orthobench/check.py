@@ -420,19 +420,35 @@ def _shown(result: CheckResult) -> str:
 
 
 def format_results(results: list[CheckResult]) -> str:
-    """A fixed-width table of the check, one line per (rule, probe row); why a value is undefined
-    and a failing rule's description follow its bound."""
-    lines = [
-        f"{'':4} {'estimator':<14} {'metric':<30} {'task':<14} {'kernel':<13} {'S':>4} {'state':<16} {'value':>10}  bound"
-    ]
-    for r in results:
-        rule = r.threshold
-        metric = rule.metric + (" - base" if rule.relative_to_baseline else "")
-        notes = [r.why, rule.description if not r.passed else ""]
-        why = "".join(f"  ({note})" for note in notes if note)
-        lines.append(
-            f"{'ok' if r.passed else 'FAIL':<4} {rule.estimator:<14} {metric:<30} {r.task:<14} {r.kernel:<13} "
-            f"{'*' if r.mc_samples is None else r.mc_samples:>4} {r.state:<16} "
-            f"{_shown(r):>10}  {rule.bound()}{why}"
+    """A table of the check, one line per (rule, probe row), each column as wide as its longest
+    entry (a task named ``tension-compression-string`` shifted every column after it); why a
+    value is undefined and a failing rule's description follow its bound."""
+    rows = [
+        (
+            "ok" if r.passed else "FAIL",
+            r.threshold.estimator,
+            r.threshold.metric + (" - base" if r.threshold.relative_to_baseline else ""),
+            r.task,
+            r.kernel,
+            "*" if r.mc_samples is None else str(r.mc_samples),
+            r.state,
+            _shown(r),
         )
+        for r in results
+    ]
+    header = ("", "estimator", "metric", "task", "kernel", "S", "state", "value")
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    right = {5, 7}  # S and value
+
+    def line(cells: tuple[str, ...]) -> str:
+        return " ".join(
+            f"{c:>{w}}" if i in right else f"{c:<{w}}"
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    lines = [f"{line(header)}  bound"]
+    for r, cells in zip(results, rows, strict=True):
+        notes = [r.why, r.threshold.description if not r.passed else ""]
+        why = "".join(f"  ({note})" for note in notes if note)
+        lines.append(f"{line(cells)}  {r.threshold.bound()}{why}")
     return "\n".join(lines)

@@ -433,7 +433,17 @@ def test_a_failing_rule_shows_its_description_and_a_rule_without_rows_its_filter
     ]
     failing, unmatched = format_results(evaluate(frame, rules)).splitlines()[1:]
     assert failing.endswith(">= 1  (not noisier than MC)")
-    assert " rbf-iso " in unmatched and "   64 no matching probe rows" in unmatched
+    assert " rbf-iso " in unmatched and " 64 no matching probe rows" in unmatched
+
+
+def test_the_check_table_is_as_wide_as_its_longest_names():
+    """A task named ``tension-compression-string`` pushed its line's later columns out of line
+    with the header's."""
+    frame = _states({("e", 0): 2.0}, metric="var_ratio").assign(task="tension-compression-string")
+    rule = Threshold(estimator="e", metric="var_ratio", min=1.0)
+    header, row = format_results(evaluate(frame, [rule])).splitlines()
+    assert header.index("kernel") == row.index(" k ") + 1
+    assert header.index("bound") == row.index(">= 1")
 
 
 def test_every_metric_and_kernel_a_probe_row_has_is_accepted(tmp_path):
