@@ -36,7 +36,8 @@ def feasibility_table(runs: pd.DataFrame) -> pd.DataFrame:
              "first_min": min(firsts, default=np.nan), "first_max": max(firsts, default=np.nan),
              "never": len(shares) - len(firsts)}
         )  # fmt: skip
-    return pd.DataFrame(rows)
+    # Evaluation counts stay integers (2, not 2.0) in a table where some seed found none (empty).
+    return pd.DataFrame(rows).astype({"first_min": "Int64", "first_max": "Int64"})
 
 
 def feasibility_section(results: ResultSet) -> Section | None:

@@ -31,3 +31,14 @@ def test_feasible_share_and_first_feasible_evaluation(tmp_path) -> None:
 def test_no_section_without_constraints(tmp_path) -> None:
     write_cell(tmp_path, cell("s", "t", "sobol", 0, 2, 2), [3.0, 2.0, 1.0, 0.5])
     assert "feasibility" not in [s.id for s in build_sections(load_results([tmp_path]), None, None)]
+
+
+def test_first_feasible_evaluations_stay_integers_beside_a_method_that_found_none(tmp_path):
+    """A CSV wrote first_min 2.0 where a method with no feasible seed made the column float."""
+    write_cell(tmp_path, cell("s", "t", "sobol", 0, 2, 1), [3.0, 2.0, 1.0],
+               constraints=[[1.0], [-1.0], [-1.0]])  # fmt: skip
+    write_cell(tmp_path, cell("s", "t", "qlogei", 0, 2, 1), [3.0, 2.0, 1.0],
+               constraints=[[1.0], [1.0], [1.0]])  # fmt: skip
+    table = feasibility_table(load_results([tmp_path]).runs)
+    csv = table[["optimizer", "first_min", "first_max"]].to_csv(index=False)
+    assert csv.splitlines()[1:] == ["qlogei,,", "sobol,2,2"]
