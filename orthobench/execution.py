@@ -63,7 +63,13 @@ import torch
 from orthobench.exceptions import OrthobenchWarning, RegistryError, describe_error, one_line
 from orthobench.executors import Executor, InlineExecutor, Job, JobResult
 from orthobench.executors._evaluations import make_evaluations, one_at_a_time
-from orthobench.loop import ProgressCallback, check_buildable, evaluates_in_parallel, run_cell
+from orthobench.loop import (
+    ProgressCallback,
+    check_buildable,
+    evaluates_in_parallel,
+    resumed_clock,
+    run_cell,
+)
 from orthobench.progress import Progress
 from orthobench.results import BaseStore, EvaluationJournal, RunRecord, open_own, run_metadata
 from orthobench.suite import Cell, Suite
@@ -197,14 +203,12 @@ class CellJob(Job):
 
     def stored_seconds(self, records: list[RunRecord], seconds: float) -> float:
         """The compute seconds stored with the cell: the finishing attempt's ``seconds`` plus
-        the running time of the evaluations it replayed from its journal, the largest
-        ``wall_seconds`` among them, where the cell's clock resumed
-        (:func:`orthobench.loop.run_cell`). What an interrupted attempt computed without
-        journaling it is recomputed, and counted, once."""
-        replayed = (
-            r.wall_seconds for r in records if (r.iteration, r.wall_seconds) in self.journaled
-        )
-        return seconds + max(replayed, default=0.0)
+        the running time of the evaluations it replayed from its journal, where the cell's clock
+        resumed (:func:`orthobench.loop.resumed_clock`). What an interrupted attempt computed
+        without journaling it, the ask of a step it had not finished included, is recomputed,
+        and counted, once."""
+        replayed = (r for r in records if (r.iteration, r.wall_seconds) in self.journaled)
+        return seconds + resumed_clock(self.unit, replayed)
 
     def metadata(self) -> dict[str, Any]:
         return {

@@ -318,6 +318,40 @@ def _eval_seed(cell: Cell, iteration: int) -> int:
     return derive_seed(cell.seed, "eval", cell.task.label, cell.optimizer.label, iteration)
 
 
+def _steps(cell: Cell) -> list[range]:
+    """The iterations of each step of ``cell``: the initial design, then its BO steps (of one
+    evaluation each in an asynchronous cell: each is told, and journaled with the state, as it
+    finishes)."""
+    size = 1 if cell.asynchronous else cell.q
+    return [range(cell.n_init)] + [
+        range(cell.n_init + k * size, cell.n_init + (k + 1) * size)
+        for k in range(cell.budget * cell.q // size)
+    ]
+
+
+def resumed_clock(cell: Cell, replayed: Iterable[RunRecord]) -> float:
+    """Where the clock of ``cell`` resumes after the evaluations ``replayed`` from its journal:
+    the ``wall_seconds`` that ended its last whole step (0 before the initial design is whole)
+    plus the ``eval_seconds`` of what the next, unfinished step journaled.
+
+    That step is asked again, and the ``wall_seconds`` of its journaled points hold the first
+    ask already. An asynchronous cell's steps are its evaluations, each journaled after its tell
+    with the points still running, which a rerun submits again as they were asked: only an ask
+    after its last journaled evaluation is made again, and it is past that one's
+    ``wall_seconds``. Evaluations without a wall time (journaled before it was recorded) are left
+    out.
+    """
+    done = {r.iteration: r for r in replayed if math.isfinite(r.wall_seconds)}
+    steps = _steps(cell)
+    unfinished = next((k for k, step in enumerate(steps) if any(i not in done for i in step)), None)
+    ended = max((done[i].wall_seconds for step in steps[:unfinished] for i in step), default=0.0)
+    if unfinished is None:
+        return ended
+    # Inline, the unfinished step's points ran one after the other; evaluated at once (worker
+    # processes, Dask), they overlapped, and their sum is more than the wall time they took.
+    return ended + sum(done[i].eval_seconds for i in steps[unfinished] if i in done)
+
+
 def _resume_point(steps: list[range], stored: _Journaled) -> int:
     """How many leading steps the journal holds whole: every evaluation of the initial design;
     of a BO step, every evaluation and the optimizer's state after it was told."""
@@ -421,13 +455,7 @@ def run_cell(
         runner_state_kept(),
         (optimizer.ask, optimizer.tell, optimizer.load_state_dict, optimizer.state_dict),
     )
-    # An asynchronous cell's BO evaluations are steps of one: each is told, and journaled with
-    # the state, as it finishes.
-    size = 1 if cell.asynchronous else cell.q
-    steps = [range(cell.n_init)] + [
-        range(cell.n_init + k * size, cell.n_init + (k + 1) * size)
-        for k in range(cell.budget * cell.q // size)
-    ]
+    steps = _steps(cell)
     stored: _Journaled = {}
     if journal is not None:
         stored = {record.iteration: (record, state) for record, state in journal.read()}
@@ -435,10 +463,7 @@ def run_cell(
     # Of the unfinished step, what was journaled is kept; what follows it is not replayable.
     reused = [i for k in steps[: whole + 1] for i in k if i in stored]
     # The cell's clock continues from its replayed evaluations: time it did not run is not counted.
-    offset = max(
-        (stored[i][0].wall_seconds for i in reused if math.isfinite(stored[i][0].wall_seconds)),
-        default=0.0,
-    )
+    offset = resumed_clock(cell, (stored[i][0] for i in reused))
     records: list[RunRecord] = []
     bests = Bests(task)
 

@@ -40,6 +40,10 @@ def thread_limits(threads: int) -> Iterator[None]:
     fit's optimizers, calls OpenBLAS, whose default pool of one thread per core oversubscribes a
     machine that runs one cell per core.
     """
+    # threadpool_limits bounds only the libraries loaded when it is entered, and scipy's own
+    # OpenBLAS loads with scipy.linalg: in a fresh pool worker, only once the cell runs.
+    import scipy.linalg  # noqa: F401
+
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
