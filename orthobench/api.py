@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 
 __all__ = ["RunResult", "load_results", "run_suite"]
 
+#: The most torch threads one unit may run with (``threads_per_cell``, ``--threads-per-cell``,
+#: ``--threads``): above the hardware threads of the largest machines today (768 on two 192-core
+#: CPUs), and far below the counts that crash the process rather than fail the unit (libgomp
+#: cannot create 16384 threads; torch segfaults at 10^8).
+MAX_THREADS = 1024
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunResult:
@@ -137,7 +143,7 @@ def run_suite(
             with ``executor="inline"``, or ``jobs_per_gpu`` above 1 with another executor than
             ``dask``. The message is the command line's, naming its options (``--workers``).
         ValueError: for ``workers``, ``threads_per_cell`` or ``jobs_per_gpu`` not an int or
-            below 1, or an unknown ``executor``.
+            below 1, ``threads_per_cell`` above :data:`MAX_THREADS`, or an unknown ``executor``.
         orthobench.execution.RunInterrupted: on Ctrl-C (a ``KeyboardInterrupt``), with the
             summary of the cells stored so far; a rerun resumes.
 
@@ -158,6 +164,10 @@ def run_suite(
     ):
         if not is_integer(count) or count < 1:
             raise ValueError(f"`{name}` must be an int >= 1, but got {name}={count!r}.")
+    if threads_per_cell > MAX_THREADS:
+        raise ValueError(
+            f"`threads_per_cell` must be at most {MAX_THREADS}, but got {threads_per_cell=}."
+        )
     prepared = _prepare_run(
         suite,
         output=output,
@@ -374,7 +384,8 @@ def _prepare_run(
         raise TypeError(
             f"the suite must be a file path, a Suite or a mapping, but got {type(suite).__name__}."
         )
-    resolved = resolve_device(device or suite.device)
+    # An empty device (`--device ''`) is refused by name, not taken for none given.
+    resolved = resolve_device(suite.device if device is None else device)
     store = ResultStore(_results_dir(output, suite.name))
     runner = _make_executor(
         executor,

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orthobench.api import _make_executor, _refuse_changed, _refuse_report_paths, _results_dir
+from orthobench.api import (
+    MAX_THREADS,
+    _make_executor,
+    _refuse_changed,
+    _refuse_report_paths,
+    _results_dir,
+)
 from orthobench.cli_signals import sigterm_as_ctrl_c, stop_exit_code, stopped_by
 from orthobench.cli_warnings import warnings_as_lines
 from orthobench.exceptions import (
@@ -240,7 +246,7 @@ def _workers_text(executor, scheduler: str | None, to_run: int, units: str) -> s
 @_executor_options
 @click.option(
     "--threads-per-cell",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_THREADS),
     default=1,
     show_default=True,
     help="Torch threads per running cell, in every executor (results depend on it).",
@@ -331,9 +337,15 @@ def run(
             err=True,
         )
         sys.exit(stop_exit_code())
+    # Stored, so counted as run, yet without a value: said, not left for the report to show.
+    not_ok = ", ".join(
+        f"{n} evaluation(s) {'timed out' if status == 'timeout' else status}"
+        for status, n in sorted(summary.evaluations_not_ok().items())
+    )
     done = (
         f"{summary.count('ok')} run, {summary.count('skipped')} already stored, "
-        f"{summary.count('failed')} failed in {summary.seconds:.1f} s; results: {store.runs_dir}"
+        f"{summary.count('failed')} failed in {summary.seconds:.1f} s"
+        f"{not_ok and f'; {not_ok}'}; results: {store.runs_dir}"
     )
     suite_ids = {cell.id for cell in cells}
     try:
@@ -393,7 +405,7 @@ def _exit_on_failures(summary, journal: Path) -> None:
 
 _threads_option = click.option(
     "--threads",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_THREADS),
     default=1,
     show_default=True,
     help="Torch threads while a probe state runs (its values depend on it; recorded per row).",
@@ -460,7 +472,7 @@ def _probe_suite(
     from orthobench.probe.runner import run_probe
     from orthobench.results import ResultStore
 
-    resolved = resolve_device(device or suite.device)
+    resolved = resolve_device(suite.device if device is None else device)
     # Absolute now: a task that changes the working directory must not move the report.
     store = ResultStore(_results_dir(output, suite.name))
     out_dir = store.root

@@ -54,6 +54,7 @@ import os
 import pickle
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
@@ -89,10 +90,14 @@ Plan = Callable[[], tuple[list[Job], list[WorkUnit]]]
 
 @dataclass
 class Outcome:
+    """What became of one unit in a run; ``not_ok``: of a cell it stored, how many of its
+    evaluations have each status other than ``ok`` (``timeout``, ``invalid``)."""
+
     unit: WorkUnit
     status: Literal["ok", "failed", "skipped"]
     seconds: float = 0.0
     error: str | None = None
+    not_ok: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -102,6 +107,11 @@ class RunSummary:
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
+
+    def evaluations_not_ok(self) -> Counter[str]:
+        """How many evaluations of the cells this run stored have each status other than
+        ``ok``: their cells count as run, yet their ``y`` is NaN."""
+        return sum((o.not_ok for o in self.outcomes), Counter())
 
     @property
     def failed(self) -> list[Outcome]:
@@ -303,10 +313,12 @@ class Run:
         if result.records is not None:
             metadata = {**self.metadata, **job.metadata(), **(result.where or {})}
             seconds = result.seconds
+            not_ok: Counter[str] = Counter()
             if isinstance(job, CellJob):
                 seconds = job.stored_seconds(result.records, seconds)
+                not_ok.update(r.status for r in result.records if r.status != "ok")
             self.store.write(unit, result.records, metadata, seconds)
-            self.summary.outcomes.append(Outcome(unit, "ok", result.seconds))
+            self.summary.outcomes.append(Outcome(unit, "ok", result.seconds, not_ok=not_ok))
             self.progress.message(f"  done   {unit.id} ({result.seconds:.1f} s)")
         else:
             error = result.error or ""

@@ -71,6 +71,8 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
     bytes that are not UTF-8, JSON nested too deeply to decode or a value of another type after
     a disk fault) is skipped.
 
+    A missing file, or one under a file, is an empty journal.
+
     Raises:
         ResultsError: naming ``path`` when it cannot be read, is not a regular file (a FIFO,
             which would block, or a device such as ``/dev/zero``, a link is followed) or is
@@ -78,7 +80,9 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
     """
     try:
         fh = _open_regular(path)
-    except FileNotFoundError:
+    # A folder on the way that is a file (``-o`` under a file, ``/dev/full``) holds no journal
+    # either: the store's own check, when it writes, names the folder it cannot create.
+    except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as err:
         raise ResultsError(f"{path}: cannot read this journal ({err.strerror or err})") from None

@@ -17,7 +17,9 @@ References:
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
+import tempfile
 import warnings
 import zipfile
 import zlib
@@ -227,12 +229,34 @@ def _lswmd_source(path: Path) -> int:
 
 def _checked_inputs(source: Path, out: str | Path | None, seed: int, test_fraction: float) -> Path:
     """The output path, after refusing what needs no unpickling: a missing or empty source,
-    split settings :func:`split_indices` refuses, an output under a file."""
+    split settings :func:`split_indices` refuses, an output that cannot be written
+    (:func:`_check_writable`)."""
     _lswmd_source(source)
     _check_split(test_fraction, seed)
+    if out is not None and not str(out).strip():
+        raise OrthobenchError("--out is empty; name the output .npz or leave it out.")
     out = Path(out).expanduser() if out is not None else wm811k_path()
     check_output(out)
+    _check_writable(out)
     return out
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse, before the minutes of unpickling, an ``out`` that :func:`write_atomic` would
+    refuse after them: one that exists and is not a regular file (a folder, ``/dev/full``), or
+    whose nearest existing folder (where its missing folders and temporary file go) cannot hold
+    a new file, as tried by creating and removing one there."""
+    if out.exists() and not out.is_file():
+        raise OrthobenchError(f"cannot write --out {out}: it exists and is not a regular file.")
+    target = Path(os.path.realpath(out))  # write_atomic writes beside a link's target
+    folder = next(p for p in target.parents if p.exists())
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".orthobench-"):
+            pass
+    except OSError as err:
+        raise OrthobenchError(
+            f"cannot write --out {out}: {folder} is not writable ({err.strerror or err})."
+        ) from None
 
 
 def _unpickle(path: Path) -> Any:
@@ -360,10 +384,10 @@ def convert_lswmd(
     Raises:
         DatasetMissingError: when ``source`` is not a file.
         OrthobenchError: for split settings :func:`split_indices` refuses, an empty file, an
-            ``out`` under a file (these before the warning and any unpickling), a file that is
-            not an LSWMD DataFrame, an
-            unknown class name, a map that is not 2-D or has values outside ``{0, 1, 2}``, or no
-            labelled map at all.
+            ``out`` that is empty, under a file, not a regular file or in a folder that cannot be
+            written (these before the warning and any unpickling), a file that is not an LSWMD
+            DataFrame, an unknown class name, a map that is not 2-D or has values outside
+            ``{0, 1, 2}``, or no labelled map at all.
     """
     source = Path(source).expanduser()
     # Refuse what needs no unpickling first: the warning is for a file that will be unpickled.
@@ -553,7 +577,7 @@ def _read_wm811k(resolved: Path) -> WM811K:
 @click.argument("source", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False),  # a str: click's Path("") would be ".", not empty
     default=None,
     help="Output .npz (default: <data dir>/wm811k/wm811k.npz; data dir: ORTHOBENCH_DATA_DIR, else data/).",
 )
@@ -571,7 +595,7 @@ def _read_wm811k(resolved: Path) -> WM811K:
     show_default=True,
     help="Share of each class held out, in (0, 1).",
 )
-def convert_wm811k(source: Path, out: Path | None, seed: int, test_fraction: float) -> None:
+def convert_wm811k(source: Path, out: str | None, seed: int, test_fraction: float) -> None:
     """Convert the public WM811K LSWMD.pkl (a pandas pickle) into a safe .npz.
 
     Unpickling runs code from the file: convert only a copy from a source you trust. Keeps the
