@@ -349,3 +349,90 @@ def test_draw_weights_reproduce_every_estimator(name: str) -> None:
         weights @ values, estimate(values, z, None, eye), rtol=1e-10, atol=1e-12
     )
     torch.testing.assert_close(weights.sum(), torch.tensor(1.0, dtype=DTYPE), rtol=0, atol=1e-12)
+
+
+# --- the ridge in pseudo-samples of standardized controls ----------------------------------------
+# Controls of very different scales (1, 5, 0.2): the ridge acts on the controls standardized to
+# unit root-mean-square, so its pull on each coefficient does not depend on a control's units.
+SCALES = torch.tensor([1.0, 5.0, 0.2], dtype=DTYPE)
+
+
+def _scaled_arrays() -> tuple[torch.Tensor, torch.Tensor]:
+    """``16 x 2`` positive values driven by ``16 x 3`` controls of scales 1, 5 and 0.2."""
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(16, 3, generator=gen, dtype=DTYPE)
+    loadings = torch.tensor([[0.5, 1.0], [0.2, -0.3], [1.0, 0.1]], dtype=DTYPE)
+    noise = 0.1 * torch.randn(16, 2, generator=gen, dtype=DTYPE)
+    return (1.0 + z @ loadings + noise).exp(), z * SCALES
+
+
+def _ridge_by_hand(
+    values: torch.Tensor, controls: torch.Tensor, control_mean: torch.Tensor, ridge: float
+) -> torch.Tensor:
+    """``mean(h) - gamma^T (mean(c) - mu)`` with ``gamma = (C^T C + ridge I)^{-1} C^T H``: ``C``
+    the centred controls divided by their root-mean-square (so ``C^T C ~ S I``), ``H`` the
+    centred values, and ``gamma`` mapped back to the controls' own units."""
+    centred = controls - controls.mean(0)
+    rms = centred.square().mean(0).sqrt()
+    standard = centred / rms
+    gram = standard.T @ standard + ridge * torch.eye(controls.shape[1], dtype=DTYPE)
+    gamma = torch.linalg.solve(gram, standard.T @ (values - values.mean(0))) / rms[:, None]
+    return values.mean(0) - (controls.mean(0) - control_mean) @ gamma
+
+
+@pytest.mark.parametrize("ridge", [0.5, 3.0, 12.0, 40.0])
+def test_ridge_is_the_documented_closed_form_on_controls_of_any_scale(ridge: float) -> None:
+    """``orthogonal_mean(..., ridge)`` is ``(C^T C + ridge I)^{-1} C^T H`` in standardized control
+    coordinates (its docstring), ``ridge`` pseudo-samples, on controls of scales 1, 5 and 0.2
+    with a nonzero known mean."""
+    values, controls = _scaled_arrays()
+    mu = torch.tensor([0.1, -0.4, 0.02], dtype=DTYPE)
+    torch.testing.assert_close(
+        orthogonal_mean(values, controls, mu, ridge=ridge),
+        _ridge_by_hand(values, controls, mu, ridge),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+
+
+def test_orth_ridge_takes_k_pseudo_samples() -> None:
+    """``orth-ridge`` is :func:`orthogonal_mean` with ``K`` pseudo-samples (:data:`ESTIMATORS`),
+    the closed form with ``ridge = K``, and so not the plug-in ``orth``."""
+    values, controls = _scaled_arrays()
+    k = controls.shape[1]
+    zero = torch.zeros(k, dtype=DTYPE)
+    result = ESTIMATORS["orth-ridge"](values, controls, None, None)
+    torch.testing.assert_close(result, orthogonal_mean(values, controls, ridge=float(k)))
+    torch.testing.assert_close(
+        result, _ridge_by_hand(values, controls, zero, float(k)), rtol=1e-10, atol=1e-12
+    )
+    plugin = ESTIMATORS["orth"](values, controls, None, None)
+    assert (result - plugin).abs().min() > 1e-3 * plugin.abs().max()
+
+
+def test_orth_shrink_without_a_covariance_takes_4k_pseudo_samples() -> None:
+    """Without a known covariance ``orth-shrink`` is the ridge plug-in with ``lambda = 4K``
+    pseudo-samples (the docstrings of :func:`shrunk_mean` and :data:`ESTIMATORS`): equal to
+    ``orthogonal_mean(ridge=4K)`` and to the closed form with ``4K``, for ``K = 3`` and ``K = 5``."""
+    values, controls = _scaled_arrays()
+    wide_values, wide_controls = _arrays(n_draws=24, n_controls=5, n_candidates=3)
+    for h, c in ((values, controls), (wide_values, wide_controls)):
+        lam = 4.0 * c.shape[1]
+        zero = torch.zeros(c.shape[1], dtype=DTYPE)
+        result = ESTIMATORS["orth-shrink"](h, c, None, None)
+        torch.testing.assert_close(result, shrunk_mean(h, c))
+        torch.testing.assert_close(result, orthogonal_mean(h, c, ridge=lam))
+        torch.testing.assert_close(result, _ridge_by_hand(h, c, zero, lam), rtol=1e-10, atol=1e-12)
+
+
+def test_orth_shrink_with_a_known_covariance_weights_the_correction_by_4k() -> None:
+    """With the identity as known covariance, ``kappa = (S - 1) / (S - 1 + 4K)`` (the docstring
+    of :func:`shrunk_mean`), written out here rather than taken from the module's constant."""
+    values, controls = _arrays(n_draws=24, n_controls=3)
+    n_draws, k = controls.shape
+    kappa = (n_draws - 1) / (n_draws - 1 + 4.0 * k)
+    gamma = controls.T @ (values - values.mean(0)) / (n_draws - 1)
+    expected = values.mean(0) - kappa * controls.mean(0) @ gamma
+    torch.testing.assert_close(
+        ESTIMATORS["orth-shrink"](values, controls, None, torch.eye(k, dtype=DTYPE)), expected
+    )

@@ -77,3 +77,23 @@ def test_bounds_whose_width_overflows_are_refused():
     """Both bounds finite, ``high - low`` infinite: every decoded point was NaN or a bound."""
     with pytest.raises(ValueError, match="width `high - low` must be finite"):
         Parameter(name="x", low=-1e308, high=1e308)
+
+
+def _log_uniform_bound_pairs(n: int = 30) -> list[tuple[float, float]]:
+    """``n`` pairs ``low < high`` of log-uniform bounds between 1e-8 and 1e4 (fixed seed)."""
+    rng = np.random.default_rng(0)
+    pairs = [(1e-5, 0.1)]
+    while len(pairs) < n:
+        low, high = sorted(10.0 ** rng.uniform(-8, 4, size=2))
+        if low < high:
+            pairs.append((float(low), float(high)))
+    return pairs
+
+
+@pytest.mark.parametrize(("low", "high"), _log_uniform_bound_pairs())
+def test_log_values_stay_within_inclusive_bounds(low, high):
+    """``exp(log low + u (log high - log low))`` rounds past a bound for some pairs (at u = 0 or
+    u = 1): decoded values of a log parameter must stay in ``[low, high]``, as a float's do."""
+    p = Parameter(name="lr", low=low, high=high, kind="log")
+    values = p.from_unit(np.concatenate([[0.0], np.linspace(0, 1, 1001), [1 - 1e-17, 1.0]]))
+    assert values.min() >= low and values.max() <= high

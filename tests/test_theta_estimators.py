@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 import torch
 
-from orthobench.estimators import mc_mean, weighted_mean
+from orthobench.estimators import ESTIMATORS, mc_mean, shrunk_mean, weighted_mean
 from orthobench.exceptions import NumericsWarning
 from orthobench.pointsets import POINT_SETS, point_count
 from orthobench.surrogates.fit import fit_model
 from orthobench.surrogates.laplace import laplace_posterior
 from orthobench.surrogates.theta_sampled_gp import ThetaSampledGP
 from orthobench.theta_estimators import (
+    ThetaDraws,
     ThetaEstimator,
     constant_mean_conditional,
     draw_thetas,
@@ -254,3 +255,26 @@ def test_draws_from_a_posterior_built_on_the_device_equal_the_cpus(
     if reference.weights is not None:
         torch.testing.assert_close(draws.weights.cpu(), reference.weights, rtol=1e-12, atol=1e-12)
     assert draws.constant_mean_variance == pytest.approx(reference.constant_mean_variance, rel=1e-9)
+
+
+def test_estimate_passes_the_whitened_draws_known_identity_covariance() -> None:
+    """The whitened draws ``z`` have known mean 0 and covariance I (:func:`estimate`): an
+    ``orth-shrink`` estimate is :func:`shrunk_mean`'s known-covariance path, not its
+    sample-covariance fallback, and ``orth-quadratic``, which needs the known covariance, works
+    through :func:`estimate` and equals its estimator given the identity."""
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(16, 3, generator=gen, dtype=DTYPE)
+    values = (z @ torch.tensor([[0.5, 0.1], [0.2, -0.4], [1.0, 0.3]], dtype=DTYPE)).exp()
+    eye = torch.eye(3, dtype=DTYPE)
+
+    def draws(name: str) -> ThetaDraws:
+        return ThetaDraws(parse_theta_estimator(name), z, z, None, 0.0)
+
+    shrink = estimate(values, draws("orth-shrink"))
+    torch.testing.assert_close(shrink, shrunk_mean(values, z, None, eye))
+    fallback = shrunk_mean(values, z)  # the sample covariance: a different estimate
+    assert (shrink - fallback).abs().min() > 1e-3 * shrink.abs().max()
+    torch.testing.assert_close(
+        estimate(values, draws("orth-quadratic")),
+        ESTIMATORS["orth-quadratic"](values, z, None, eye),
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -105,3 +106,52 @@ def test_top1_agreement_accepts_any_of_the_references_tied_best():
     values = np.array([[0.0, 0.9, 0.1, 0.2], [0.0, 0.1, 0.9, 0.2], [0.0, 0.1, 0.2, 0.9]])
     # Rebuilds 0 and 1 pick a best probe of the reference (1 or 2), rebuild 2 does not.
     assert metrics.top1_agreement(values, reference) == pytest.approx(2 / 3)
+
+
+def _resampled_variance_ratios(baseline, values, n_boot, seed):
+    """The bootstrap's resampled variance ratios, by hand: ``n_boot`` resamples of the ``R``
+    rebuild indices from ``default_rng(seed)``, the same indices for both (paired rebuilds)."""
+    idx = np.random.default_rng(seed).integers(0, values.shape[0], size=(n_boot, values.shape[0]))
+    ratios = []
+    for rows in idx:
+        base = np.var(baseline[rows], axis=0, ddof=1).mean()
+        est = np.var(values[rows], axis=0, ddof=1).mean()
+        ratios.append(base / est if est > 0 else np.inf)
+    return np.array(ratios)
+
+
+def test_bootstrap_ci_is_the_central_interval_at_its_level():
+    """A 95% percentile interval is the 2.5% and 97.5% quantiles of the resampled ratios (equal
+    tails), and a 90% one the 5% and 95% quantiles."""
+    rng = np.random.default_rng(1)
+    baseline, values = rng.normal(0, 1.0, size=(10, 4)), rng.normal(0, 0.5, size=(10, 4))
+    boot = _resampled_variance_ratios(baseline, values, n_boot=500, seed=3)
+    for level, quantiles in ((0.95, [0.025, 0.975]), (0.9, [0.05, 0.95])):
+        _, low, high = metrics.bootstrap_ratio_ci(baseline, values, n_boot=500, level=level, seed=3)
+        np.testing.assert_allclose([low, high], np.quantile(boot, quantiles), rtol=1e-12)
+
+
+def test_bootstrap_ci_leaves_out_resamples_without_estimator_variance():
+    """Most of the estimator's rebuilds are equal, so some resamples have zero variance and an
+    infinite ratio: they are left out, the high bound stays finite, and the bounds are the
+    quantiles of the finite resampled ratios."""
+    rng = np.random.default_rng(1)
+    baseline, values = rng.normal(0, 1.0, size=(10, 4)), rng.normal(0, 0.5, size=(10, 4))
+    values[:7] = 0.0
+    boot = _resampled_variance_ratios(baseline, values, n_boot=2000, seed=0)
+    assert np.isinf(boot).any()  # the case under test: some resamples have no variance
+    _, low, high = metrics.bootstrap_ratio_ci(baseline, values)
+    assert math.isfinite(high)
+    np.testing.assert_allclose(
+        [low, high], np.quantile(boot[np.isfinite(boot)], [0.025, 0.975]), rtol=1e-12
+    )
+
+
+def test_flip_rate_does_not_count_tied_estimates_as_flips():
+    """A rebuild whose estimates of an ordered pair tie has not reversed it: only
+    ``upper < lower`` is a flip, so rebuilds that tie every pair have flip rate 0."""
+    reference = np.array([3.0, 2.0, 1.0, 0.5])
+    tied = np.array([[2.0, 2.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [3.0, 2.0, 2.0, 0.0]])
+    assert metrics.flip_rate(tied, reference) == 0.0
+    tied[2, 3] = 5.0  # now (2, 3) is reversed in rebuild 2: 1 of 9 ordered pairs
+    assert metrics.flip_rate(tied, reference) == pytest.approx(1 / 9)

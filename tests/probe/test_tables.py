@@ -345,3 +345,14 @@ def test_the_default_rule_leaves_out_undefined_ratios_as_the_summary_tables_do()
     none = rule.loc["none"]
     assert math.isnan(none["worst_state_mse_ratio"]) and math.isnan(none["min_upper_bound"])
     assert none["undefined_states"] == 1 and not none["eligible"]
+
+
+def test_excess_bias_share_is_never_negative():
+    """``excess_bias_share = max(bias_sq - probe_variance / R, 0) / mse``: where the squared
+    bias is below the rebuild noise ``probe_variance / R`` (as for an unbiased estimator about
+    half of the time) the share is 0, not negative, in the summary's maximum over states."""
+    frame = _rows({("e", 8): [2.0, 2.0]}).assign(
+        bias_sq=[0.001, 0.01], probe_variance=[0.08, 1.0], rebuilds=16, mse=0.1
+    )
+    row = summary_table(frame).iloc[0]
+    assert row["excess_bias_share_max"] == 0.0
