@@ -659,18 +659,20 @@ def list_() -> None:
 
     for registry in (TASKS, OPTIMIZERS):
         click.echo(f"{registry.kind}s:")
-        for name in registry.names():
+        names = registry.names()
+        width = max(map(len, names), default=0)  # tension-compression-string's 26, not 14
+        for name in names:
             try:
                 entry = registry.resolve(name)
             except OrthobenchError as err:
-                click.echo(f"  {name:<14} (unavailable: {err})")
+                click.echo(f"  {name:<{width}} (unavailable: {err})")
                 continue
             params = ", ".join(
                 k if d is inspect.Parameter.empty else f"{k}={d!r}" for k, d in entry.params.items()
             )
-            click.echo(f"  {name:<14} {entry.description}")
+            click.echo(f"  {name:<{width}} {entry.description}")
             if params:
-                click.echo(f"  {'':<14} params: {params}")
+                click.echo(f"  {'':<{width}} params: {params}")
 
 
 def _attach_data_commands() -> None:

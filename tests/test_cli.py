@@ -82,6 +82,16 @@ def test_list_shows_tasks_optimizers_and_params():
     )
 
 
+def test_list_aligns_descriptions_past_the_longest_name():
+    """``tension-compression-string`` (26 characters) shifted its description out of the column
+    that a 14-character name width gave the others."""
+    lines = invoke("list").output.splitlines()
+    tasks = lines[1 : lines.index("optimizers:")]
+    named = [line for line in tasks if not line.lstrip().startswith("params:")]
+    starts = {len(line) - len(line[2:].split(" ", 1)[1].lstrip()) for line in named}
+    assert len(starts) == 1, named
+
+
 def test_report_command_and_empty_dir_error(sphere_suite, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
