@@ -84,7 +84,7 @@ def run_record(**changes) -> RunRecord:
 
 
 def probe_record(**changes) -> ProbeRecord:
-    sample = {int: 4, float: 0.5, str: "a", list[float]: [1.0, 2.5]}
+    sample = {int: 4, float: 0.5, str: "a", list[float]: [1.0, 2.5], list[float] | None: [1.0]}
     sample |= {int | None: 2, bool | None: True, float | None: None}
     values = {name: sample[hint] for name, hint in typing.get_type_hints(ProbeRecord).items()}
     return ProbeRecord(**{**values, **changes})

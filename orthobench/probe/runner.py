@@ -181,7 +181,7 @@ def _summaries(
                 seconds_per_call=v.get("seconds_per_call"),
                 threads=torch.get_num_threads(),
                 q=state.q,
-                reference_rse=rses[key].tolist() if key in rses else [],
+                reference_rse=rses[key].tolist() if key in rses else None,
             )
         )
     return rows

@@ -473,6 +473,8 @@ def ranking_table(frame: pd.DataFrame) -> pd.DataFrame:
     frame, batch = with_batch(frame)
     table = table.assign(cell=table["task"] + "/" + table["kernel"])
     timed = equal_time_frame(_with_bias_share(frame)) if "seconds_per_call" in frame else None
+    if timed is not None:  # an equal-time ratio is of MSEs against the reference too
+        timed.loc[unconverged_reference(timed), "time_mse_ratio"] = np.nan
     rows = []
     for key, group in table.groupby(["suite", *batch, "mc_samples", "estimator"], sort=False):
         suite, s, name = key[0], key[-2], key[-1]

@@ -148,9 +148,9 @@ class ProbeRecord:
             ``q > 1``); files stored before it was recorded read NaN (``q = 1``).
         reference_rse: ``n_probes`` relative standard errors of ``reference``, estimated from
             its draws (:func:`orthobench.probe.gp_probe.reference_rse`; 0 for an analytic
-            reference, NaN at a probe whose reference underflows to 0); empty where no estimate
-            exists (TPE, plugin and ``q > 1`` qLogEI references); files stored before it was
-            recorded read None.
+            reference, NaN at a probe whose reference underflows to 0); None where no estimate
+            exists (TPE, plugin and ``q > 1`` qLogEI references) and in files stored before it
+            was recorded, whose rows a state keeps beside the ones it adds.
     """
 
     suite: str
@@ -191,7 +191,7 @@ class ProbeRecord:
     seconds_per_call: float | None = None
     threads: int | None = None
     q: int = 1
-    reference_rse: list[float] = dataclasses.field(default_factory=list)
+    reference_rse: list[float] | None = None
 
 
 _ARROW_TYPES = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}

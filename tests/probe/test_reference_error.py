@@ -122,3 +122,24 @@ def test_probe_rows_store_their_references_error_and_a_hartmann6_state_is_not_fl
     assert all("reference_rse" not in r.info for r in rows)
     frame = pd.DataFrame([dataclasses.asdict(r) for r in rows])
     assert not unconverged_reference(frame).any()
+
+
+def test_the_equal_time_ratio_leaves_out_an_unconverged_state():
+    """The equal-time ratio is of MSEs against the reference as well: seed 2's (whose reference is
+    noise) set the ranking's worst equal-time ratio though the state was out of the MSE ratios."""
+    from orthobench.probe.tables import TIME_BASELINE, ranking_table
+
+    rows = []
+    for seed, rse, cv_mse in ((0, 0.02, 1.0), (1, 0.02, 2.0), (2, math.sqrt(4095 / 4096), 50.0)):
+        for name, s, seconds, mse in (
+            (TIME_BASELINE, 32, 1.0, 4.0), (TIME_BASELINE, 64, 2.0, 2.0), ("cv", 64, 1.0, cv_mse),
+        ):  # fmt: skip
+            (row,) = _state_rows(seed, rse, {name: 1.0})
+            rows.append(
+                {**row, "mc_samples": s, "seconds_per_call": seconds, "mse": mse, "threads": 1}
+            )
+    frame = pd.DataFrame(rows)
+    # cv costs what the baseline's S = 32 costs (1 s), where the baseline's MSE is 4.
+    cv = ranking_table(frame).set_index("estimator").loc["cv"]
+    assert cv["time_mse_ratio_worst"] == pytest.approx(4.0 / 2.0)  # seed 1, not seed 2's 0.08
+    assert cv["time_mse_ratio_median"] == pytest.approx(math.sqrt(4.0 * 2.0))  # seeds 0, 1

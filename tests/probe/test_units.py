@@ -115,6 +115,27 @@ def test_an_added_estimator_computes_only_its_rows_and_a_removed_one_leaves_its_
     assert sorted(load_probe([out])["estimator"]) == ["mc", "orth", "orth-shrink"]
 
 
+def test_a_state_stored_before_reference_errors_takes_an_added_estimator(
+    plugin, write_suite, tmp_path
+):
+    """Files stored before ``reference_rse`` was recorded lack its column: kept beside the rows an
+    added estimator computes, their null failed the store's check after the state was
+    computed, with a traceback, at every rerun."""
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    probe(suite_file(write_suite, plugin), out)
+    (file,) = (out / "probe").glob("*.parquet")
+    table = pq.read_table(file)
+    pq.write_table(table.drop_columns(["reference_rse"]), file)  # as stored before
+    both = suite_file(write_suite, plugin, estimators="orth, orth-shrink", name="both.yaml")
+    added = probe(both, out)
+    assert [o.status for o in added.summary.outcomes] == ["ok"]
+    stored = load_probe([out]).set_index("estimator")["reference_rse"]
+    assert stored["mc"] is None and stored["orth"] is None  # kept: unknown
+    assert len(stored["orth-shrink"]) > 0
+
+
 def test_rows_added_at_another_thread_count_recompute_the_state_at_it_with_a_warning(
     plugin, write_suite, tmp_path, monkeypatch
 ):
