@@ -172,10 +172,17 @@ def build_report(
                     "does not write through; remove it or give another HTML file with -o."
                 )
             if os.path.lexists(path) and not path.is_file():
+                what = "the report" if path == out else "the report's table"
                 raise OrthobenchError(
-                    f"cannot write the report to {path}: it exists and is not a regular file; "
-                    "give the path of an HTML file with -o."
-                )
+                    f"cannot write {what} to {path}: it exists and is not a regular file; "
+                    + ("give the path of an HTML file with -o." if path == out else
+                       "remove it or give -o another name.")
+                )  # fmt: skip
+        blocker = next((p for p in out.parents if os.path.lexists(p)), None)
+        if blocker is not None and not blocker.is_dir():
+            raise OrthobenchError(
+                f"cannot write the report to {out}: {blocker} is a file, not a folder."
+            )
         stale = _stale_csvs(out, {path for path, _ in files})
         for path, text in files:
             write_atomic(path, lambda fh, text=text: fh.write(text.encode()))

@@ -57,3 +57,23 @@ def test_a_stale_csv_that_is_a_link_goes_but_not_its_target(dirs, tmp_path):
     assert not (base / "report.comparison.csv").is_symlink()
     assert outside.read_text() == "keep\n"
     assert (base / "report.ecdf.csv").is_dir()
+
+
+def test_a_report_under_a_file_and_a_folder_at_a_csv_path_name_the_obstacle(dirs, tmp_path):
+    """`-o afile/x.html` said only "afile: File exists"; a folder where a CSV goes was answered
+    with "give the path of an HTML file with -o", though -o named one."""
+    from orthobench.exceptions import OrthobenchError
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(OrthobenchError, match=f"{afile} is a file, not a folder"):
+        build_report(dirs, afile / "x.html")
+    out = tmp_path / "rep" / "rep.html"
+    (out.parent / "rep.curves.csv").mkdir(parents=True)
+    with pytest.raises(OrthobenchError) as refused:
+        build_report(dirs, out)
+    assert str(refused.value) == (
+        f"cannot write the report's table to {out.parent / 'rep.curves.csv'}: it exists and is "
+        "not a regular file; remove it or give -o another name."
+    )
+    assert not out.exists()
