@@ -51,8 +51,8 @@ def _state_rows(seed: int, rse: float, ratios: dict[str, float]) -> list[dict]:
 
 def _frame() -> pd.DataFrame:
     """Three states: two converged (relative error 2%), and seed 2 whose reference is carried by
-    one draw of 4096 (relative error ~1), on which the control variates score 0.09: the hunt's
-    tension-compression-string state."""
+    one draw of 4096 (relative error ~1), on which the control variates score 0.09, as on the
+    tension-compression string's seed 1 of suites/probe-constrained.yaml."""
     rows = [
         *_state_rows(0, 0.02, {"mc": 1.0, "cv": 2.8}),
         *_state_rows(1, 0.02, {"mc": 1.0, "cv": 3.2}),
