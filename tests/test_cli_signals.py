@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import process_running
-from tests.test_pool_warnings_and_ctrl_c import plugin  # noqa: F401 -- the fixture
+from tests.test_pool_warnings_and_ctrl_c import _start_cli, plugin  # noqa: F401 -- the fixture
 
 STOPPED = (
     "orthobench: terminated (SIGTERM): 0 of {n} cells stored (0 by this run); rerun the same "
@@ -25,16 +24,9 @@ STOPPED = (
 def _run_until_evaluating(
     suite: Path, out: Path, log: Path, evaluations: int, *options: str, sigint=signal.SIG_DFL
 ) -> subprocess.Popen:
-    """``orthobench run SUITE -o OUT -q OPTIONS`` in a session of its own, SIGINT's disposition
-    ``sigint``, returned once ``evaluations`` evaluations have started (the task logs each)."""
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "orthobench", "run", str(suite), "-o", str(out), "-q", *options],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
-    )
+    """:func:`_start_cli`, returned once ``evaluations`` evaluations have started (the task logs
+    each)."""
+    runner = _start_cli(suite, out, *options, sigint=sigint)
     deadline = time.monotonic() + 300
     while runner.poll() is None and time.monotonic() < deadline:
         if log.exists() and len(log.read_text().split()) == evaluations:

@@ -80,9 +80,12 @@ def plugin(tmp_path, monkeypatch: pytest.MonkeyPatch):
     return write
 
 
-def _start_cli(suite: Path, out: Path, *options: str) -> subprocess.Popen:
+def _start_cli(
+    suite: Path, out: Path, *options: str, sigint: signal.Handlers = signal.SIG_DFL
+) -> subprocess.Popen:
     """``orthobench run SUITE -o OUT -q OPTIONS`` in a session of its own (a Ctrl-C reaches its
-    process group, as a terminal's does), SIGINT not ignored whatever this process does."""
+    process group, as a terminal's does), SIGINT's disposition ``sigint`` whatever this process
+    has (default: not ignored)."""
     command = [sys.executable, "-m", "orthobench", "run", str(suite), "-o", str(out), "-q"]
     return subprocess.Popen(
         [*command, *options],
@@ -90,7 +93,7 @@ def _start_cli(suite: Path, out: Path, *options: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
     )
 
 

@@ -18,7 +18,7 @@ from orthobench.report.blocks import TABLE_NAMES
 from orthobench.report.data import load_results
 from orthobench.report.glossary import GLOSSARY
 from orthobench.report.sections import Figure, Table, build_sections
-from orthobench.results import os_error_text, unique_dirs, write_atomic
+from orthobench.results import file_in_the_way, os_error_text, unique_dirs, write_atomic
 from orthobench.work import CELL
 
 _ENV = jinja2.Environment(
@@ -178,8 +178,8 @@ def build_report(
                     + ("give the path of an HTML file with -o." if path == out else
                        "remove it or give -o another name.")
                 )  # fmt: skip
-        blocker = next((p for p in out.parents if os.path.lexists(p)), None)
-        if blocker is not None and not blocker.is_dir():
+        blocker = file_in_the_way(out)
+        if blocker is not None:
             raise OrthobenchError(
                 f"cannot write the report to {out}: {blocker} is a file, not a folder."
             )

@@ -4,7 +4,7 @@ Re-exports only; the layout of a results directory is documented on :class:`Resu
 """
 
 from orthobench.results._base import BaseStore
-from orthobench.results._io import open_own, os_error_text, write_atomic
+from orthobench.results._io import file_in_the_way, open_own, os_error_text, write_atomic
 from orthobench.results._journal import EvaluationJournal
 from orthobench.results._parquet import (
     load_probe,
@@ -35,6 +35,7 @@ __all__ = [
     "RunRecord",
     "arrow_schema",
     "code_version",
+    "file_in_the_way",
     "load_probe",
     "load_runs",
     "open_own",

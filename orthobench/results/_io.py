@@ -68,6 +68,12 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object], *, own: bool =
             tmp.unlink()
 
 
+def file_in_the_way(path: Path) -> Path | None:
+    """The existing ancestor of ``path`` that is not a folder (a file where :func:`write_atomic`
+    would create one of its folders, which fails with only ``File exists``), else None."""
+    return next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+
+
 def refuse_link(path: str | Path) -> None:
     """Raise when ``path``, a file or folder that a results folder holds as its own, is a
     symbolic link: written through, it would change a file outside the folder.

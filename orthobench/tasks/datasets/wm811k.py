@@ -17,9 +17,7 @@ References:
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
-import tempfile
 import warnings
 import zipfile
 import zlib
@@ -230,33 +228,14 @@ def _lswmd_source(path: Path) -> int:
 def _checked_inputs(source: Path, out: str | Path | None, seed: int, test_fraction: float) -> Path:
     """The output path, after refusing what needs no unpickling: a missing or empty source,
     split settings :func:`split_indices` refuses, an output that cannot be written
-    (:func:`_check_writable`)."""
+    (:func:`check_output`)."""
     _lswmd_source(source)
     _check_split(test_fraction, seed)
     if out is not None and not str(out).strip():
         raise OrthobenchError("--out is empty; name the output .npz or leave it out.")
     out = Path(out).expanduser() if out is not None else wm811k_path()
     check_output(out)
-    _check_writable(out)
     return out
-
-
-def _check_writable(out: Path) -> None:
-    """Refuse, before the minutes of unpickling, an ``out`` that :func:`write_atomic` would
-    refuse after them: one that exists and is not a regular file (a folder, ``/dev/full``), or
-    whose nearest existing folder (where its missing folders and temporary file go) cannot hold
-    a new file, as tried by creating and removing one there."""
-    if out.exists() and not out.is_file():
-        raise OrthobenchError(f"cannot write --out {out}: it exists and is not a regular file.")
-    target = Path(os.path.realpath(out))  # write_atomic writes beside a link's target
-    folder = next(p for p in target.parents if p.exists())
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".orthobench-"):
-            pass
-    except OSError as err:
-        raise OrthobenchError(
-            f"cannot write --out {out}: {folder} is not writable ({err.strerror or err})."
-        ) from None
 
 
 def _unpickle(path: Path) -> Any:

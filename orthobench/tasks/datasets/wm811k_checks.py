@@ -8,6 +8,8 @@ converts and reads the file and re-exports these names.
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 import zipfile
 import zlib
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from orthobench.exceptions import DatasetMissingError, OrthobenchError
+from orthobench.results import file_in_the_way
 from orthobench.tasks.datasets.store import dataset_dir
 from orthobench.tasks.datasets.synthetic_wafers import WAFER_CLASSES
 
@@ -226,12 +229,26 @@ def check_labels(path: Path, classes: tuple[str, ...], labels: np.ndarray) -> No
 
 
 def check_output(out: Path) -> None:
-    """Refuse an output path under a file, before any work: creating its folders would fail with
-    only ``File exists``.
+    """Refuse, before the minutes of unpickling, an output path that
+    :func:`~orthobench.results.write_atomic` would refuse after them: one under a file (creating
+    its folders would fail with only ``File exists``), one that exists and is not a regular file
+    (a folder, ``/dev/full``), or one whose nearest existing folder (where its missing folders and
+    temporary file go) cannot hold a new file, as tried by creating and removing one there.
 
     Raises:
-        OrthobenchError: naming ``out`` and the file in its way.
+        OrthobenchError: naming ``out`` and what is in its way.
     """
-    blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), None)
+    blocker = file_in_the_way(out)
     if blocker is not None:
         raise OrthobenchError(f"cannot write {out}: {blocker} is a file, not a directory.")
+    if out.exists() and not out.is_file():
+        raise OrthobenchError(f"cannot write --out {out}: it exists and is not a regular file.")
+    target = Path(os.path.realpath(out))  # write_atomic writes beside a link's target
+    folder = next(p for p in target.parents if p.exists())
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".orthobench-"):
+            pass
+    except OSError as err:
+        raise OrthobenchError(
+            f"cannot write --out {out}: {folder} is not writable ({err.strerror or err})."
+        ) from None
