@@ -61,10 +61,16 @@ CSV_RTOL = 1e-3
 
 
 def load_script(name: str) -> ModuleType:
-    """``benchmarks/<name>.py``, a script, imported from its file."""
+    """``benchmarks/<name>.py``, a script, imported from its file with its folder importable, as
+    ``python benchmarks/<name>.py`` has it: its shared modules (``_timing``, ``_states``) are
+    found whichever test imported them first, or none did."""
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
     return module
 
 
