@@ -20,6 +20,10 @@ from collections.abc import Callable, Iterator, Sequence
 from multiprocessing import resource_tracker
 from typing import Any, ClassVar, NamedTuple, Protocol
 
+# threadpool_limits (thread_limits) bounds only the libraries loaded when it is entered, and
+# scipy's own OpenBLAS loads with scipy.linalg: in a fresh worker process, only once a cell ran.
+# Imported with this module, as the worker starts, not inside the first job's timed evaluation.
+import scipy.linalg  # noqa: F401
 import torch
 from threadpoolctl import threadpool_limits
 
@@ -40,10 +44,6 @@ def thread_limits(threads: int) -> Iterator[None]:
     fit's optimizers, calls OpenBLAS, whose default pool of one thread per core oversubscribes a
     machine that runs one cell per core.
     """
-    # threadpool_limits bounds only the libraries loaded when it is entered, and scipy's own
-    # OpenBLAS loads with scipy.linalg: in a fresh pool worker, only once the cell runs.
-    import scipy.linalg  # noqa: F401
-
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
