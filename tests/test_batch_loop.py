@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 
@@ -67,6 +68,24 @@ class Uneven(Logged):
 
     def wait(self, seed):
         return self.seconds * (1, 2, 4)[seed % 3]
+
+
+class Built(Logged):
+    """Appends its process id to ``log`` (one JSON line) when it is built."""
+
+    def __init__(self, log="", seconds=0.0):
+        super().__init__(log, seconds)
+        with open(log, "a") as fh:
+            fh.write(json.dumps({"pid": os.getpid()}) + "\\n")
+
+
+class BuiltOnlyIn(Logged):
+    """Cannot be built in a process other than ``pid`` (data only that process can read)."""
+
+    def __init__(self, pid=0):
+        super().__init__()
+        if os.getpid() != pid:
+            raise FileNotFoundError("no data in this process")
 
 
 class DiesInBo(Logged):
@@ -374,14 +393,37 @@ def test_the_evaluations_of_a_step_overlap_in_evaluation_processes(tmp_path):
 @pytest.mark.slow
 def test_every_evaluation_process_starts_when_the_cell_opens_them(tmp_path):
     """Started at its first evaluation, a process would add its start (seconds of imports) to a
-    BO step's wall time: all of them start, and build the task, when the cell opens them."""
-    (spec,) = _suite(tmp_path / "times.jsonl", 0.0, q=3, budget=1).cells()
+    BO step's wall time: all of them start, and build the task, before the cell's evaluations
+    (the first process to start once ran every start job while the others still built it)."""
+    log = tmp_path / "built.jsonl"
+    spec = batch_cell(q=3, n_init=3, budget=1)
+    spec = dataclasses.replace(
+        spec, task=dataclasses.replace(spec.task, name="batchtasks:Built", params={"log": str(log)})
+    )
+    task = make_task(spec)
     evaluations = ProcessEvaluations(3, threads=1)
-    evaluations.open(spec, make_task(spec), torch.device("cpu"), None)
+    evaluations.open(spec, task, torch.device("cpu"), None)
     try:
         assert len(evaluations._pool._processes) == 3
+        built_in = {line["pid"] for line in logged(log)} - {os.getpid()}
+        assert built_in == set(evaluations._pool._processes)
     finally:
         evaluations.close()
+
+
+@pytest.mark.slow
+def test_an_evaluation_process_that_cannot_build_the_task_fails_the_cell_in_one_line():
+    """The processes that did build it wait for it at their start; the cell fails at once."""
+    spec = batch_cell(q=2, n_init=2, budget=1)
+    spec = dataclasses.replace(
+        spec,
+        task=dataclasses.replace(
+            spec.task, name="batchtasks:BuiltOnlyIn", params={"pid": os.getpid()}
+        ),
+    )
+    evaluations = ProcessEvaluations(2, threads=1)
+    with pytest.raises(OrthobenchError, match="an evaluation process could not start"):
+        evaluations.open(spec, make_task(spec), torch.device("cpu"), None)
 
 
 @pytest.mark.slow

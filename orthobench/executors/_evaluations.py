@@ -151,15 +151,18 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _start_worker(cell: Cell, device: str, threads: int, timeout: float | None) -> None:
+def _start_worker(
+    cell: Cell, device: str, threads: int, timeout: float | None, started: Any
+) -> None:
     """Initializer of an evaluation process: remember the cell and build its task, ignore Ctrl-C
     (the runner handles it and the cell stops its evaluation processes), keep its warnings for
-    the cell's process and exit with the cell's process."""
+    the cell's process and exit with the cell's process. ``started`` is the barrier of the
+    pool's processes that :func:`_started` waits at."""
     ignore_sigint()
     forward_warnings(_WARNED.append)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     _WORKER.update(cell=cell, device=torch.device(device), threads=threads, timeout=timeout)
-    _WORKER["task"] = make_task(cell)
+    _WORKER.update(started=started, task=make_task(cell))
 
 
 def _point(request: EvaluationRequest) -> str:
@@ -179,8 +182,13 @@ def _taken_warnings() -> list[Warned]:
 
 
 def _started() -> tuple[int, list[Warned]]:
-    """A no-op job that returns once its process has started (and built the cell's task), with
-    the warnings shown meanwhile."""
+    """A job that returns once every process of the pool has started (and built the cell's
+    task), with the warnings its process showed meanwhile.
+
+    It waits at the processes' barrier: a job that returned at once would let the first process
+    to start run every such job while the others still build the task, and a step's first
+    evaluations would wait for them."""
+    _WORKER["started"].wait()
     return os.getpid(), _taken_warnings()
 
 
@@ -225,14 +233,17 @@ class ProcessEvaluations(Evaluations):
         super().open(cell, task, device, timeout)
         self._cell = cell
         self._warned: dict[str, dict] = {}  # which of the processes' warnings were shown, by file
+        context = multiprocessing.get_context("spawn")
         self._pool = ProcessPoolExecutor(
             max_workers=self.workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=context,
             initializer=_start_worker,
-            initargs=(cell, str(device), self.threads, timeout),
+            initargs=(cell, str(device), self.threads, timeout, context.Barrier(self.workers)),
         )
-        # The pool starts a process per job while none is idle: as many no-op jobs at once
-        # start them all, with SIGINT blocked until they ignore it (after their imports).
+        # The pool starts a process per job while none is idle: as many jobs at once start them
+        # all, with SIGINT blocked until they ignore it (after their imports); each job waits
+        # for all processes, so each runs in its own. A process that dies breaks the pool, which
+        # ends the others.
         try:
             with sigint_blocked():
                 started = [self._pool.submit(_started) for _ in range(self.workers)]
