@@ -596,6 +596,31 @@ def test_the_git_sha_is_that_of_a_checkout_of_the_package_not_of_a_repository_ar
     assert _git_sha(installed) is None
 
 
+@pytest.mark.skipif(not shutil.which("git"), reason="no git")
+def test_the_git_sha_of_edited_code_is_marked_dirty(tmp_path):
+    """Values from a checkout whose package files were edited, added or removed are not the
+    commit's: the SHA says so (``-dirty``, as ``git describe --dirty``), and so does the code
+    version every store and report prints; files outside the package do not count."""
+    from orthobench.results._provenance import _git_sha
+
+    package = tmp_path / "orthobench"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "package")
+    head = _git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "notes.txt").write_text("not the package")
+    assert _git_sha(package) == head
+    (package / "__init__.py").write_text("x = 1\n")
+    assert _git_sha(package) == f"{head}-dirty"
+    _git(tmp_path, "checkout", "-q", "--", ".")
+    (package / "new_module.py").write_text("")
+    assert _git_sha(package) == f"{head}-dirty"
+    metadata = {"versions": {"orthobench": "0.1.0"}, "git_sha": _git_sha(package)}
+    assert code_version(metadata) == f"0.1.0 (git {head[:12]}-dirty)"
+
+
 # ----------------------------------------------------------------------------------------------
 # One writer per directory, and only a writable one
 

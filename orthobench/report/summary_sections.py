@@ -9,6 +9,7 @@ import pandas as pd
 
 from orthobench.report.blocks import Section, Table
 from orthobench.report.data import ResultSet
+from orthobench.results import short_sha
 
 #: The columns of the summary's CSV, written even without a row (a CSV without a header row is
 #: one that pandas cannot read).
@@ -124,7 +125,11 @@ def summary_section(results: ResultSet) -> Section:
     shas = (
         files.assign(git_sha=files["git_sha"].fillna("(none)"))
         .groupby(["run_set", "kind", "optimizer"], dropna=False, sort=True)["git_sha"]
-        .agg(lambda s: ", ".join(f"{sha[:10]} ({n})" for sha, n in s.value_counts().items()))
+        .agg(
+            lambda s: ", ".join(
+                f"{short_sha(sha, 10)} ({n})" for sha, n in s.value_counts().items()
+            )
+        )
         .reset_index()
     )
     sha_table = Table(

@@ -13,7 +13,7 @@ from orthobench.results._parquet import (
     stored_threads,
     unique_dirs,
 )
-from orthobench.results._provenance import code_version, run_metadata, where_run
+from orthobench.results._provenance import code_version, run_metadata, short_sha, where_run
 from orthobench.results._records import (
     METADATA_KEY,
     PROBE_SCHEMA,
@@ -42,6 +42,7 @@ __all__ = [
     "os_error_text",
     "read_metadata",
     "run_metadata",
+    "short_sha",
     "stored_threads",
     "unique_dirs",
     "where_run",

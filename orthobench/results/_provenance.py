@@ -27,25 +27,36 @@ def _version(dist: str) -> str | None:
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
-def _git_sha(package_dir: Path = _PACKAGE_DIR) -> str | None:
-    """The commit checked out where the package is imported from, or None when it is not a git
-    checkout of it: a package installed into a folder that lies inside another repository (a
-    virtual environment in a user's project) is not that repository's code, so its HEAD is not
-    reported. ``HEAD:./__init__.py`` resolves only where the package's own ``__init__.py`` is
-    committed at that path."""
+def _git(package_dir: Path, *args: str) -> str | None:
+    """The output of ``git args`` run in ``package_dir``, or None where git fails or is missing."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD", "HEAD:./__init__.py"],
-            cwd=package_dir,
-            capture_output=True,
-            text=True,
-            timeout=5,
+            ["git", *args], cwd=package_dir, capture_output=True, text=True, timeout=5
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    if out.returncode != 0:
+    return out.stdout if out.returncode == 0 else None
+
+
+def _git_sha(package_dir: Path = _PACKAGE_DIR) -> str | None:
+    """The commit checked out where the package is imported from, with ``-dirty`` appended where
+    the package's files differ from it (edited, added or removed, as ``git describe --dirty``
+    marks a tree): values from edited code are not that commit's. None when it is not a git
+    checkout of the package: a package installed into a folder that lies inside another
+    repository (a virtual environment in a user's project) is not that repository's code, so
+    its HEAD is not reported. ``HEAD:./__init__.py`` resolves only where the package's own
+    ``__init__.py`` is committed at that path."""
+    out = _git(package_dir, "rev-parse", "HEAD", "HEAD:./__init__.py")
+    if not out:
         return None
-    return (out.stdout.split() or [None])[0]
+    sha = out.split()[0]
+    return f"{sha}-dirty" if _git(package_dir, "status", "--porcelain", "--", ".") else sha
+
+
+def short_sha(sha: str, length: int = 12) -> str:
+    """A :func:`_git_sha` label's first ``length`` hex digits, with its ``-dirty`` mark."""
+    commit, dirty, _ = sha.partition("-dirty")
+    return commit[:length] + dirty
 
 
 @functools.cache  # the machine's: read once per process, not once per stored unit
@@ -106,11 +117,12 @@ def run_metadata(device: str) -> dict[str, Any]:
 def code_version(metadata: Mapping[str, Any] | None = None) -> str:
     """The orthobench version and git SHA of :func:`run_metadata` output, as one label.
 
-    ``"0.1.0 (git 1a2b3c4d5e6f)"``, or the version alone outside a git checkout, or
-    ``"unknown"``; ``metadata=None`` gives the running code's label.
+    ``"0.1.0 (git 1a2b3c4d5e6f)"`` (``"... (git 1a2b3c4d5e6f-dirty)"`` from edited code), or the
+    version alone outside a git checkout, or ``"unknown"``; ``metadata=None`` gives the running
+    code's label.
     """
     if metadata is None:
         metadata = {"versions": {"orthobench": _version("orthobench")}, "git_sha": _git_sha()}
     release = (metadata.get("versions") or {}).get("orthobench") or "unknown"
     sha = metadata.get("git_sha")
-    return f"{release} (git {sha[:12]})" if sha else release
+    return f"{release} (git {short_sha(sha)})" if sha else release

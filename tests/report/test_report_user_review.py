@@ -195,6 +195,21 @@ def test_the_summary_names_the_gpu_of_a_cuda_run(tmp_path):
     assert frame["devices"].tolist() == ["cuda:0 (NVIDIA H100 80GB HBM3)"]
 
 
+def test_the_git_sha_table_keeps_the_mark_of_edited_code(tmp_path):
+    """A cell computed by edited code (``-dirty``) must not read as the clean commit's."""
+    sha = "0123456789" + "a" * 30
+    for seed, git_sha in enumerate((sha, f"{sha}-dirty")):
+        write_cell(
+            tmp_path, cell("s", "t", "sobol", seed, 2, 2), [4, 3], metadata={"git_sha": git_sha}
+        )
+    build_report([tmp_path], tmp_path / "r.html")
+    frame = pd.read_csv(tmp_path / "r.git-shas.csv")
+    assert sorted(frame["git_sha"].iloc[0].split(", ")) == [
+        "0123456789 (1)",
+        "0123456789-dirty (1)",
+    ]
+
+
 def test_one_seed_says_it_has_no_interval(tmp_path):
     """One seed: the final table showed a bare mean under "final mean [95% CI]" and the curve
     caption promised a 95% t interval."""
