@@ -318,9 +318,13 @@ def is_asynchronous(cell_id: str) -> bool:
     return len(cell_id.split(ID_SEPARATOR)) == 5
 
 
+#: A label of a cell id: it starts with a letter or a digit (the suite's rule), so a label that
+#: ends in ``_`` (``h_``) is not split as ``h`` and ``_...`` at the ``___`` that follows it.
+_ID_LABEL = r"[A-Za-z0-9][A-Za-z0-9._-]*?"
 #: A cell id (:attr:`orthobench.suite.Cell.id`): ``task__optimizer[__q<q>[__async]]__seed<n>``.
 _CELL_ID = re.compile(
-    r"(?P<task>.+?)__(?P<optimizer>.+?)(?:__q(?P<q>\d+)(?:__async)?)?__seed(?P<seed>\d+)"
+    rf"(?P<task>{_ID_LABEL})__(?P<optimizer>{_ID_LABEL})"
+    r"(?:__q(?P<q>\d+)(?:__async)?)?__seed(?P<seed>\d+)"
 )
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 
 from orthobench.registry import OPTIMIZERS
-from orthobench.report.data import load_results
+from orthobench.report.data import cell_key, load_results, method_label
 from orthobench.report.tables import final_table
 
 from .conftest import cell, write_cell
@@ -218,3 +219,19 @@ def test_probe_row_keys_tell_batch_sizes_apart_and_read_a_missing_q_as_1():
     )  # fmt: skip
     assert probe_row_keys(frame) == [("t", "k", 0, 0, 1, "e", 8), ("t", "k", 0, 0, 2, "e", 8)]
     assert probe_row_keys(frame.drop(columns="q"))[1][4] == 1  # rows stored before the column
+
+
+def test_a_cell_id_splits_back_into_its_labels_whatever_they_end_with():
+    """A label may end in ``_``, ``-`` or ``.`` and hold ``q4`` or ``seed0``: ``h_`` and ``boom``
+    were read as ``h`` and ``_boom``, so a failed cell was counted under a method the report
+    does not have and left out of the ranks."""
+    labels = ["h", "h_", "h-", "h.", "q4", "seed0", "a_q4", "x_seed1", "9_"]
+    for task in labels:
+        for optimizer in labels:
+            for q, asynchronous in ((1, False), (4, False), (4, True)):
+                spec = dataclasses.replace(
+                    cell("s", f"{task}=hartmann6", f"{optimizer}=sobol", 3, 2, 2, q=q),
+                    asynchronous=asynchronous,
+                )
+                expected = (task, method_label(optimizer, q, asynchronous), 3)
+                assert cell_key(spec.id) == expected, spec.id
