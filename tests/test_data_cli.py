@@ -145,7 +145,7 @@ def test_convert_checks_the_source_before_warning_about_unpickling(tmp_path, lsw
     for option, value in [("--seed", "-1"), ("--test-fraction", "1.5"), ("--test-fraction", "nan")]:
         bad = invoke("convert-wm811k", str(lswmd), "--out", str(tmp_path / "c"), option, value)
         assert bad.exit_code == 2 and "unpickling" not in bad.output, (option, bad.output)
-        assert value in bad.output
+        assert value in bad.output and option in bad.output  # the option, not a Python name
 
 
 def test_fetch_that_fails_leaves_no_folder_it_created(tmp_path, monkeypatch):
@@ -184,7 +184,10 @@ def test_status_lists_wm811k_missing_converted_and_damaged(tmp_path, lswmd):
     missing = _row(invoke("status", "--data-dir", str(tmp_path)).output, "wm811k")
     assert missing[1] == "missing"
     assert " ".join(missing[-6:]) == f"(orthobench data convert-wm811k PATH/LSWMD.pkl --out {out})"
-    assert invoke("convert-wm811k", str(lswmd), "--out", str(out)).exit_code == 0
+    converted = invoke("convert-wm811k", str(lswmd), "--out", str(out))
+    assert converted.exit_code == 0
+    # Every orthobench warning on the command line starts as README's "Command line" says.
+    assert f"orthobench: warning: {lswmd} is a pickle" in converted.output
     present = _row(invoke("status", "--data-dir", str(tmp_path)).output, "wm811k")
     assert present[1] == "present" and present[4:6] == ["ok", str(out)]
     raw = bytearray(out.read_bytes())

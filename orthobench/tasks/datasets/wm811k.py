@@ -552,6 +552,13 @@ def _read_wm811k(resolved: Path) -> WM811K:
         )
 
 
+def _in_open_unit_interval(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    # click.FloatRange lets NaN through (every comparison with it is false).
+    if not 0.0 < value < 1.0:
+        raise click.BadParameter(f"must be in (0, 1), but got {value}.")
+    return value
+
+
 @click.command("convert-wm811k")
 @click.argument("source", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -570,6 +577,7 @@ def _read_wm811k(resolved: Path) -> WM811K:
 @click.option(
     "--test-fraction",
     type=float,
+    callback=_in_open_unit_interval,
     default=HELD_OUT_FRACTION,
     show_default=True,
     help="Share of each class held out, in (0, 1).",
@@ -583,7 +591,7 @@ def convert_wm811k(source: Path, out: str | None, seed: int, test_fraction: floa
     """
     _checked_inputs(source, out, seed, test_fraction)  # before the warning: nothing unpickled
     click.echo(
-        f"warning: {source} is a pickle, and unpickling runs code from it; convert only a copy "
+        f"orthobench: warning: {source} is a pickle, and unpickling runs code from it; convert only a copy "
         "of LSWMD.pkl from a source you trust.",
         err=True,
     )
