@@ -15,11 +15,11 @@ sections, which pickle, so cells can be shipped to worker processes or other mac
 Every size is bounded, so a mistyped number is an error at load time rather than a
 ``MemoryError`` or a failure after the compute: the file (:data:`MAX_FILE_BYTES`), its nesting
 (:data:`~orthobench.config.strict_yaml.MAX_DEPTH`) and its nodes with aliases expanded
-(:data:`~orthobench.config.strict_yaml.MAX_NODES`), the cells of a suite
-(:data:`MAX_CELLS`), the evaluations of a cell (:data:`MAX_EVALUATIONS`), seeds (int64, as
-stored), names and labels (:data:`MAX_LABEL` characters: they become file names) and time limits
-(:data:`MAX_TIMEOUT_S`); the evaluations of a cell's BO steps, ``q * budget``, are bounded as its
-budget is.
+(:data:`~orthobench.config.strict_yaml.MAX_NODES`), the cells of a suite and the states of its
+probe section (:data:`MAX_CELLS`), the evaluations of a cell (:data:`MAX_EVALUATIONS`), seeds
+(int64, as stored), names and labels (:data:`MAX_LABEL` characters: they become file names) and
+time limits (:data:`MAX_TIMEOUT_S`); the evaluations of a cell's BO steps, ``q * budget``, are
+bounded as its budget is.
 
 This module imports neither torch nor the probe; the names it checks come from
 :mod:`orthobench.config.names` (docs/design.md, "Layers and data flow"). Checking a task or an
@@ -43,7 +43,8 @@ from annotated_types import Gt, Interval, Le, MaxLen, MinLen
 from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, model_validator
 
 from orthobench.config import names
-from orthobench.config.params import MAX_COUNT, Kernel, check_even_budgets
+from orthobench.config.beside import check_modules_beside
+from orthobench.config.params import MAX_COUNT, Kernel, canonical_params, check_even_budgets
 from orthobench.config.schema import Shorthand, Unit, from_yaml, section, within
 from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
@@ -62,7 +63,8 @@ from orthobench.work import CELL, canonical, hash_config
 MAX_LABEL = 64
 #: Largest seed: seeds are stored as int64.
 MAX_SEED = 2**63 - 1
-#: Most cells (tasks x optimizers x seeds) in one suite.
+#: Most cells (tasks x optimizers x seeds x batch sizes) in one suite, and most states of its
+#: probe section.
 MAX_CELLS = 100_000
 #: Most evaluations in the initial design or the BO budget of one cell.
 MAX_EVALUATIONS = 100_000
@@ -380,6 +382,7 @@ class ProbeSpec:
                     f"estimators must be distinct, but {first!r} and {name!r} are one estimator.",
                 )
         _check_components(self.tasks, "tasks", TASKS)
+        self._check_state_count()
         self._check_state_optimizer()
         if self.reference_samples < max(self.mc_samples):
             # The reference is what each estimate's error is measured against: with fewer draws
@@ -393,6 +396,27 @@ class ProbeSpec:
         for name in self.estimators:
             check_even_budgets(names.parse_estimator(name), budgets)
         return self
+
+    def _check_state_count(self) -> None:
+        """At most :data:`MAX_CELLS` states, counted as :func:`orthobench.probe.runner.probe_states`
+        makes them (each GP kernel at each ``q`` for estimators not TPE's, ``tpe`` at ``q = 1``
+        for TPE's) without making them: a mistyped count would fill the memory before a state
+        ran."""
+        tpe = [names.parse_estimator(e).base in names.TPE_ESTIMATORS for e in self.estimators]
+        # The surrogates as the message names them -> their states per task, seed and iteration.
+        gp = f"{len(self.kernels)} kernels x {len(self.q)} q"
+        surrogates = {} if all(tpe) else {gp: len(self.kernels) * len(self.q)}
+        if any(tpe) and 1 in self.q:
+            surrogates["tpe"] = 1
+        n_states = len(self.tasks) * sum(surrogates.values()) * len(self.seeds)
+        n_states *= len(self.state_iterations)
+        if n_states > MAX_CELLS:
+            raise ConfigError(
+                "seeds",
+                f"{len(self.tasks)} tasks x ({' + '.join(surrogates)}) x {len(self.seeds)} seeds "
+                f"x {len(self.state_iterations)} state iterations make {n_states} probe states; a "
+                f"probe section holds at most {MAX_CELLS}.",
+            )
 
     def _check_state_optimizer(self) -> None:
         spec = self.state_optimizer
@@ -471,12 +495,14 @@ class Cell:
         """:meth:`config` with every default of the task and optimizer factories filled in.
 
         The parameters the cell really runs with, as JSON values (tuples become lists, other
-        objects their ``str``): a default changed in the code changes it though the suite did not.
+        objects their ``str``) and estimator names spelled canonically (``orth@iid`` is ``orth``):
+        a default changed in the code changes it though the suite did not.
         """
         config = self.config()
         for key, registry in (("task", TASKS), ("optimizer", OPTIMIZERS)):
             entry = registry.resolve(config[key]["name"])
-            config[key]["params"] = entry.with_defaults(config[key]["params"])
+            params = entry.with_defaults(config[key]["params"])
+            config[key]["params"] = canonical_params(entry.constraints, params)
         return json.loads(canonical(config))
 
     @property
@@ -639,43 +665,9 @@ def load_suite(path: str | Path) -> Suite:
     except yaml.YAMLError as err:
         where, problem = yaml_error_parts(err)
         raise SuiteError(file, where or "(file)", f"malformed YAML ({problem}).") from None
+    # Before the names are resolved, the modules imported already or found first (an installed
+    # module's missing attribute would hide the clash); after, those resolving them imported.
+    check_modules_beside(data, Path(folder), file)
     suite = parse_suite(data, file)
-    _check_modules_beside(suite, Path(folder), file)
+    check_modules_beside(data, Path(folder), file)
     return suite
-
-
-def _check_modules_beside(suite: Suite, folder: Path, file: str) -> None:
-    """Refuse a ``module:attr`` whose module lies beside the suite but was imported from
-    elsewhere: a second suite of one process whose ``plug.py`` has the name of the first's ran
-    the first's code, and an installed module of that name shadows it.
-
-    Raises:
-        SuiteError: naming the field, the module's file and the one beside the suite.
-    """
-    probe = suite.probe
-    named = [
-        *((f"tasks[{i}].name", c.name) for i, c in enumerate(suite.tasks)),
-        *((f"optimizers[{i}].name", c.name) for i, c in enumerate(suite.optimizers)),
-    ]
-    if probe is not None:
-        named += [(f"probe.tasks[{i}].name", c.name) for i, c in enumerate(probe.tasks)]
-        named += [("probe.state_optimizer.name", probe.state_optimizer.name)]
-        named += [(f"probe.estimators[{i}]", name) for i, name in enumerate(probe.estimators)]
-    for field, name in named:
-        module, separator, _ = name.partition(names.PLUGIN_SEPARATOR)
-        if not separator:  # a registered name: no module of the suite's
-            continue
-        top = module.partition(".")[0]
-        # What Python would import from the folder: a package before a module of that name.
-        candidates = (folder / top / "__init__.py", folder / f"{top}.py")
-        beside = next((p for p in candidates if p.is_file()), None)
-        loaded = getattr(sys.modules.get(top), "__file__", None)
-        if beside is not None and loaded is not None:
-            if Path(loaded).resolve() != beside.resolve():
-                raise SuiteError(
-                    file,
-                    field,
-                    f"module {top!r} is imported from {loaded}, not from {beside} beside the "
-                    "suite (another suite's module of that name, or an installed one): rename "
-                    "one of them.",
-                )

@@ -57,17 +57,21 @@ class WorkUnit(Protocol):
 _ADDRESS_RE = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def _text(value: Any) -> str:
-    """An object that is not JSON as its ``str`` without memory addresses, which differ from one
-    process to the next: a factory default such as a sentinel ``object()`` or a function keeps
-    its configuration hash across runs."""
+def _json(value: Any) -> Any:
+    """An object that is not JSON as a JSON value that is the same in every process, so that a
+    factory default keeps its configuration hash across runs: a set (or frozenset) as the list
+    of its items sorted by their canonical text (its ``str`` follows the string hash seed; the
+    text sorts items of mixed types too), anything else as its ``str`` without memory addresses
+    (a sentinel ``object()``'s or a function's differ from one process to the next)."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=canonical)
     return _ADDRESS_RE.sub("", str(value))
 
 
 def canonical(value: Any) -> str:
-    """``value`` as JSON text with sorted keys (other objects as their ``str``, without memory
-    addresses)."""
-    return json.dumps(value, sort_keys=True, default=_text)
+    """``value`` as JSON text with sorted keys (sets as sorted lists, other objects as their
+    ``str`` without memory addresses)."""
+    return json.dumps(value, sort_keys=True, default=_json)
 
 
 def hash_config(config: dict[str, Any]) -> str:

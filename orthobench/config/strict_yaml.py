@@ -5,7 +5,8 @@ is lenient or unbounded.
 pass unseen or exhaust memory: a duplicate key (the last would win silently: a repeated ``min:``
 of a threshold would replace the first), nesting deeper than :data:`MAX_DEPTH`, more than
 :data:`MAX_NODES` nodes with aliases expanded (an alias bomb), an alias inside its own anchor,
-control characters (a binary file) and values that do not construct (``2001-02-30``).
+control characters (a binary file), values that do not construct (``2001-02-30``) and numbers
+YAML 1.1 reads in another base than 10 (``010`` is 8, ``0x10`` 16, ``1:30`` 90).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ class StrictLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses, each as a ``MarkedYAMLError`` with its line: duplicate
     keys, collections nested deeper than :data:`MAX_DEPTH`, a document of more than
     :data:`MAX_NODES` nodes with its aliases expanded (an alias bomb names a few nodes that
-    expand to billions) or an alias inside its own anchor, and values that do not construct
-    (``2001-02-30``)."""
+    expand to billions) or an alias inside its own anchor, values that do not construct
+    (``2001-02-30``), and integers with a leading zero, ``0x`` or ``0b`` or numbers with a ``:``,
+    which YAML 1.1 reads as octal, hexadecimal, binary or base 60 (``budget: 010`` is 8)."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -88,6 +90,37 @@ class StrictLoader(yaml.SafeLoader):
             if repeated:
                 raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        value = super().construct_yaml_int(node)
+        digits = node.value.replace("_", "").lstrip("+-")
+        if (digits.startswith("0") and digits != "0") or ":" in digits:
+            raise _not_decimal(node, value, "integer")
+        return value
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        value = super().construct_yaml_float(node)
+        if ":" in node.value:
+            raise _not_decimal(node, value, "number")
+        return value
+
+
+# The base class registers its own constructors by tag, so an override is registered anew.
+StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
+StrictLoader.add_constructor("tag:yaml.org,2002:float", StrictLoader.construct_yaml_float)
+
+
+def _not_decimal(node: yaml.ScalarNode, value: float, noun: str) -> ConstructorError:
+    """The error for ``node``, a number YAML 1.1 reads in another base than 10 as ``value``."""
+    digits = node.value.lstrip("+-")
+    base = "base 60" if ":" in digits else {"0x": "hexadecimal", "0b": "binary"}.get(digits[:2])
+    return ConstructorError(
+        None,
+        None,
+        f"{node.value!r} is {base or 'octal'} in YAML 1.1, so {value}: write a decimal {noun}, "
+        "or quote it for a string",
+        node.start_mark,
+    )
 
 
 def _check_expanded_size(root: yaml.Node) -> None:
