@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import contextlib
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 from botorch.acquisition import AcquisitionFunction
+from botorch.exceptions.errors import UnsupportedError
 from botorch.models.model import Model
 from botorch.utils.sampling import draw_sobol_normal_samples
 from botorch.utils.transforms import t_batch_mode_transform
@@ -220,6 +221,26 @@ class MarginalLogAcquisition(AcquisitionFunction):
             ]
         return self._draw_weights[name]
 
+    def _apply(
+        self, fn: Callable[[Tensor], Tensor], recurse: bool = True
+    ) -> MarginalLogAcquisition:
+        # `.to`, `.double()`, `.cuda()`, ... convert a module's parameters and buffers, not the
+        # tensors the members hold: a conversion would leave the draws behind and convert the
+        # user's model in place, so one that changes anything is refused before it starts.
+        converted = fn(self.log_weights)
+        if (converted.dtype, converted.device) != (self.log_weights.dtype, self.log_weights.device):
+            raise UnsupportedError(
+                f"A marginal acquisition cannot be converted from {self.log_weights.dtype} on "
+                f"{self.log_weights.device} to {converted.dtype} on {converted.device} (its draws "
+                f"are not module tensors); build it on a model of that dtype and device."
+            )
+        return super()._apply(fn, recurse)
+
+    def _log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
+        """:meth:`_member_log_values` of ``X`` cast to the draws' dtype: BoTorch's acquisitions
+        take candidates of either dtype (float64 bounds of a float32 model, or the reverse)."""
+        return self._member_log_values(X.to(dtype=self.log_weights.dtype))
+
     @abstractmethod
     def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
         """``X``'s batch shape and each member's ``S_m x b`` per-draw log-acquisition of its
@@ -239,7 +260,7 @@ class MarginalLogAcquisition(AcquisitionFunction):
             ``(log_scale, value, mc_value)``, each of shape ``batch``: ``EI_ens = exp(log_scale) value`` and
             ``EI_ens^MC = exp(log_scale) mc_value``. ``value`` may be zero or negative.
         """
-        batch_shape, log_eis = self._member_log_values(X)
+        batch_shape, log_eis = self._log_values(X)
         log_scale, value, mc_value, _, _ = _factored_estimates(
             log_eis, self.draw_weights(estimator), self.log_weights
         )
@@ -251,7 +272,7 @@ class MarginalLogAcquisition(AcquisitionFunction):
 
     def _log_marginal(self, X: Tensor) -> Tensor:
         """``L(X)`` for ``batch x q x d`` candidates -> ``batch`` (see the class docstring)."""
-        batch_shape, log_values = self._member_log_values(X)
+        batch_shape, log_values = self._log_values(X)
         value = _LogEnsembleEstimate.apply(
             self.alpha, self.draw_weights(), self.log_weights, *log_values
         )

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from orthobench.acquisition import MarginalLogEI, MarginalLogQEI, draw_inner_base_samples
 from orthobench.config.names import ThetaEstimator
-from orthobench.config.params import check_even_budgets, is_integer
+from orthobench.config.params import Count, check_even_budgets, check_value, is_integer
 from orthobench.estimators import min_draws
 from orthobench.exceptions import ConfigError
 from orthobench.seeding import derive_seed
@@ -92,11 +92,6 @@ class _MarginalLogQEI(_OriginalUnits, MarginalLogQEI):
             raise ValueError(
                 f"{str(err).rstrip('.')}; build it with marginal_log_ei(..., q={self.built_q + short})."
             ) from None
-
-    def _member_log_values(self, X: Tensor) -> tuple[torch.Size, list[Tensor]]:
-        # Candidates in another dtype than the model's (float32 bounds of a float64 model) are
-        # cast, as the q = 1 acquisition and BoTorch's MC acquisitions take them.
-        return super()._member_log_values(X.to(dtype=self.base_samples.dtype))
 
 
 def _outcome_scale(model: SingleTaskGP) -> tuple[float, float]:
@@ -177,6 +172,8 @@ def _check_arguments(
             f"{theta_samples=}."
         )
     try:
+        # OrthoBOSampler's bound (OrthoBO's `theta_samples` is a Count): 10**7 ran out of memory.
+        check_value(Count, int(theta_samples), field="theta_samples")
         check_even_budgets(estimator, {"theta_samples": int(theta_samples)})
     except ConfigError as err:
         raise ValueError(f"`{err.field}` {err.reason}") from None
@@ -245,6 +242,9 @@ def marginal_log_ei(
     ``q``, less any pending points set after this call; see ``q``).
     The draws and base samples are fixed here, so the acquisition is deterministic and
     differentiable in ``X`` for ``optimize_acqf``; a fresh ``seed`` is a fresh estimate.
+    Candidates of another dtype than the model's are cast to it. The draws are not module
+    tensors, so a ``.to``, ``.double()``, ``.cuda()``, ... that would change the acquisition's
+    dtype or device raises an ``UnsupportedError``: build it on a model of that dtype and device.
 
     Args:
         model: A ``SingleTaskGP`` on ``n x d`` inputs, fitted with ``fit_gpytorch_mll``: one
@@ -254,7 +254,8 @@ def marginal_log_ei(
             dimension (no ``active_dims`` subset; BoTorch's default model qualifies), no input
             transform, and no outcome transform or ``Standardize(m=1)``
             (BoTorch's default). Anything else raises a ``ValueError``.
-        theta_samples: Budget ``S`` of hyperparameter draws (EI evaluations per candidate); a
+        theta_samples: Budget ``S`` of hyperparameter draws (EI evaluations per candidate), at
+            most :data:`~orthobench.config.params.MAX_COUNT` (65536, as OrthoBO's); a
             point-set estimator uses the largest count its rule allows within it, and at least
             one whole rule (more than ``S`` draws when one rule has more points).
         estimator: Estimator name ``<base>[+rb][@sampling]`` (:mod:`orthobench.theta_estimators`);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 from botorch.acquisition import LogExpectedImprovement
 from botorch.exceptions.errors import UnsupportedError
+from botorch.exceptions.warnings import InputDataWarning
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import SingleTaskGP
 from botorch.models.transforms.input import Normalize
@@ -322,17 +324,46 @@ def test_sequential_optimize_acqf_at_q_above_1(small):
     assert torch.equal(acqf.X_pending, X[:1])  # the base pending points are restored
 
 
-def test_batch_acquisition_takes_float32_candidates(small):
-    """A float64 model's acquisition evaluated on float32 candidates (float32 ``bounds`` in
-    ``optimize_acqf``): the q = 1 one and BoTorch's qLogEI cast them; the batch one raised a
-    dtype mismatch in its kernel matrix."""
-    model, X, _ = small
-    qacqf = marginal_log_ei(model, theta_samples=16, q=2, seed=0)
-    X32 = X[:6].reshape(3, 2, 2).float()
+@pytest.mark.parametrize("q", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+def test_candidates_of_another_dtype_than_the_models(small, dtype, q):
+    """A float32 model (fitted on ``torch.rand`` data) on float64 candidates (the bounds of
+    BoTorch's tutorials), and the reverse, are cast as BoTorch's LogEI casts them: the q = 1
+    acquisition raised a dtype mismatch on a float32 model, the batch one on a float64 model."""
+    model, X, Y = small
+    if dtype == torch.float32:
+        with pytest.warns(InputDataWarning, match="float32"):
+            model = SingleTaskGP(X.float(), Y.float())
+        model.load_state_dict(small[0].state_dict())
+    other = torch.float64 if dtype == torch.float32 else torch.float32
+    acqf = marginal_log_ei(model, theta_samples=16, q=q, seed=0)
+    Xq = X[:6].reshape(-1, q, 2).to(other)
     with torch.no_grad():
-        torch.testing.assert_close(qacqf(X32), qacqf(X32.double()), rtol=0, atol=0)
-    candidate, value = optimize_acqf(qacqf, BOUNDS.float(), q=2, num_restarts=2, raw_samples=16)
-    assert candidate.shape == (2, 2) and torch.isfinite(value).all()
+        torch.testing.assert_close(acqf(Xq), acqf(Xq.to(dtype)), rtol=0, atol=0)
+    candidate, value = optimize_acqf(acqf, BOUNDS.to(other), q=q, num_restarts=2, raw_samples=16)
+    assert candidate.shape == (q, 2) and torch.isfinite(value).all()
+
+
+@pytest.mark.parametrize("q", [1, 2])
+def test_a_conversion_is_refused_before_it_converts_the_model(small, q):
+    """``.to``, ``.half()``, ... convert a module's parameters and buffers, not the draws the
+    acquisition holds: the q = 1 one kept its float64 draws and values and converted the user's
+    model to float32 in place, the batch one then raised a dtype mismatch. A conversion that
+    changes nothing is allowed."""
+    model = copy.deepcopy(small[0])
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    acqf = marginal_log_ei(model, theta_samples=16, q=q, seed=0)
+    Xq = small[1][:4].reshape(-1, q, 2)
+    with torch.no_grad():
+        before = acqf(Xq)
+    for convert in (lambda a: a.to(torch.float32), lambda a: a.half(), lambda a: a.to("meta")):
+        with pytest.raises(UnsupportedError, match="build it on a model of that dtype and device"):
+            convert(acqf)
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, state[key], rtol=0, atol=0)
+    assert acqf.double() is acqf and acqf.to(DTYPE).cpu() is acqf
+    with torch.no_grad():
+        torch.testing.assert_close(acqf(Xq), before, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("q", [1, 2])
@@ -356,6 +387,8 @@ def test_gradient_matches_finite_differences(small, q):
         ({"q": 2, "X_pending": torch.zeros(1, 3, dtype=DTYPE)}, "(1, 3)"),
         ({"X_pending": torch.zeros(1, 2, dtype=DTYPE)}, "(1, 2)"),
         ({"seed": 1.5}, "seed=1.5"),
+        # OrthoBOSampler's bound and words (10**7 draws ran out of memory).
+        ({"theta_samples": 10**7}, "must be less than or equal to 65536, but got int 10000000."),
         # Refused after the Laplace posterior, or at the first evaluation, as S or n.
         ({"theta_samples": 1, "estimator": "orth"}, "theta_samples=1"),
         ({"theta_samples": 3, "estimator": "orth-crossfit"}, "theta_samples=3"),

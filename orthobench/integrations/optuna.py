@@ -10,9 +10,12 @@ docs/tutorials/optuna.md.
 from __future__ import annotations
 
 import math
+import os
 import secrets
+import sys
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,7 @@ from optuna.samplers._base import (
     _INDEPENDENT_SAMPLING_WARNING_TEMPLATE,
     _process_constraints_after_trial,
 )
+from optuna.search_space import intersection_search_space
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
@@ -50,6 +54,12 @@ _NAN_VALUE = "a NaN value"
 _OUT_OF_RANGE = "a parameter outside its distribution's range"
 _NO_CONSTRAINTS = "no constraint values"
 _NON_FINITE_CONSTRAINT = "a non-finite constraint value"
+# The folders of Optuna's and orthobench's code, whose frames a warning skips to point at the
+# user's line (`study.ask`, `study.optimize` or the objective's `trial.suggest_*`), as
+# `optuna._warnings.optuna_warn` does on Python 3.12+ with `skip_file_prefixes` (not in 3.10-3.11).
+_LIBRARY_FOLDERS = tuple(
+    str(folder) + os.sep for folder in (Path(optuna.__file__).parent, Path(__file__).parents[1])
+)
 
 
 class OrthoBOSampler(BaseSampler):
@@ -60,8 +70,9 @@ class OrthoBOSampler(BaseSampler):
     returns its proposal, decoded. The rules:
 
     - Search space: the intersection of the complete trials' spaces
-      (``optuna.search_space.IntersectionSearchSpace``, as ``GPSampler`` and ``BoTorchSampler``),
-      without single-valued distributions. Other parameters (conditional ones, and all of them
+      (``optuna.search_space.intersection_search_space``, as ``GPSampler`` and
+      ``BoTorchSampler``), without single-valued distributions, computed from each study's
+      trials, so one sampler serves several studies. Other parameters (conditional ones, and all of them
       during startup) come from ``independent_sampler``.
     - Encoding (``optuna._transform._SearchSpaceTransform(..., transform_0_1=True)``): a float is
       scaled linearly, or its log if ``log=True``, onto ``[0, 1]``; an int or a stepped float has
@@ -120,7 +131,7 @@ class OrthoBOSampler(BaseSampler):
     - Logging: on the logger ``optuna.orthobench.integrations.optuna``, a child of Optuna's,
       so ``optuna.logging.set_verbosity`` and ``disable_default_handler`` govern it as they do
       Optuna's samplers. Data the user can fix (infinite values, values outside a range) warn
-      through :mod:`warnings` instead, as ``GPSampler`` and Optuna's ``Trial`` do.
+      through :mod:`warnings` instead, at the user's line, as ``GPSampler`` and Optuna's ``Trial`` do.
 
     Args:
         seed:
@@ -199,16 +210,15 @@ class OrthoBOSampler(BaseSampler):
         self._constraints_func = constraints_func
         self._warn_independent_sampling = warn_independent_sampling
         self._orthobo_params = orthobo_params
-        self._intersection_search_space = optuna.search_space.IntersectionSearchSpace()
-        # Messages warned already: Python's once-per-location memory is reset by every
-        # `warnings.catch_warnings()`, which each OrthoBO step enters (fits), so the default
-        # filter showed them at every trial.
-        self._warned: set[str] = set()
+        # (study name, message) pairs warned already: Python's once-per-location memory is reset
+        # by every `warnings.catch_warnings()`, which each OrthoBO step enters (fits), so the
+        # default filter showed them at every trial.
+        self._warned: set[tuple[str, str]] = set()
 
-    def _warn_once(self, message: str) -> None:
-        if message not in self._warned:
-            self._warned.add(message)
-            warnings.warn(message, OrthobenchWarning, stacklevel=3)
+    def _warn_once(self, study: Study, message: str) -> None:
+        if (study.study_name, message) not in self._warned:
+            self._warned.add((study.study_name, message))
+            warnings.warn(message, OrthobenchWarning, stacklevel=_user_stacklevel())
 
     def reseed_rng(self) -> None:
         self._independent_sampler.reseed_rng()
@@ -216,9 +226,13 @@ class OrthoBOSampler(BaseSampler):
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
+        # Computed from the study's trials, not cached in the sampler: Optuna's
+        # IntersectionSearchSpace caches one study, so a sampler reused for a second study
+        # got the first one's space (or, with both in one database, a ValueError).
+        trials = study.get_trials(deepcopy=False)
         return {
             name: distribution
-            for name, distribution in self._intersection_search_space.calculate(study).items()
+            for name, distribution in intersection_search_space(trials).items()
             if not distribution.single()
         }
 
@@ -243,10 +257,11 @@ class OrthoBOSampler(BaseSampler):
             for name, value in _outside_range(t, search_space)
         ):
             self._warn_once(
+                study,
                 one_line(
                     f"OrthoBOSampler leaves out the trials with a parameter outside its "
                     f"distribution's range (fixed by `Study.enqueue_trial`?): {values}."
-                )
+                ),
             )
         if len(complete) < self._min_trials:
             return {}
@@ -259,8 +274,9 @@ class OrthoBOSampler(BaseSampler):
             # grows and is shown once rather than at every trial.
             first = min(t.number for t in complete if math.isinf(t.value))
             self._warn_once(
+                study,
                 f"OrthoBOSampler tells an infinite value (first in trial {first}) as the least or "
-                "the largest finite value, whichever is nearer, as GPSampler does."
+                "the largest finite value, whichever is nearer, as GPSampler does.",
             )
             y = _clip_infinite(y)
         c = _constraint_values(complete)  # t x m, m = 0 without constraints
@@ -383,6 +399,15 @@ class OrthoBOSampler(BaseSampler):
         if self._constraints_func is not None:
             _process_constraints_after_trial(self._constraints_func, study, trial, state)
         self._independent_sampler.after_trial(study, trial, state, values)
+
+
+def _user_stacklevel() -> int:
+    """``warnings.warn``'s ``stacklevel``, in the caller of this function, of the first frame
+    outside :data:`_LIBRARY_FOLDERS`."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARY_FOLDERS):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _history(

@@ -426,11 +426,10 @@ def test_warnings_go_through_optunas_logger_and_follow_its_verbosity() -> None:
         optuna_logger.removeHandler(records)
 
 
-def _add(study: Study, x: float, value: float, **kwargs) -> None:
+def _add(study: Study, x: float, value: float, name: str = "x", **kwargs) -> None:
+    space = {name: FloatDistribution(0.0, 1.0)}
     study.add_trial(
-        optuna.create_trial(
-            params={"x": x}, distributions={"x": FloatDistribution(0.0, 1.0)}, value=value, **kwargs
-        )
+        optuna.create_trial(params={name: x}, distributions=space, value=value, **kwargs)
     )
 
 
@@ -463,21 +462,20 @@ def test_infinite_values_are_clipped_to_the_finite_range(
     np.testing.assert_array_equal(y, expected)
 
 
-def test_a_warning_is_shown_once_per_sampler_not_at_every_trial() -> None:
+def test_a_warning_is_shown_once_per_sampler_at_the_users_line() -> None:
     """Each OrthoBO step enters ``warnings.catch_warnings()`` (its fits), which resets Python's
     once-per-location memory, so the default filter showed the same warning at every trial; the
-    "always" filter here shows what the sampler itself warns."""
+    "always" filter here shows what the sampler itself warns. It pointed into Optuna's code
+    (``optuna/trial/_trial.py``), which runs the relative sample at the first suggest."""
     study = optuna.create_study(sampler=OrthoBOSampler(seed=0, n_startup_trials=2, **FAST))
     for x, value in ((0.1, 1.0), (0.3, math.inf), (0.5, 3.0)):
         _add(study, x, value)
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("always")
         for _ in range(2):
-            study.sampler.sample_relative(
-                study, _create_new_trial(study), {"x": FloatDistribution(0.0, 1.0)}
-            )
+            study.ask().suggest_float("x", 0.0, 1.0)
     infinite = [w for w in shown if "infinite value" in str(w.message)]
-    assert len(infinite) == 1
+    assert len(infinite) == 1 and infinite[0].filename == __file__
 
 
 def test_only_infinite_values_are_told_as_zero(told: list) -> None:
@@ -503,6 +501,22 @@ def test_infinite_value_with_finite_constraints_is_kept(told: list) -> None:
     x, y, c = told[0]
     np.testing.assert_array_equal(y, [1.0, 2.0, 2.0])
     np.testing.assert_array_equal(c, [[-1.0], [0.5], [-0.5]])
+
+
+@pytest.mark.parametrize("in_file", [False, True], ids=["in-memory", "sqlite"])
+def test_one_sampler_serves_several_studies(told: list, tmp_path, in_file: bool) -> None:
+    """As Optuna's samplers do. A search space cached for the first study made the second fall
+    back to random search (in memory) or raise Optuna's ValueError (both in one sqlite file),
+    and a warning shown in the first study was not shown in the second."""
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 's.db'}") if in_file else None
+    sampler = OrthoBOSampler(seed=0, n_startup_trials=2, **{**FAST, "raw_samples": 16})
+    for name in ("x", "lr"):
+        study = optuna.create_study(storage=storage, sampler=sampler)
+        _add(study, 0.2, math.inf, name=name)
+        _add(study, 0.6, 1.0, name=name)
+        with pytest.warns(OrthobenchWarning, match="infinite"):
+            study.ask({name: FloatDistribution(0.0, 1.0)})
+    assert len(told) == 2
 
 
 def _suggest(trial: Trial, distribution: BaseDistribution) -> float:
