@@ -63,7 +63,8 @@ import numpy as np
 import pandas as pd
 from _timing import stored_machine_line
 
-from orthobench.probe.tables import defined_ratios, summary_table
+from orthobench.probe.intervals import defined_ratios
+from orthobench.probe.tables import summary_table
 from orthobench.report import stats
 from orthobench.report.data import ResultSet, load_results
 from orthobench.report.diagnostics import ensemble_steps

@@ -24,7 +24,7 @@ import pandas as pd
 from _timing import stored_machine_line
 from paper_tables import PAPER_VARIANCES
 
-from orthobench.probe.tables import defined_ratios
+from orthobench.probe.intervals import defined_ratios
 from orthobench.results import load_probe
 
 ESTIMATORS = ["orth", "orth-shrink", "qmc-owen+rb"]

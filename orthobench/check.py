@@ -22,12 +22,12 @@ difference passes a bound it misses by at most :data:`_ULPS` ulps of the larger 
 are not exact in binary, and 17/20 - 18/20 is -0.05000000000000004, below ``min: -0.05``.
 
 A rule on a row whose metric (or whose baseline's row or metric) is missing, NaN or, for a ratio,
-undefined (:func:`~orthobench.probe.tables.defined_ratios`: the report leaves such a ratio out)
+undefined (:func:`~orthobench.probe.intervals.defined_ratios`: the report leaves such a ratio out)
 fails, and so does a rule that matches no row once the probe ran (a state failed). A ratio's
 rebuild-CI bound (``*_low``, ``*_high``) is undefined where its ratio is and compared as stored
-otherwise, as the report shows it: a bound beyond 1e12 is a CI that reaches a resample whose
-variance is ~0, still a bound. The table prints such a value, and a difference without its
-baseline's row, as ``undefined`` and says why. So does an MSE ratio (``mse_ratio``, its bounds,
+otherwise, as the report shows it: a bound beyond 1e12 (or ``inf``) is a CI that reaches a
+resample whose variance is ~0 (or 0), still a bound. The table prints such a value, a missing or
+NaN one and a difference without its baseline's row as ``undefined`` and says why. So does an MSE ratio (``mse_ratio``, its bounds,
 ``median_point_mse_ratio``) on a state whose reference is too far from converged for it to
 compare estimators (:func:`~orthobench.probe.tables.unconverged_reference`): the rule cannot be
 evaluated there, and fails, as on an undefined ratio, rather than pass or fail on the reference's
@@ -35,11 +35,13 @@ error; a larger ``probe.reference_samples`` is the fix.
 
 Everything the file alone can tell is a one-line error when it is read, before the probe runs
 (minutes of it in CI): a file that is not UTF-8 or not YAML, a duplicate key (the last would win
-and could weaken a bound unseen), a value of the wrong type, ``min`` above ``max``, an
-``mc_samples`` below 1, a ``metric`` that is not a numeric probe column and a ``kernel`` that no
-probe state has. A rule that matches no row the suite's probe asks for (a renamed estimator, an S
-the suite does not probe) is refused before the probe too (:func:`check_rules_match`), so it cannot
-pass the gate silently.
+and could weaken a bound unseen), a value of the wrong type, an infinite bound (``min: .inf``
+passes no finite value, ``max: .inf`` every one), ``min`` above ``max``, an ``mc_samples`` below
+1, a ``metric`` that is not a numeric probe column and a ``kernel`` that no probe state has. A rule
+that matches no row the suite's probe asks for (a renamed estimator, an S the suite does not
+probe) is refused before the probe too (:func:`check_rules_match`), so it cannot pass the gate
+silently, and so is a rule on a metric its rows never have (``seconds_per_call`` of qLogEI, TPE
+and plugin rows, the GP diagnostics of TPE rows: they store null), which would fail.
 """
 
 from __future__ import annotations
@@ -54,17 +56,22 @@ import pandas as pd
 import pyarrow as pa
 import yaml
 
-from orthobench.config.names import KERNELS, parse_estimator
+from orthobench.config.names import (
+    FUNCTION_SAMPLE_ESTIMATORS,
+    KERNELS,
+    TPE_ESTIMATORS,
+    ThetaEstimator,
+    parse_estimator,
+)
 from orthobench.config.schema import float_text_hint
 from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import OrthobenchError
+from orthobench.probe.intervals import MAX_RATIO, defined_ratios
 from orthobench.probe.tables import (
-    MAX_RATIO,
     MAX_REFERENCE_ERROR,
     POINT_RATIOS,
     RATIOS,
     REFERENCE_RATIOS,
-    defined_ratios,
     unconverged_reference,
 )
 from orthobench.results import PROBE_SCHEMA
@@ -104,6 +111,8 @@ _ULPS = 4
 #: The ``kernel`` column of probe rows: a GP kernel, or ``tpe`` for TPE states
 #: (:func:`orthobench.probe.runner.probe_states`).
 _KERNELS = (*KERNELS, "tpe")
+#: The diagnostics of a state's GP and Laplace fit, which TPE states have none of.
+_GP_DIAGNOSTICS = ("cholesky_jitter", "laplace_floored", "laplace_min_eigenvalue")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,14 +247,14 @@ def _check_names(rule: dict, where: str) -> None:
 
 def _check_types(rule: dict, where: str) -> None:
     """Raise :class:`OrthobenchError` for a value of the wrong type, before anything is probed:
-    a bound that is not a number would fail the comparison only after the probe, and a quoted
-    ``"no"`` would make a rule relative to the baseline."""
+    a bound that is not a finite number would fail or pass every row only after the probe, and a
+    quoted ``"no"`` would make a rule relative to the baseline."""
     for key, value in rule.items():
         if value is None and key in _OPTIONAL:
             continue
         if key in ("min", "max"):
             ok = isinstance(value, int | float) and not isinstance(value, bool)
-            ok, kind = ok and not math.isnan(value), "a number"
+            ok, kind = ok and math.isfinite(value), "a finite number"
         elif key == "mc_samples":
             ok, kind = isinstance(value, int) and not isinstance(value, bool), "an integer"
         elif key == "relative_to_baseline":
@@ -259,10 +268,12 @@ def _check_types(rule: dict, where: str) -> None:
 
 def check_rules_match(rules: list[Threshold], units: list[ProbeUnit], path: str | Path) -> None:
     """Refuse a rule that matches none of the rows ``units`` (the suite's probe states) ask for,
-    before they are probed: after the probe it would only fail, minutes later.
+    or matches a row that never has the rule's metric (:func:`_unmeasured`), before they are
+    probed: after the probe it would only fail, minutes later.
 
     Raises:
-        OrthobenchError: one line naming the rule and what the suite probes.
+        OrthobenchError: one line naming the rule and what the suite probes, or why the row
+            has no value.
     """
     rows = pd.DataFrame(
         [
@@ -282,16 +293,46 @@ def check_rules_match(rules: list[Threshold], units: list[ProbeUnit], path: str 
                 f"{path}: thresholds[{i}] ({rule.selection()}) matches no row the suite's probe "
                 f"asks for ({probed})."
             )
+        for row in _matching(rows, rule).itertuples():
+            why = _unmeasured(rule.metric, row.estimator, row.kernel)
+            if why:
+                raise OrthobenchError(
+                    f"{path}: thresholds[{i}] ({rule.selection()}): {why}; the rule would fail."
+                )
 
 
 @functools.cache
+def _parsed(estimator: str) -> ThetaEstimator | None:
+    """``estimator`` parsed (:func:`~orthobench.config.names.parse_estimator`); None for a name
+    that does not parse."""
+    try:
+        return parse_estimator(estimator)
+    except OrthobenchError:
+        return None
+
+
 def _canonical(estimator: str) -> str:
     """The one name of ``estimator`` (``orth@iid`` is ``orth``), as a suite refuses both in one
     probe; a name that does not parse stays as written (it matches only itself)."""
-    try:
-        return parse_estimator(estimator).name
-    except OrthobenchError:
-        return estimator
+    parsed = _parsed(estimator)
+    return estimator if parsed is None else parsed.name
+
+
+def _unmeasured(metric: str, estimator: str, kernel: str) -> str:
+    """Why a row of ``estimator`` on ``kernel`` never has ``metric`` (the probe stores null
+    there, :class:`~orthobench.results.ProbeRecord`), or "" where it can."""
+    if metric in _GP_DIAGNOSTICS and kernel == "tpe":
+        return f"{metric} is not measured on TPE rows (no GP kernel matrix or Laplace fit)"
+    parsed = _parsed(estimator)
+    untimed = parsed is not None and (
+        parsed.plugin or parsed.base in (*FUNCTION_SAMPLE_ESTIMATORS, *TPE_ESTIMATORS)
+    )
+    if metric == "seconds_per_call" and untimed:
+        return (
+            f"seconds_per_call is not measured on {estimator} rows (only the acquisition "
+            "calls of OrthoBO's theta estimators are timed)"
+        )
+    return ""
 
 
 def _matching(frame: pd.DataFrame, rule: Threshold) -> pd.DataFrame:
@@ -313,24 +354,26 @@ def _float(value: object) -> float:
 
 
 def _number(row: object, metric: str) -> tuple[float, str]:
-    """The value of ``metric`` on ``row`` that a rule compares, and why it is NaN though a number
-    is stored ("" otherwise): a ratio that is undefined, an MSE ratio whose state's reference is
-    not converged (``row.reference_unconverged``), or the CI bound of one (the rule fails).
-    A bound of a row without its ratio's column is compared as stored."""
+    """The value of ``metric`` on ``row`` that a rule compares, and why it is NaN ("" otherwise;
+    the rule fails): a ratio that is undefined, an MSE ratio whose state's reference is not
+    converged (``row.reference_unconverged``), or the CI bound of one; a metric the row's kind
+    never has (:func:`_unmeasured`), or none stored. A bound of a row without its ratio's column
+    is compared as stored."""
     number = _float(getattr(row, metric))
     ratio = _RATIO_OF.get(metric)
-    if ratio is None or not hasattr(row, ratio):
-        return number, ""
-    # The ratio first: an undefined ratio's bounds are stored as NaN, which says nothing why.
-    stored = _float(getattr(row, ratio))
-    if ratio.startswith(REFERENCE_RATIOS) and row.reference_unconverged:
-        return math.nan, (
-            f"{ratio} not evaluable: the state's reference is not converged (squared error > "
-            f"{MAX_REFERENCE_ERROR:g} of its mean square)"
-        )
-    if math.isnan(defined_ratios([stored])[0]):
-        bounds = f"[{1 / MAX_RATIO:g}, {MAX_RATIO:g}]"
-        return math.nan, f"{ratio} {stored:.4g} is undefined: not in {bounds}"
+    if ratio is not None and hasattr(row, ratio):
+        # The ratio first: an undefined ratio's bounds are stored as NaN, which says nothing why.
+        stored = _float(getattr(row, ratio))
+        if ratio.startswith(REFERENCE_RATIOS) and row.reference_unconverged:
+            return math.nan, (
+                f"{ratio} not evaluable: the state's reference is not converged (squared error > "
+                f"{MAX_REFERENCE_ERROR:g} of its mean square)"
+            )
+        if math.isnan(defined_ratios([stored])[0]):
+            bounds = f"[{1 / MAX_RATIO:g}, {MAX_RATIO:g}]"
+            return math.nan, f"{ratio} {stored:.4g} is undefined: not in {bounds}"
+    if math.isnan(number):
+        return number, _unmeasured(metric, row.estimator, row.kernel) or f"{metric} is missing"
     return number, ""
 
 

@@ -160,6 +160,15 @@ def test_a_relative_rule_without_its_baseline_row_fails_the_rule():
         # YAML 1.1 reads 1e9 as text: the suite loader's hint, not "must be a number" alone
         ("version: 1\nthresholds:\n  - {estimator: x, metric: y, max: 1e9}\n", r"write 1\.0e\+4"),
         ("version: 1\nthresholds:\n  - {estimator: x, metric: y, max: .nan}\n", "`max`"),
+        # No finite value passes (as `min` above `max`): every row FAILed after the probe.
+        (
+            "version: 1\nthresholds:\n  - {estimator: x, metric: var_ratio, min: .inf}\n",
+            "`min` must be a finite number, but got inf",
+        ),
+        (
+            "version: 1\nthresholds:\n  - {estimator: x, metric: var_ratio, max: -.inf}\n",
+            "`max` must be a finite number, but got -inf",
+        ),
         ("version: 1\nthresholds:\n  - {estimator: x, metric: y, min: true}\n", "`min`"),
         (
             'version: 1\nthresholds:\n  - {estimator: x, metric: y, min: 1, relative_to_baseline: "no"}\n',
@@ -220,9 +229,10 @@ def probes(monkeypatch) -> list[str]:
     return calls
 
 
-def check_with(write_suite, tmp_path, thresholds: bytes):
-    """``orthobench check`` of the gate suite with ``thresholds`` as its file."""
-    suite = write_suite(SUITE, "gate.yaml")
+def check_with(write_suite, tmp_path, thresholds: bytes, suite_text: str = SUITE):
+    """``orthobench check`` of the gate suite (or ``suite_text``) with ``thresholds`` as its
+    file."""
+    suite = write_suite(suite_text, "gate.yaml")
     (tmp_path / "t.yaml").write_bytes(thresholds)
     out = tmp_path / "out"
     args = ["check", str(suite), "-t", str(tmp_path / "t.yaml"), "-o", str(out), "-q", "--force"]
@@ -328,6 +338,75 @@ def test_a_rule_the_suites_probe_cannot_match_is_refused_before_the_probe(
     assert_refused_before_the_probe(result, probes, tmp_path, "thresholds[1] (estimator '")
     assert f"{selection}) matches no row" in result.stderr
     assert "mc_samples: 16; task: hartmann6; kernel: matern52-ard" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("estimators", "rule", "fragment"),
+    [
+        (
+            "mc-tpe, orthobo-tpe",
+            "{estimator: orthobo-tpe, metric: seconds_per_call, max: 0.05}",
+            "seconds_per_call is not measured on orthobo-tpe rows (only the acquisition calls",
+        ),
+        (
+            "mc-tpe, orthobo-tpe",
+            "{estimator: mc-tpe, metric: cholesky_jitter, max: 0}",
+            "cholesky_jitter is not measured on TPE rows (no GP kernel matrix or Laplace fit)",
+        ),
+        (
+            "orth-shrink, qlogei",
+            "{estimator: qlogei, metric: seconds_per_call, max: 1}",
+            "seconds_per_call is not measured on qlogei rows",
+        ),
+    ],
+)
+def test_a_rule_on_a_metric_its_rows_never_have_is_refused_before_the_probe(
+    write_suite, tmp_path, probes, estimators, rule, fragment
+):
+    """The reported bug: the probe stores null there (TPE rows have no timing or GP diagnostics,
+    qLogEI rows no timing), so the rule failed every row after the whole probe, printed as a
+    bare ``nan``."""
+    suite = SUITE.replace("estimators: [orth-shrink]", f"estimators: [{estimators}]")
+    text = f"version: 1\nthresholds:\n  - {rule}\n"
+    result = check_with(write_suite, tmp_path, text.encode(), suite)
+    assert_refused_before_the_probe(result, probes, tmp_path, fragment)
+    assert "thresholds[0] (estimator '" in result.stderr
+
+
+def test_a_rule_on_a_metric_its_rows_have_is_not_refused(write_suite, tmp_path, probes):
+    """A theta estimator's row is timed and has a GP: the rule goes to the probe."""
+    rules = [
+        "{estimator: orth-shrink, metric: seconds_per_call, max: 1}",
+        "{estimator: orth-shrink, metric: cholesky_jitter, max: 0}",
+    ]
+    text = "version: 1\nthresholds:\n" + "".join(f"  - {r}\n" for r in rules)
+    check_with(write_suite, tmp_path, text.encode())
+    assert probes == ["gate"]
+
+
+def test_a_nan_that_reaches_the_table_says_why():
+    """Rows stored without a value (a TPE or qLogEI row's timing, an unknown optimum's regret)
+    failed as a bare ``nan``; they fail as ``undefined`` with the reason, as an undefined ratio."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [
+            {"estimator": e, "seed": 0, "state_iteration": 0, "task": "t", "kernel": kernel,
+             "mc_samples": 32, "baseline": "mc", "seconds_per_call": math.nan,
+             "regret": math.nan}
+            for e, kernel in (("qlogei", "k"), ("mc-tpe", "tpe"))
+        ]
+    )  # fmt: skip
+    rules = [
+        Threshold(estimator="qlogei", metric="seconds_per_call", max=1.0),
+        Threshold(estimator="mc-tpe", metric="regret", max=1.0),
+    ]
+    results = evaluate(frame, rules)
+    assert not any(r.passed for r in results)
+    assert results[0].why.startswith("seconds_per_call is not measured on qlogei rows")
+    assert results[1].why == "regret is missing"
+    lines = format_results(results).splitlines()[1:]
+    assert "nan" not in "".join(lines) and all(" undefined  <= 1  (" in x for x in lines)
 
 
 def test_the_summary_line_counts_the_states_that_were_not_probed(

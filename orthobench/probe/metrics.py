@@ -135,7 +135,8 @@ def bootstrap_ratio_ci(
         seed: Seed of the resampling.
 
     Returns:
-        ``(ratio, low, high)``; NaN where both statistics are 0.
+        ``(ratio, low, high)``; NaN where both statistics are 0, and a bound +inf where its
+        percentile reaches the resamples whose estimator statistic is 0.
     """
     baseline, values = _check(baseline, reference), _check(values, reference)
     if baseline.shape != values.shape:
@@ -165,7 +166,22 @@ def bootstrap_ratio_ci(
     idx = rng.integers(0, values.shape[0], size=(n_boot, values.shape[0]))
     with np.errstate(divide="ignore", invalid="ignore"):
         boot = stat(baseline[idx]) / stat(values[idx])
-    boot = boot[np.isfinite(boot)]
+    # A resample whose estimator statistic is 0 (no variance or no error) has ratio +inf: a
+    # quantile that reaches such resamples is +inf (dropping them shrank the bound). Only the
+    # undefined 0 / 0 resamples are left out.
+    boot = boot[~np.isnan(boot)]
     alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(boot, [alpha, 1.0 - alpha]) if boot.size else (np.nan, np.nan)
+    if not boot.size:
+        return ratio, np.nan, np.nan
+    low, high = _percentiles(boot, [alpha, 1.0 - alpha])
     return ratio, float(low), float(high)
+
+
+def _percentiles(values: np.ndarray, probs: list[float]) -> np.ndarray:
+    """:func:`numpy.quantile` (linear) of ``values`` (``n``, no NaN, none below 0) at ``probs``,
+    +inf where the interpolation reaches an infinite value (numpy gives NaN there, from
+    ``inf - inf`` or ``0 * inf``); on finite ``values`` exactly numpy's."""
+    reaches = np.isinf(np.quantile(values, probs, method="higher"))
+    # Elsewhere an infinite value gets weight 0 (numpy's 0 * inf = NaN); the largest float adds 0.
+    finite = np.quantile(np.minimum(values, np.finfo(float).max), probs)
+    return np.where(reaches, np.inf, finite)

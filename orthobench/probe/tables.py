@@ -3,9 +3,9 @@ r"""Probe summaries over BO states: the tables of the terminal, the report and d
 Ratios are heavy-tailed across BO states and the rebuild CIs of one state do not cover the spread
 between states (docs/design.md, "Ratios: CIs and several states"), so :func:`summary_table` gives
 each ratio's median over states with its order-statistic interval, the worst state and the
-geometric mean; :func:`equal_time_frame` and :func:`ranking_table` rank estimators at equal EI
-evaluations and at equal time, and :func:`default_rule_table` applies the rule that picks
-orthobo's default estimator.
+geometric mean (:mod:`orthobench.probe.intervals`); :func:`equal_time_frame` and
+:func:`ranking_table` rank estimators at equal EI evaluations and at equal time, and
+:func:`default_rule_table` applies the rule that picks orthobo's default estimator.
 
 Batch probes: rows with a ``q`` column (:class:`orthobench.results.ProbeRecord`) are grouped by
 ``q`` too, after ``kernel`` (:func:`with_batch`); rows stored before ``q`` was recorded are
@@ -15,21 +15,15 @@ Batch probes: rows with a ``q`` column (:class:`orthobench.results.ProbeRecord`)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from orthobench.config.names import DEFAULT_THETA_ESTIMATOR
 from orthobench.formatting import ci
+from orthobench.probe.intervals import defined_ratios, geometric_mean_interval, median_interval
 from orthobench.probe.metrics import reference_error_share
 
-#: Confidence level of the intervals over states (the median's interval reaches it from 6 states).
-LEVEL = 0.95
-#: A ratio outside ``[1 / MAX_RATIO, MAX_RATIO]`` is undefined (:func:`defined_ratios`; why
-#: ``1e12``: docs/design.md, "Ratios: CIs and several states").
-MAX_RATIO = 1e12
 GROUP = ["suite", "task", "kernel", "mc_samples", "estimator"]
 #: The batch-size column, a group key where a frame has it (:func:`with_batch`).
 BATCH = "q"
@@ -53,35 +47,9 @@ NEGLIGIBLE_BIAS_SHARE = 0.05
 MAX_REFERENCE_ERROR = 0.1
 #: The ratio columns (by prefix, bounds included) that compare MSEs against the reference.
 REFERENCE_RATIOS = ("mse_ratio", "median_point_mse_ratio")
-
-
-class Interval(NamedTuple):
-    """A statistic over states, its interval and the interval's coverage probability.
-
-    Floats for ``n`` ratios in; arrays of shape ``(b)`` for ``(b) x n`` ratios in.
-    """
-
-    center: float | np.ndarray
-    low: float | np.ndarray
-    high: float | np.ndarray
-    level: float | np.ndarray
-
-
-def _interval(*fields: np.ndarray) -> Interval:
-    """An :class:`Interval` with 0-d fields as floats."""
-    return Interval(*(float(f) if np.ndim(f) == 0 else f for f in fields))
-
-
-def defined_ratios(ratios: Sequence[float] | np.ndarray) -> np.ndarray:
-    """``ratios`` with NaN where a ratio is undefined: ``(b) x n -> (b) x n``.
-
-    A ratio is undefined where it is NaN, not positive, infinite or beyond :data:`MAX_RATIO`
-    either way (one estimator's variance is ~0 on that state: the ratio measures round-off, not a
-    variance reduction). The statistics over states are taken over the defined ratios only.
-    """
-    ratios = np.asarray(ratios, dtype=float)
-    with np.errstate(invalid="ignore"):
-        return np.where((ratios >= 1.0 / MAX_RATIO) & (ratios <= MAX_RATIO), ratios, np.nan)
+#: The other columns measured against the reference: the MSE, the squared bias and their shares
+#: (:func:`_with_bias_share`).
+REFERENCE_ERRORS = ("mse", "bias_sq", "bias_share", "excess_bias_share")
 
 
 def unconverged_reference(frame: pd.DataFrame) -> np.ndarray:
@@ -102,11 +70,13 @@ def unconverged_reference(frame: pd.DataFrame) -> np.ndarray:
 
 
 def _without_unconverged(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with its :data:`REFERENCE_RATIOS` NaN on the states of
-    :func:`unconverged_reference`, marked in a ``reference_unconverged`` column."""
+    """``frame`` with every column measured against the reference (:data:`REFERENCE_RATIOS`,
+    :data:`REFERENCE_ERRORS`) NaN on the states of :func:`unconverged_reference`, marked in a
+    ``reference_unconverged`` column."""
     flagged = unconverged_reference(frame)
     frame = frame.assign(reference_unconverged=flagged)
-    frame.loc[flagged, [c for c in frame if c.startswith(REFERENCE_RATIOS)]] = np.nan
+    measured = [c for c in frame if c.startswith(REFERENCE_RATIOS) or c in REFERENCE_ERRORS]
+    frame.loc[flagged, measured] = np.nan
     return frame
 
 
@@ -124,80 +94,6 @@ def _smallest_defined(group: pd.DataFrame, column: str, by: str | None = None) -
         return None
     values = group[by or column].to_numpy(dtype=float)[defined]
     return group.iloc[int(defined[np.argsort(values, kind="stable")[0]])]
-
-
-def _order_statistic(ascending: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """The ``k``-th smallest (1-based) of each row: ``(b) x n, (b) -> (b)``; NaN rows stay NaN."""
-    index = np.clip(k - 1, 0, ascending.shape[-1] - 1)[..., None]
-    return np.take_along_axis(ascending, index, axis=-1)[..., 0]
-
-
-def geometric_mean_interval(ratios: Sequence[float] | np.ndarray, level: float = LEVEL) -> Interval:
-    r"""Geometric mean over states of the defined ``ratios`` and its Student-t interval.
-
-    With :math:`y_i = \log\rho_i` over the :math:`n` defined ratios (:func:`defined_ratios`):
-    :math:`\exp(\bar y)` and :math:`\exp(\bar y \pm t_{(1+\text{level})/2,\, n-1}\, s_y/\sqrt n)`
-    (:func:`scipy.stats.t`), an exact ``level`` interval for lognormal ratios.
-
-    Args:
-        ratios: ``(b) x n`` ratios, one per state (NaN for a missing one).
-        level: Confidence level.
-
-    Returns:
-        :class:`Interval` ``(gmean, low, high, level)``, each ``(b)``: NaN bounds and level with
-        fewer than two defined ratios, everything NaN without any.
-    """
-    logs = np.log(defined_ratios(ratios))
-    n = np.sum(~np.isnan(logs), axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean = np.nansum(logs, axis=-1) / n
-        sd = np.sqrt(np.nansum((logs - mean[..., None]) ** 2, axis=-1) / (n - 1))
-        half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n)  # NaN for n < 2
-    return _interval(
-        np.exp(mean), np.exp(mean - half), np.exp(mean + half), np.where(n >= 2, level, np.nan)
-    )
-
-
-def median_interval(ratios: Sequence[float] | np.ndarray, level: float = LEVEL) -> Interval:
-    r"""Median over states of the defined ``ratios`` and its order-statistic interval.
-
-    With :math:`\rho_{(1)} \le \dots \le \rho_{(n)}` the :math:`n` defined ratios
-    (:func:`defined_ratios`), the median is the geometric midpoint of
-    :math:`\rho_{(\lceil n/2 \rceil)}` and :math:`\rho_{(\lfloor n/2 \rfloor + 1)}`. The interval :math:`[\rho_{(k)}, \rho_{(n+1-k)}]`
-    misses the population median :math:`m` when at most :math:`k-1` states fall below :math:`m`
-    or at most :math:`k-1` above it, each with probability :math:`F_{n,1/2}(k-1)`
-    (:math:`F_{n,1/2}` the Binomial(n, 1/2) CDF), so it covers :math:`m` with probability
-    :math:`1 - 2 F_{n,1/2}(k-1)` for any continuous distribution of the states. ``k`` is the largest order with that
-    probability at least ``level`` (the narrowest such pair); when none exists (:math:`n < 6` at
-    95%), :math:`k = 1`, the range of the states, whose probability :math:`1 - 2^{1-n}` is below
-    ``level`` (0.75 with 3 states, 0.9375 with 5).
-
-    Args:
-        ratios: ``(b) x n`` ratios, one per state (NaN for a missing one).
-        level: The smallest coverage wanted.
-
-    Returns:
-        :class:`Interval` ``(median, low, high, level)``, each ``(b)``, ``level`` being the
-        interval's exact coverage (>= the ``level`` argument, or below it where the range is all
-        the states give); NaN bounds and level with fewer than two defined ratios, everything NaN
-        without any.
-    """
-    ascending = np.sort(defined_ratios(ratios), axis=-1)  # NaN last
-    if ascending.shape[-1] == 0:  # no state: one NaN state keeps the indexing below valid
-        ascending = np.full((*ascending.shape[:-1], 1), np.nan)
-    n = np.sum(~np.isnan(ascending), axis=-1)
-    median = np.sqrt(
-        _order_statistic(ascending, (n + 1) // 2) * _order_statistic(ascending, n // 2 + 1)
-    )
-    # NOTE: scipy.stats.quantile_test(...).confidence_interval() takes the same k from 6 states
-    # on (the tests check it), but gives NaN below 6 states, our usual case, and not the
-    # interval's coverage; both need k, so it is computed once here, vectorized. binom.ppf is
-    # the smallest j with F(j) >= alpha/2, so F(k - 1) < alpha/2: coverage above `level`.
-    k = np.maximum(stats.binom.ppf((1 - level) / 2, n, 0.5).astype(int), 1)
-    covered = np.where(n >= 2, 1 - 2 * stats.binom.cdf(k - 1, n, 0.5), np.nan)
-    low = np.where(n >= 2, _order_statistic(ascending, k), np.nan)
-    high = np.where(n >= 2, _order_statistic(ascending, n + 1 - k), np.nan)
-    return _interval(median, low, high, covered)
 
 
 def with_batch(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -286,11 +182,13 @@ def summary_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> 
     A *state* is one BO state of the probe (a ``seed`` and ``state_iteration`` of a task and
     kernel). Each ratio's statistics are over the states where it is defined
     (:func:`defined_ratios`) and, for MSE ratios, whose reference converged
-    (:func:`unconverged_reference`); ``states`` counts all states, ``*_undefined`` the undefined
-    ones and ``*_unconverged`` the others left out, so a dropped state always shows. With one
-    state there is no interval over states: the median and geometric mean keep that state's
-    rebuild CI (if its ratio is defined), and ``ci_over`` says which interval a row shows. With
-    several states of which fewer than two are defined, the intervals are NaN.
+    (:func:`unconverged_reference`; so are the means and maxima of the :data:`REFERENCE_ERRORS`
+    columns, measured against the same reference); ``states`` counts all states,
+    ``*_undefined`` the undefined ones and ``*_unconverged`` the others left out, so a dropped
+    state always shows. With one state there is no interval over states: the median and
+    geometric mean keep that state's rebuild CI (if its ratio is defined), and ``ci_over`` says
+    which interval a row shows. With several states of which fewer than two are defined, the
+    intervals are NaN.
 
     Args:
         frame: :class:`~orthobench.results.ProbeRecord` rows (one per state and S); a report
@@ -536,16 +434,18 @@ def default_rule_table(frame: pd.DataFrame) -> pd.DataFrame:
     Per estimator, over every (task, kernel, S, state) whose MSE ratio is defined
     and whose reference converged (:func:`defined_ratios`, :func:`unconverged_reference`, as in
     :func:`summary_table`; ``undefined_states`` and ``unconverged_states`` count the others,
-    ``states`` all): ``worst_state_mse_ratio`` (the smallest
+    ``states`` all, each a state at one S, a state-budget): ``worst_state_mse_ratio`` (the smallest
     MSE ratio vs naive iid MC at equal EI evaluations) and ``worst_state`` (where),
     ``min_upper_bound`` (the smallest upper rebuild-CI bound over states: below 1 means
     significantly worse than naive MC on some state) with ``min_upper_state``,
-    ``max_bias_share``, ``median_excess_bias_share`` and ``max_excess_bias_share`` (over states;
-    :func:`_with_bias_share`) and ``eligible`` (``median_excess_bias_share <=``
-    :data:`NEGLIGIBLE_BIAS_SHARE` and ``min_upper_bound >= 1``). The bias test takes the median
-    over states because the excess share of one state is noisy (its bias estimate is a difference
-    of two terms of order ``Var / R``); the worst-state MSE ratio already charges a state's bias. Sorted eligible first, then by ``worst_state_mse_ratio``: the
-    first row is the default by the rule (README, "Choosing the default estimator").
+    ``max_bias_share``, ``median_excess_bias_share`` and ``max_excess_bias_share`` (over the
+    states whose reference converged; :func:`_with_bias_share`) and ``eligible``
+    (``median_excess_bias_share <=`` :data:`NEGLIGIBLE_BIAS_SHARE` and ``min_upper_bound >= 1``).
+    The bias test takes the median over states because the excess share of one state is noisy
+    (its bias estimate is a difference of two terms of order ``Var / R``); the worst-state MSE
+    ratio already charges a state's bias. Sorted eligible first, then by
+    ``worst_state_mse_ratio``: the first row is the default by the rule (README, "Choosing the
+    default estimator").
     """
     frame, batch = with_batch(_with_bias_share(frame))
     if frame.empty:
@@ -615,7 +515,8 @@ def format_summary(frame: pd.DataFrame) -> str:
     ``gmean``: geometric mean over states; ``bias/MSE``: mean over states; ``excess``: the largest
     excess bias share over states (:func:`_with_bias_share`); ``ms/call``:
     median over states of one acquisition call's wall time (forward + backward, 512 candidates);
-    ``q``: the batch size, a column where some row's is not 1.
+    ``q``: the batch size, a column where some row's is not 1; ``state-budgets``: the default
+    rule's rows, a state at each S.
     """
     table = summary_table(frame)
     if table.empty:
@@ -687,12 +588,12 @@ def format_summary(frame: pd.DataFrame) -> str:
         "Default rule: among estimators with a median excess bias/MSE over states <= "
         f"{NEGLIGIBLE_BIAS_SHARE:g} and no state significantly below naive MC "
         "(upper rebuild CI bound >= 1), the best worst-state MSE ratio over all cells and budgets",
-        f"{q_head}{'estimator':<18} {'states':>6} {'worst state':>11} {'where':<40} {'min high':>8} "
-        f"{'where':<40} {'excess bias median':>18} {'max':>6} {'eligible':>8}",
+        f"{q_head}{'estimator':<18} {'state-budgets':>13} {'worst state':>11} {'where':<40} "
+        f"{'min high':>8} {'where':<40} {'excess bias median':>18} {'max':>6} {'eligible':>8}",
     ]
     for r in rule.itertuples():
         lines.append(
-            f"{q_of(r)}{r.estimator:<18} {r.states:>6} {r.worst_state_mse_ratio:>11.3g} "
+            f"{q_of(r)}{r.estimator:<18} {r.states:>13} {r.worst_state_mse_ratio:>11.3g} "
             f"{r.worst_state:<40} "
             f"{r.min_upper_bound:>8.3g} {r.min_upper_state:<40} {r.median_excess_bias_share:>18.3g} "
             f"{r.max_excess_bias_share:>6.3g} {'yes' if r.eligible else 'no':>8}"

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from orthobench.probe.tables import MAX_RATIO, MAX_REFERENCE_ERROR
+from orthobench.probe.intervals import MAX_RATIO
+from orthobench.probe.tables import MAX_REFERENCE_ERROR
 from orthobench.report.aggregate import N_TARGETS
 
 _MAX_EXPONENT = round(math.log10(MAX_RATIO))

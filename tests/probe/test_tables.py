@@ -10,12 +10,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from orthobench.probe.intervals import geometric_mean_interval, median_interval
 from orthobench.probe.tables import (
     default_rule_table,
     equal_time_frame,
     format_summary,
-    geometric_mean_interval,
-    median_interval,
     ranking_table,
     summary_table,
 )
@@ -356,3 +355,13 @@ def test_excess_bias_share_is_never_negative():
     )
     row = summary_table(frame).iloc[0]
     assert row["excess_bias_share_max"] == 0.0
+
+
+def test_the_text_default_rule_counts_state_budgets():
+    """Its rows are over every (state, S): 2 states at 2 budgets are 4, which the column's
+    header said were ``states`` (docs/estimators.md calls them state-budgets)."""
+    text = format_summary(_rows({("e", 8): [3.0, 2.0], ("e", 32): [5.0, 4.0]}))
+    lines = text.splitlines()
+    header = lines[next(i for i, line in enumerate(lines) if line.startswith("Default rule")) + 1]
+    assert header.split()[:2] == ["estimator", "state-budgets"]
+    assert lines[-1].split()[:2] == ["e", "4"]
