@@ -158,7 +158,7 @@ def test_a_relative_rule_without_its_baseline_row_fails_the_rule():
         # which would make the rule relative to the baseline.
         ("version: 1\nthresholds:\n  - {estimator: x, metric: y, min: one}\n", "`min`"),
         # YAML 1.1 reads 1e9 as text: the suite loader's hint, not "must be a number" alone
-        ("version: 1\nthresholds:\n  - {estimator: x, metric: y, max: 1e9}\n", r"write 1\.0e\+4"),
+        ("version: 1\nthresholds:\n  - {estimator: x, metric: y, max: 1e9}\n", r"write 1\.0e\+9"),
         ("version: 1\nthresholds:\n  - {estimator: x, metric: y, max: .nan}\n", "`max`"),
         # No finite value passes (as `min` above `max`): every row FAILed after the probe.
         (

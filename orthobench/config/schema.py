@@ -232,10 +232,22 @@ def _unit(metadata: list[Any], before: str) -> str:
 
 def float_text_hint(value: Any) -> str:
     """What to write instead of ``value``, a number in exponent notation that YAML read as text
-    (``" (YAML reads ...)"``), else ``""``: for the end of a ``but got ...`` message."""
-    if isinstance(value, str) and _FLOAT_TEXT_RE.fullmatch(value.strip()):
-        return " (YAML reads an exponent without a '.' and a sign as text: write 1.0e+4)"
-    return ""
+    (``" (YAML reads ...: write 5.0e+3)"`` for ``5e3``: the same number as YAML 1.1 reads a
+    float, with a ``.`` and a signed exponent), else ``""``: for the end of a ``but got ...``
+    message.
+
+    Example:
+        >>> float_text_hint("2e-1")
+        " (YAML reads an exponent without a '.' and a sign as text: write 2.0e-1)"
+    """
+    if not (isinstance(value, str) and _FLOAT_TEXT_RE.fullmatch(value.strip())):
+        return ""
+    mantissa, e, exponent = re.split(r"([eE])", value.strip())
+    mantissa += "" if "." in mantissa else ".0"
+    exponent = exponent if exponent[0] in "+-" else f"+{exponent}"
+    return (
+        f" (YAML reads an exponent without a '.' and a sign as text: write {mantissa}{e}{exponent})"
+    )
 
 
 def _pydantic_rule(error: Any) -> str:

@@ -12,7 +12,8 @@ from annotated_types import Gt, Interval, Le
 from pydantic import AfterValidator, Field, model_validator
 
 from orthobench.config import names
-from orthobench.config.schema import Shorthand, Unit, from_yaml, section
+from orthobench.config.schema import Shorthand, Unit, float_text_hint, from_yaml, section
+from orthobench.config.strict_yaml import load_yaml
 from orthobench.exceptions import ConfigError, UnknownNameError
 
 
@@ -106,3 +107,10 @@ def test_sections_are_frozen_stdlib_dataclasses_that_pickle():
     with pytest.raises(dataclasses.FrozenInstanceError):
         outer.count = 5  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(outer)) == outer
+
+
+@pytest.mark.parametrize("text", ["5e3", "2e-1", "-1e4", "+2E-3", "1.5e3", "1.e3", "7E+2"])
+def test_the_exponent_hint_suggests_the_number_the_user_wrote(text):
+    """It said "write 1.0e+4" whatever the value: ``beta: 2e-1`` was told to become 10000."""
+    suggested = float_text_hint(text).rpartition("write ")[2].rstrip(")")
+    assert load_yaml(f"x: {suggested}") == {"x": float(text)}
