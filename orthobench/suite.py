@@ -635,8 +635,9 @@ def load_suite(path: str | Path) -> Suite:
     So a user's module next to their suite works without PYTHONPATH and never shadows an installed
     one: the folder is appended to ``sys.path``, after the standard library, site-packages and
     PYTHONPATH (a ``botorch.py`` next to the suite is not what ``import botorch`` finds). It stays
-    there: worker processes started later (process pool, Dask LocalCluster) inherit the parent's
-    ``sys.path`` and import the same module.
+    there: worker processes started later (process pool, the private Dask LocalCluster) inherit
+    the parent's ``sys.path`` and import the same module; an external cluster's workers
+    (``--scheduler``) do not: the run checks that they find the module before any cell runs.
 
     Raises:
         SuiteError: on any problem, with a one-line message naming the file and the field.

@@ -109,14 +109,14 @@ def test_executor_stores_the_inline_values_records_failures_and_counts_progress(
         assert reference.count("ok") == 2
         pd.testing.assert_frame_equal(frame, _stored(tmp_path / "inline"))
 
-    # Progress counts evaluations: inline one by one as they finish (a crashed cell stops short),
-    # the parallel executors a whole cell at a time as each finishes, failed or not.
+    # Progress counts the evaluations that ran: inline one by one as they finish, the parallel
+    # executors a whole cell at a time as it ends; a crashed cell stops short in each.
     assert progress.total == 4 * EVALUATIONS
+    assert 2 * EVALUATIONS <= progress.done < progress.total
     if executor == "inline":
         assert set(progress.steps) == {1}
-        assert 2 * EVALUATIONS <= progress.done < progress.total
     else:
-        assert progress.steps == [EVALUATIONS] * 4 and progress.done == progress.total
+        assert progress.steps.count(EVALUATIONS) == 2
 
 
 def test_a_rerun_skips_stored_cells_and_retries_failed_ones(

@@ -227,11 +227,21 @@ class JobResult(NamedTuple):
     # The host, CPU (and GPU) of the process that ran the job (results.where_run), stored with
     # its records in place of the runner's: a Dask worker may be another machine.
     where: dict[str, str] | None = None
+    # The progress units the job reported (execute), all of them where it was stored; 0 where
+    # its executor ended it (a timeout, a dead worker), which cannot know how far it got.
+    progressed: int = 0
 
 
 def failed(reason: str, seconds: float) -> JobResult:
     """The result of a job that the executor ended (a timeout, a dead worker)."""
     return JobResult(None, reason, reason + "\n", seconds)
+
+
+def progressed(job: Job, result: JobResult) -> int:
+    """The progress units that ``job``, run elsewhere, counts once it ended with ``result``: all
+    of them where it was stored, else those it did (an inline job's count as it reports them;
+    none where its executor ended it: :attr:`JobResult.progressed`)."""
+    return job.size if result.records is not None else result.progressed
 
 
 def execute(
@@ -242,18 +252,26 @@ def execute(
     """Run a job with its thread count; any exception it raises is returned as its failure.
 
     Except when ``user_interrupt`` is set (the user pressed Ctrl-C): the job ended because of it,
-    and ``KeyboardInterrupt`` is raised to end the run.
+    and ``KeyboardInterrupt`` is raised to end the run. A failed job's result counts the progress
+    units it reported (:attr:`JobResult.progressed`).
     """
     start = time.perf_counter()
+    reported = 0
+
+    def report(n: int) -> None:
+        nonlocal reported
+        reported += n
+        if on_progress is not None:
+            on_progress(n)
+
     try:
         with thread_limits(job.threads):
-            records = job.run(on_progress)
+            records = job.run(report)
     except BaseException as err:  # noqa: BLE001 -- SystemExit/KeyboardInterrupt of a unit's code are its failure
         if user_interrupt is not None and user_interrupt.is_set():
             raise KeyboardInterrupt from err
-        return JobResult(
-            None, describe_error(err), traceback.format_exc(), time.perf_counter() - start
-        )
+        seconds = time.perf_counter() - start
+        return JobResult(None, describe_error(err), traceback.format_exc(), seconds, None, reported)
     return JobResult(records, None, "", time.perf_counter() - start, where_run(job.device))
 
 

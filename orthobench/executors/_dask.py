@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import importlib.util
 import logging
 import socket
 import time
@@ -24,6 +25,7 @@ from orthobench.executors._base import (
     Session,
     execute,
     failed,
+    progressed,
     show_warnings,
     with_warnings,
 )
@@ -32,6 +34,9 @@ from orthobench.executors._base import (
 _SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 #: A job's share of a ``GPU`` worker resource is a whole number of these (:func:`_gpu_resources`).
 _GPU_SHARE_UNITS = 2**30
+#: Seconds between an external cluster's job's checks that its run was interrupted (each asks the
+#: scheduler): :func:`_execute_until_stopped`.
+_STOP_POLL_S = 1.0
 #: How long the private ``LocalCluster`` waits for a worker that left to come back before it
 #: closes the worker's nanny for good: longer than any run (:meth:`DaskExecutor.run`).
 _LOST_WORKER_TIMEOUT = "365d"
@@ -186,6 +191,96 @@ def _execute_on(job: Job, workers: tuple[str, ...]) -> JobResult:
         CELL_WORKERS.reset(token)
 
 
+def _stop_event(run_token: str) -> str:
+    """The name of the Dask event that the run ``run_token`` sets when it is interrupted."""
+    return f"orthobench-stop-{run_token}"
+
+
+def _execute_until_stopped(job: Job, run_token: str) -> JobResult:
+    """:func:`execute` the job on an external cluster's worker, which stops it at the next part
+    it reports done (a cell's next evaluation) once its run was interrupted: Ctrl-C closes the
+    client, not the cluster, which would run it to its end for nothing (:meth:`DaskExecutor.run`).
+    Best effort: asked of the scheduler at most each :data:`_STOP_POLL_S` seconds, and a check
+    that fails lets the job go on."""
+    from distributed import Event
+
+    stop = Event(_stop_event(run_token))
+    checked = time.monotonic()
+
+    def check(n: int) -> None:
+        nonlocal checked
+        if time.monotonic() - checked < _STOP_POLL_S:
+            return
+        checked = time.monotonic()
+        try:
+            interrupted = stop.is_set()
+        except Exception:  # noqa: BLE001 -- the scheduler did not answer: the run may be on
+            return
+        if interrupted:
+            raise OrthobenchError("stopped: the run that submitted it was interrupted.")
+
+    return execute(job, check)
+
+
+def _stop_jobs(client, run_token: str, scheduler: str) -> None:  # noqa: ANN001 -- a distributed.Client
+    """Ask the jobs of the interrupted run ``run_token`` still running on the external cluster
+    at ``scheduler`` to stop (:func:`_execute_until_stopped`), and warn what runs on there."""
+    from distributed import Event
+
+    try:
+        Event(_stop_event(run_token), client=client).set()
+    except Exception:  # noqa: BLE001 -- the scheduler is gone: nothing more to ask of it
+        return
+    warnings.warn(
+        f"the cells running on the Dask cluster at {scheduler} stop at their next evaluation; "
+        "an evaluation already running there finishes first.",
+        OrthobenchWarning,
+        stacklevel=3,
+    )
+
+
+def _modules(jobs: Sequence[Job]) -> list[str]:
+    """The modules a worker imports to run ``jobs``: each job's own, and those of the import
+    paths (``module:attr``) that name its unit's task and optimizer."""
+    names = [
+        getattr(getattr(j.unit, part, None), "name", "")
+        for j in jobs
+        for part in ("task", "optimizer")
+    ]
+    return sorted(
+        {type(j).__module__ for j in jobs} | {n.partition(":")[0] for n in names if ":" in n}
+    )
+
+
+def _findable(module: str) -> bool:
+    """Run on a Dask worker: whether it finds ``module``'s spec (the module's own code does not
+    run; a parent package that fails to import raises)."""
+    return importlib.util.find_spec(module) is not None
+
+
+def _check_importable(client, jobs: Sequence[Job], scheduler: str) -> None:  # noqa: ANN001 -- a distributed.Client
+    """Check that every worker of the external cluster at ``scheduler`` finds the modules that
+    ``jobs`` need (:func:`_modules`): its workers have their own ``sys.path``, without the
+    folder of the suite file that this process added, and each cell would fail there instead.
+
+    Raises:
+        OrthobenchError: naming the first module a worker lacks, the worker and what to do.
+    """
+    for module in _modules(jobs):
+        found = client.run(_findable, module, on_error="return")
+        for worker, answer in sorted(found.items()):
+            if answer is True:
+                continue
+            why = "no such module" if answer is False else describe_error(answer)
+            here = importlib.util.find_spec(module)
+            where = f" (here: {here.origin})" if here is not None and here.origin else ""
+            raise OrthobenchError(
+                f"the Dask worker {worker} of {scheduler} cannot import the module {module!r} "
+                f"that the cells need ({why}){where}: install it there, or put its folder on the "
+                "workers' PYTHONPATH."
+            )
+
+
 @contextlib.contextmanager
 def _silenced(name: str) -> Iterator[None]:
     """Silence the logger ``name`` (any thread's records) while the block runs."""
@@ -248,7 +343,9 @@ class DaskExecutor(Executor):
     them would keep jobs from sharing a worker of several threads or GPU shares. A worker whose
     batch cell waits may then start another job, or evaluations of other cells, and when that
     cell times out, its worker's restart ends them too: each fails (``KilledWorker``, after the
-    cluster's allowed retries) or runs again from the start.
+    cluster's allowed retries) or runs again from the start. Its workers must find the modules
+    the jobs need before any runs (:func:`_check_importable`), and on Ctrl-C the jobs running
+    there stop at their next evaluation (:func:`_execute_until_stopped`).
 
     A CUDA job, and each CUDA evaluation of a batch cell, asks for a ``1/jobs_per_gpu`` share of
     a ``GPU`` worker resource (:func:`_gpu_resources`). On an external cluster, start one worker
@@ -347,8 +444,18 @@ class DaskExecutor(Executor):
             client = (
                 Client(cluster) if private else _connect(self.scheduler, self.scheduler_timeout)
             )
+            # A Dask key names one result on the scheduler: a task submitted with the key of a
+            # task it holds gets that task's result. Another run of the same cells on a shared
+            # scheduler (another results folder, thread count or device), or this one's rerun
+            # while tasks of a stopped run still finish, must not share them: the run's own
+            # token is in every key.
+            run_token = uuid.uuid4().hex
             try:
-                self._run(client, jobs, session, own_workers=private)
+                self._run(client, jobs, session, run_token, own_workers=private)
+            except KeyboardInterrupt:
+                if not private:  # the private cluster's workers end with it
+                    _stop_jobs(client, run_token, self.scheduler)
+                raise
             finally:
                 client.close()
                 if cluster is not None:
@@ -386,26 +493,28 @@ class DaskExecutor(Executor):
         client,  # noqa: ANN001 -- a distributed.Client
         jobs: Sequence[Job],
         session: Session,
+        run_token: str,
         own_workers: bool = False,
     ) -> None:
-        """Run ``jobs`` on ``client``'s cluster; with ``own_workers`` (the private
-        ``LocalCluster``: one thread per worker), each job in flight on workers of its own."""
+        """Run ``jobs`` on ``client``'s cluster, ``run_token`` in their keys; with ``own_workers``
+        (the private ``LocalCluster``: one thread per worker), each job in flight on workers of
+        its own.
+
+        A job's future is released as soon as its result is taken: a future held makes Dask keep
+        its result, and compute it again elsewhere when the worker holding it dies.
+        """
         from dask.distributed import wait
         from distributed.client import FuturesCancelledError
 
         if not own_workers:
             self._warn_unrunnable(client, jobs)
+            _check_importable(client, jobs, self.scheduler)
         queue = deque(jobs)
         futures: dict[Any, Job] = {}  # distributed.Future -> its job
         submitted: dict[Any, float] = {}  # distributed.Future -> when (time.monotonic)
         owned: dict[Any, tuple[str, ...]] = {}  # distributed.Future -> its workers (own_workers)
         pending: set[Any] = set()
         started: dict[str, tuple[str, float]] = {}
-        # A Dask key names one result on the scheduler: a task submitted with the key of a task
-        # it holds gets that task's result. Another run of the same cells on a shared scheduler
-        # (another results folder, thread count or device), or this one's rerun while tasks of a
-        # stopped run still finish, must not share them: the run's own token is in every key.
-        run_token = uuid.uuid4().hex
         registries: dict[str, dict] = {}  # which of the workers' warnings were shown, by file
         while queue or pending:
             # No more jobs in flight than worker threads (a batch cell counts its evaluations at
@@ -443,7 +552,13 @@ class DaskExecutor(Executor):
                     owned[future] = workers
                 else:
                     future = client.submit(
-                        with_warnings, execute, job, key=key, pure=False, resources=resources
+                        with_warnings,
+                        _execute_until_stopped,
+                        job,
+                        run_token,
+                        key=key,
+                        pure=False,
+                        resources=resources,
                     )
                     owned[future] = ()
                 futures[future] = job
@@ -466,25 +581,26 @@ class DaskExecutor(Executor):
                     f"lost the Dask scheduler {where} ({reason}); the units stored so far are "
                     "kept: rerun the same command to resume the others."
                 ) from None
+            ended = []
             for future in done:
-                job = futures[future]
-                session.progress.advance(job.size)
                 # Since it was seen processing (polled for a timeout only), else submitted.
                 since = started.get(future.key, ("", submitted[future]))[1]
-                session.finish(job, _dask_result(future, registries, since))
+                ended.append((future, _dask_result(future, registries, since)))
             if self.timeout is not None:
                 for future in _expired(client, pending, started, self.timeout, owned):
                     pending.discard(future)
-                    job = futures[future]
-                    session.progress.advance(job.size)
-                    session.finish(
-                        job,
-                        failed(
-                            f"timed out: still running after the {job.unit.kind} timeout of "
-                            f"{self.timeout:g} s",
-                            self.timeout,
-                        ),
+                    reason = (
+                        f"timed out: still running after the {futures[future].unit.kind} "
+                        f"timeout of {self.timeout:g} s"
                     )
+                    ended.append((future, failed(reason, self.timeout)))
+            for future, result in ended:
+                future.release()
+                job = futures.pop(future)
+                del submitted[future], owned[future]
+                started.pop(future.key, None)
+                session.progress.advance(progressed(job, result))
+                session.finish(job, result)
 
 
 def _expired(

@@ -174,6 +174,16 @@ def _point(request: EvaluationRequest) -> str:
     return f"proposal {request.iteration}, batch {request.batch}"
 
 
+def _died(cell: Cell, request: EvaluationRequest, journaled: bool = True) -> OrthobenchError:
+    """The one line of a cell whose process evaluating ``request`` died (a pool's or a Dask
+    worker's); ``journaled``: where the cell keeps an evaluation journal."""
+    kept = "; the evaluations finished before it are journaled" if journaled else ""
+    return OrthobenchError(
+        f"cell {cell.id}: the process evaluating {_point(request)} died (a crash, a kill, "
+        f"os._exit){kept}."
+    )
+
+
 def _taken_warnings() -> list[Warned]:
     """The warnings shown since the last call (:data:`_WARNED`), which it clears."""
     warned = list(_WARNED)
@@ -289,11 +299,7 @@ class ProcessEvaluations(Evaluations):
                     try:
                         outcome, warned = future.result()
                     except BrokenProcessPool:
-                        raise OrthobenchError(
-                            f"cell {self._cell.id}: the process evaluating {_point(request)} "
-                            "died (a crash, a kill, os._exit); the evaluations finished before "
-                            "it are journaled."
-                        ) from None
+                        raise _died(self._cell, request) from None
                     show_warnings(warned, self._warned)
                     yield request, outcome
                     submit_queued()
@@ -375,6 +381,7 @@ class DaskEvaluations(Evaluations):
         self, queue: collections.deque[EvaluationRequest]
     ) -> Iterator[tuple[EvaluationRequest, Outcome]]:
         from distributed import as_completed, worker_client
+        from distributed.scheduler import KilledWorker
 
         resources = _gpu_resources(self._device, self.jobs_per_gpu)
         owned = CELL_WORKERS.get() or ()
@@ -407,9 +414,17 @@ class DaskEvaluations(Evaluations):
             try:
                 submit_queued()
                 for future in finished:
-                    outcome, warned = future.result()
+                    request = futures.pop(future)
+                    try:
+                        outcome, warned = future.result()
+                    except KilledWorker:
+                        # Only the private cluster's cells keep a journal (they share its folder).
+                        journaled = CELL_WORKERS.get() is not None
+                        raise _died(self._cell, request, journaled) from None
+                    # Released: Dask would compute a result still held again when its worker dies.
+                    future.release()
                     show_warnings(warned, self._warned)
-                    yield futures.pop(future), outcome
+                    yield request, outcome
                     submit_queued()
             finally:
                 for future in futures:

@@ -24,6 +24,7 @@ from orthobench.executors._base import (
     failed,
     forward_warnings,
     ignore_sigint,
+    progressed,
     sigint_blocked,
 )
 
@@ -225,8 +226,10 @@ class ProcessExecutor(Executor):
 
     ``spawn``, not ``fork``: forking a process that already initialized torch/OpenMP (or CUDA)
     can hang. A worker's process is reused for the next job, so tasks keep their per-process
-    caches. Progress counts a whole job as it finishes, and the warnings a job shows are shown
-    by the runner, as an inline job's are (:func:`~orthobench.executors._base.forward_warnings`).
+    caches. Progress counts a job as it ends (of a failed one, the evaluations that ran, as
+    inline: :func:`~orthobench.executors._base.progressed`), and the warnings a job shows are
+    shown by the runner, as an inline job's are
+    (:func:`~orthobench.executors._base.forward_warnings`).
     Pool workers ignore SIGINT from their start (their imports included), so a
     ``KeyboardInterrupt`` there always comes from the job's own code and fails it. On Ctrl-C the
     runner kills what their jobs started, gives them :data:`_STOP_GRACE_S` seconds to end their
@@ -281,7 +284,7 @@ class ProcessExecutor(Executor):
                     busy.remove(worker)
                     if worker.process.is_alive():
                         idle.append(worker)
-                    session.progress.advance(worker.job.size)
+                    session.progress.advance(progressed(worker.job, result))
                     session.finish(worker.job, result)
         except BaseException:
             _stop_all(busy)
