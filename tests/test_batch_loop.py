@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from tests.test_loop import cell, comparable
 # Tasks of a light module of their own: evaluation processes import it, not this test module.
 TASKS_SOURCE = '''
 import json
+import multiprocessing
 import os
 import time
 
@@ -77,6 +80,15 @@ class Built(Logged):
         super().__init__(log, seconds)
         with open(log, "a") as fh:
             fh.write(json.dumps({"pid": os.getpid()}) + "\\n")
+
+
+class ExitsWhileBuilding(Logged):
+    """Ends the process named ``process`` as it builds (killed while loading its data)."""
+
+    def __init__(self, process=""):
+        super().__init__()
+        if multiprocessing.current_process().name == process:
+            os._exit(3)
 
 
 class BuiltOnlyIn(Logged):
@@ -407,6 +419,34 @@ def test_every_evaluation_process_starts_when_the_cell_opens_them(tmp_path):
         assert len(evaluations._pool._processes) == 3
         built_in = {line["pid"] for line in logged(log)} - {os.getpid()}
         assert built_in == set(evaluations._pool._processes)
+    finally:
+        evaluations.close()
+
+
+@pytest.mark.slow
+def test_the_last_evaluation_process_dying_while_the_others_start_fails_the_cell():
+    """The others wait at the start barrier and the pool's manager, not woken by a result, never
+    saw the last process spawned die: the cell hung. It fails in one line instead."""
+    # The pool's processes are named by multiprocessing's counter: this run's next two.
+    last = f"SpawnProcess-{next(multiprocessing.process._process_counter) + 2}"
+    spec = batch_cell(q=2, n_init=2, budget=1)
+    name, params = "batchtasks:ExitsWhileBuilding", {"process": last}
+    spec = dataclasses.replace(spec, task=dataclasses.replace(spec.task, name=name, params=params))
+    evaluations = ProcessEvaluations(2, threads=1)
+    raised: list[BaseException] = []
+
+    def open_them() -> None:
+        try:
+            evaluations.open(spec, make_task(spec), torch.device("cpu"), None)
+        except BaseException as err:  # noqa: BLE001 -- inspected below
+            raised.append(err)
+
+    opener = threading.Thread(target=open_them, daemon=True)
+    opener.start()
+    opener.join(timeout=60)
+    try:
+        assert not opener.is_alive(), "the cell hung"
+        assert len(raised) == 1 and "an evaluation process could not start" in str(raised[0])
     finally:
         evaluations.close()
 

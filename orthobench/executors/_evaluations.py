@@ -134,6 +134,9 @@ class StackedEvaluations(Evaluations):
 # Worker processes
 
 
+#: Seconds between a cell's looks at its evaluation processes while they start
+#: (:meth:`ProcessEvaluations.open`).
+_START_POLL_S = 0.5
 # The cell of this evaluation process and, once built, its task: an evaluation process serves
 # one cell (set by the pool's initializer, read by each evaluation).
 _WORKER: dict[str, Any] = {}
@@ -252,13 +255,19 @@ class ProcessEvaluations(Evaluations):
         )
         # The pool starts a process per job while none is idle: as many jobs at once start them
         # all, with SIGINT blocked until they ignore it (after their imports); each job waits
-        # for all processes, so each runs in its own. A process that dies breaks the pool, which
-        # ends the others.
+        # for all processes, so each runs in its own.
         try:
             with sigint_blocked():
-                started = [self._pool.submit(_started) for _ in range(self.workers)]
-            for future in started:
-                show_warnings(future.result()[1], self._warned)
+                pending = {self._pool.submit(_started) for _ in range(self.workers)}
+            while pending:
+                done, pending = wait(pending, timeout=_START_POLL_S)
+                for future in done:
+                    show_warnings(future.result()[1], self._warned)
+                # A process that died while the others wait at the barrier need not break the
+                # pool: its manager thread notices a death only when a result or a submit wakes
+                # it, and none comes (the last process spawned was not yet watched).
+                if pending and any(p.exitcode is not None for p in self._processes()):
+                    raise BrokenProcessPool
         except BrokenProcessPool:
             self.close()
             raise OrthobenchError(
@@ -307,12 +316,15 @@ class ProcessEvaluations(Evaluations):
             for future in futures:
                 future.cancel()
 
+    def _processes(self) -> list[multiprocessing.Process]:
+        # concurrent.futures lists its processes nowhere public.
+        return list((self._pool._processes or {}).values())
+
     def close(self) -> None:
         if self._pool is None:
             return
-        # concurrent.futures lists its processes nowhere public; they are killed, not waited
-        # for: an evaluation of a failed cell may still run.
-        processes = list((self._pool._processes or {}).values())
+        # They are killed, not waited for: an evaluation of a failed cell may still run.
+        processes = self._processes()
         for process in processes:
             kill_descendants(process.pid)
         self._pool.shutdown(wait=False, cancel_futures=True)
