@@ -44,7 +44,7 @@ from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, model_
 
 from orthobench.config import names
 from orthobench.config.beside import check_modules_beside
-from orthobench.config.params import MAX_COUNT, Kernel, canonical_params, check_even_budgets
+from orthobench.config.params import MAX_COUNT, Kernel, check_even_budgets
 from orthobench.config.schema import Shorthand, Unit, from_yaml, section, within
 from orthobench.config.strict_yaml import load_yaml, yaml_error_parts
 from orthobench.exceptions import ConfigError, SuiteError, UnknownNameError, show_value
@@ -495,14 +495,14 @@ class Cell:
         """:meth:`config` with every default of the task and optimizer factories filled in.
 
         The parameters the cell really runs with, as JSON values (tuples become lists, other
-        objects their ``str``) and estimator names spelled canonically (``orth@iid`` is ``orth``):
-        a default changed in the code changes it though the suite did not.
+        objects their ``str``, sets sorted lists): a default changed in the code changes it though
+        the suite did not. An estimator's name is hashed as the suite spells it (``orth@iid``
+        apart from ``orth``), as cells stored under either spelling were.
         """
         config = self.config()
         for key, registry in (("task", TASKS), ("optimizer", OPTIMIZERS)):
             entry = registry.resolve(config[key]["name"])
-            params = entry.with_defaults(config[key]["params"])
-            config[key]["params"] = canonical_params(entry.constraints, params)
+            config[key]["params"] = entry.with_defaults(config[key]["params"])
         return json.loads(canonical(config))
 
     @property

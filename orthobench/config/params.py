@@ -49,7 +49,6 @@ __all__ = [
     "PositiveFloat",
     "Probability",
     "ThetaEstimatorName",
-    "canonical_params",
     "check_even_budgets",
     "check_kernels",
     "check_value",
@@ -101,24 +100,6 @@ KernelEnsemble = Annotated[str | list[str], AfterValidator(check_kernels)]
 
 #: An estimator name ``<base>[+rb][@sampling]`` (:func:`orthobench.config.names.parse_theta_estimator`).
 ThetaEstimatorName = Annotated[str, AfterValidator(partial(names.parse_theta_estimator, field=""))]
-
-
-def canonical_params(constraints: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` with the value of each parameter whose type in ``constraints`` is
-    :data:`ThetaEstimatorName` spelled canonically
-    (:attr:`~orthobench.config.names.ThetaEstimator.name`): ``orth@iid`` is ``orth``, one
-    estimator with one configuration hash.
-
-    Example:
-        >>> canonical_params({"estimator": ThetaEstimatorName}, {"estimator": "mc@iid", "k": 2})
-        {'estimator': 'mc', 'k': 2}
-    """
-    return {
-        key: names.parse_theta_estimator(value).name
-        if constraints.get(key) == ThetaEstimatorName
-        else value
-        for key, value in params.items()
-    }
 
 
 def is_integer(value: Any) -> bool:
