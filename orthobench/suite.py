@@ -73,8 +73,10 @@ MAX_FILE_BYTES = 2**20
 #: Longest time limit, in seconds (about 116 days; ``setitimer`` overflows near 1e10).
 MAX_TIMEOUT_S = 1e7
 
-# A safe file-name component: starts with a letter or digit (so never '.', '..' or '-x').
-_LABEL_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_LABEL - 1}}}", re.ASCII)
+#: A label's first character and its others (regular expressions): a safe file-name component
+#: starts with a letter or digit (so never '.', '..' or '-x').
+LABEL_FIRST, LABEL_REST = "[A-Za-z0-9]", "[A-Za-z0-9._-]"
+_LABEL_RE = re.compile(rf"{LABEL_FIRST}{LABEL_REST}{{0,{MAX_LABEL - 1}}}", re.ASCII)
 #: Joins the labels of a cell id and a probe state id (``task__optimizer__seed0``). A label never
 #: holds it and never starts with ``_``, so an id splits back into its labels in one way only: no
 #: two cells share an id (and a file).

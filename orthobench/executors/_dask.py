@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from orthobench.config.names import PLUGIN_SEPARATOR
 from orthobench.deadlines import kill_descendants
 from orthobench.exceptions import OrthobenchError, OrthobenchWarning, describe_error
 from orthobench.executors._base import (
@@ -248,7 +249,8 @@ def _modules(jobs: Sequence[Job]) -> list[str]:
         for part in ("task", "optimizer")
     ]
     return sorted(
-        {type(j).__module__ for j in jobs} | {n.partition(":")[0] for n in names if ":" in n}
+        {type(j).__module__ for j in jobs}
+        | {n.partition(PLUGIN_SEPARATOR)[0] for n in names if PLUGIN_SEPARATOR in n}
     )
 
 

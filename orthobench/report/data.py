@@ -28,7 +28,7 @@ import pandas as pd
 
 from orthobench.registry import OPTIMIZERS
 from orthobench.results import ResultStore, stored_threads, unique_dirs
-from orthobench.suite import ID_SEPARATOR
+from orthobench.suite import ID_SEPARATOR, LABEL_FIRST, LABEL_REST
 from orthobench.work import CELL, ID_FIELDS, PROBE_STATE
 
 
@@ -318,9 +318,9 @@ def is_asynchronous(cell_id: str) -> bool:
     return len(cell_id.split(ID_SEPARATOR)) == 5
 
 
-#: A label of a cell id: it starts with a letter or a digit (the suite's rule), so a label that
+#: A label of a cell id, by the suite's rule: it starts with a letter or a digit, so a label that
 #: ends in ``_`` (``h_``) is not split as ``h`` and ``_...`` at the ``___`` that follows it.
-_ID_LABEL = r"[A-Za-z0-9][A-Za-z0-9._-]*?"
+_ID_LABEL = rf"{LABEL_FIRST}{LABEL_REST}*?"
 #: A cell id (:attr:`orthobench.suite.Cell.id`): ``task__optimizer[__q<q>[__async]]__seed<n>``.
 _CELL_ID = re.compile(
     rf"(?P<task>{_ID_LABEL})__(?P<optimizer>{_ID_LABEL})"
